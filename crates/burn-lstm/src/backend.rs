@@ -1,0 +1,104 @@
+//! The op contract: an extension trait over Burn's [`Backend`] (Burn's backend-extension
+//! pattern). One call covers a whole layer stack, every direction and every time step.
+//!
+//! Every method has a default, the portable kernel, so a backend opts in with an empty
+//! `impl`. Backends with a faster kernel (cuDNN, the fused CPU kernel) override them.
+
+use burn::tensor::{backend::Backend, ops::FloatTensor};
+
+use crate::kernel::{KernelChoice, LstmKernel};
+use crate::portable;
+use crate::spec::LstmSpec;
+
+/// Results of a forward call. Layouts are sequence-major.
+#[derive(Debug, Clone)]
+pub struct LstmOutput<B: Backend> {
+    /// Output sequence of the last layer, `[T, B, dirs * H_out]`, zero past each row's length.
+    pub y: FloatTensor<B>,
+    /// Final hidden state of every layer and direction, `[layers * dirs, B, H_out]`.
+    pub h_n: FloatTensor<B>,
+    /// Final cell state of every layer and direction, `[layers * dirs, B, H]`.
+    pub c_n: FloatTensor<B>,
+}
+
+/// Upstream gradients of the three outputs (same shapes as [`LstmOutput`]).
+#[derive(Debug, Clone)]
+pub struct LstmOutputGrads<B: Backend> {
+    /// Gradient of `y`.
+    pub dy: FloatTensor<B>,
+    /// Gradient of `h_n`.
+    pub dh_n: FloatTensor<B>,
+    /// Gradient of `c_n`.
+    pub dc_n: FloatTensor<B>,
+}
+
+/// Gradients of the four inputs of the op.
+#[derive(Debug, Clone)]
+pub struct LstmGrads<B: Backend> {
+    /// Gradient of the input sequence, `[T, B, I]`.
+    pub input: FloatTensor<B>,
+    /// Gradient of the flat parameter buffer, same layout as the parameters.
+    pub weights: FloatTensor<B>,
+    /// Gradient of the initial hidden state.
+    pub h0: FloatTensor<B>,
+    /// Gradient of the initial cell state.
+    pub c0: FloatTensor<B>,
+}
+
+/// What a training forward keeps for its backward: the call, the kernel that ran and
+/// that kernel's residuals (for the portable kernel: gate activations and states per
+/// step; for cuDNN: its reserve space).
+#[derive(Debug, Clone)]
+pub struct LstmSaved<B: Backend> {
+    /// The call.
+    pub spec: LstmSpec,
+    /// The kernel that produced the residuals (its backward must read them).
+    pub kernel: LstmKernel,
+    /// The op's inputs: `[input, weights, h0, c0]`.
+    pub inputs: [FloatTensor<B>; 4],
+    /// Kernel-defined residual tensors.
+    pub residuals: Vec<FloatTensor<B>>,
+}
+
+/// Backends that run a whole LSTM layer stack as one op.
+///
+/// Tensor layouts: `input` `[T, B, I]` (sequence-major), `weights` the flat parameter
+/// buffer of [`LstmArch::direction_layout`](crate::LstmArch::direction_layout),
+/// `h0` `[layers * dirs, B, H_out]`, `c0` `[layers * dirs, B, H]`.
+pub trait LstmBackend: Backend {
+    /// Which kernel a call with `spec` runs on `device`, and why it is not a faster one.
+    fn lstm_kernel(_device: &Self::Device, _spec: &LstmSpec) -> KernelChoice {
+        KernelChoice::fastest(LstmKernel::Portable)
+    }
+
+    /// Forward pass for inference (nothing saved for a backward).
+    fn lstm_forward(
+        input: FloatTensor<Self>,
+        weights: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        c0: FloatTensor<Self>,
+        spec: &LstmSpec,
+    ) -> LstmOutput<Self> {
+        portable::forward::<Self>([input, weights, h0, c0], spec, false).0
+    }
+
+    /// Forward pass that also returns what [`LstmBackend::lstm_backward`] needs.
+    fn lstm_forward_train(
+        input: FloatTensor<Self>,
+        weights: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        c0: FloatTensor<Self>,
+        spec: &LstmSpec,
+    ) -> (LstmOutput<Self>, LstmSaved<Self>) {
+        let (output, saved) = portable::forward::<Self>([input, weights, h0, c0], spec, true);
+        (
+            output,
+            saved.expect("a training forward saves its residuals"),
+        )
+    }
+
+    /// Backpropagation through time from the saved residuals.
+    fn lstm_backward(saved: LstmSaved<Self>, grads: LstmOutputGrads<Self>) -> LstmGrads<Self> {
+        portable::backward::<Self>(saved, grads)
+    }
+}

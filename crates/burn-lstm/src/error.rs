@@ -1,0 +1,70 @@
+//! The one error type of the crate. Every variant names what was wrong, what was
+//! expected and what was found, so a user can fix the call without reading our code.
+
+/// Errors returned by the LSTM module, its op and its checkpoint functions.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LstmError {
+    /// An argument of a call (input, state, lengths) or a config field is not acceptable.
+    #[error("invalid `{argument}`: expected {expected}, got {actual}")]
+    InvalidArgument {
+        /// The argument or config field.
+        argument: String,
+        /// What was expected.
+        expected: String,
+        /// What was given.
+        actual: String,
+    },
+    /// A parameter (loaded from a checkpoint, or set by hand) has a shape the config does not allow.
+    #[error("parameter `{name}` has shape {actual:?}, but the config needs {expected:?}")]
+    ParameterShape {
+        /// Path of the parameter, e.g. `layers.1.reverse.weight_ih` or `weight_ih_l1_reverse`.
+        name: String,
+        /// Shape the config implies.
+        expected: Vec<usize>,
+        /// Shape found.
+        actual: Vec<usize>,
+    },
+    /// A tensor that the config needs is absent from a checkpoint, or present where the config has none.
+    #[error("checkpoint {source_name}: {problem} tensor `{name}`")]
+    CheckpointTensor {
+        /// The file or store.
+        source_name: String,
+        /// `missing` or `unexpected`.
+        problem: &'static str,
+        /// The tensor name.
+        name: String,
+    },
+    /// Input or state holds NaN or infinite values while the NaN policy rejects them.
+    #[error(
+        "`{argument}` holds {count} non-finite value(s) (NaN or ±inf), rejected by NanPolicy::Reject"
+    )]
+    NonFinite {
+        /// The argument.
+        argument: String,
+        /// How many values are not finite.
+        count: usize,
+    },
+    /// Reading or writing a file failed.
+    #[error("{path}: {message}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl LstmError {
+    /// Shorthand for [`LstmError::InvalidArgument`].
+    pub fn invalid(
+        argument: impl Into<String>,
+        expected: impl Into<String>,
+        actual: impl Into<String>,
+    ) -> Self {
+        Self::InvalidArgument {
+            argument: argument.into(),
+            expected: expected.into(),
+            actual: actual.into(),
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! Which kernel runs an LSTM call, and why it is not a faster one.
+
+use core::fmt;
+
+/// The implementations of the LSTM op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LstmKernel {
+    /// Burn tensor ops (one input-projection matmul per layer and direction, then one
+    /// matmul plus the gate math per step): runs on every backend.
+    Portable,
+    /// The fused CPU kernel of the `lstm-cpu` crate.
+    FusedCpu,
+    /// NVIDIA cuDNN's fused RNN (`cudnnRNNForward` and friends).
+    Cudnn,
+}
+
+impl fmt::Display for LstmKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Portable => "portable",
+            Self::FusedCpu => "fused-cpu",
+            Self::Cudnn => "cudnn",
+        })
+    }
+}
+
+/// The kernel a call will use on a device, and, when a faster kernel exists for that
+/// device but cannot run, the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelChoice {
+    /// The kernel that runs.
+    pub kernel: LstmKernel,
+    /// Why a faster kernel for this device does not run (`None`: this is the fastest one).
+    pub fallback_reason: Option<String>,
+}
+
+impl KernelChoice {
+    /// The fastest kernel for the device runs.
+    pub fn fastest(kernel: LstmKernel) -> Self {
+        Self {
+            kernel,
+            fallback_reason: None,
+        }
+    }
+
+    /// `kernel` runs although a faster one exists, because of `reason`.
+    pub fn fallback(kernel: LstmKernel, reason: impl Into<String>) -> Self {
+        Self {
+            kernel,
+            fallback_reason: Some(reason.into()),
+        }
+    }
+}
+
+impl fmt::Display for KernelChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.fallback_reason {
+            None => write!(f, "{}", self.kernel),
+            Some(reason) => write!(f, "{} (fallback: {reason})", self.kernel),
+        }
+    }
+}

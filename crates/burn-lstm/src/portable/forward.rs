@@ -1,0 +1,220 @@
+//! Forward pass of the portable kernel.
+
+use burn::tensor::{Distribution, Tensor, backend::Backend, ops::FloatTensor};
+
+use super::residuals::{self, CellResiduals, LayerResiduals};
+use super::weights::{CellWeights, GateAffine, step_masks};
+use super::{primitive, tensor, time_index};
+use crate::backend::{LstmOutput, LstmSaved};
+use crate::kernel::LstmKernel;
+use crate::spec::LstmSpec;
+
+/// Runs the layer stack. With `save`, also returns the residuals of the backward.
+pub(crate) fn forward<B: Backend>(
+    inputs: [FloatTensor<B>; 4],
+    spec: &LstmSpec,
+    save: bool,
+) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
+    let [x, w, h0, c0] = inputs.clone();
+    let x = tensor::<B, 3>(x);
+    let w = tensor::<B, 1>(w);
+    let h0 = tensor::<B, 3>(h0);
+    let c0 = tensor::<B, 3>(c0);
+    let arch = &spec.arch;
+    let device = x.device();
+    let affine = GateAffine::<B>::new(arch.hidden_size, &device);
+    let masks = step_masks::<B>(spec.lengths.as_deref(), spec.seq_len, spec.batch, &device);
+    if spec.dropout_active()
+        && let Some(seed) = spec.dropout_seed
+    {
+        B::seed(&device, seed);
+    }
+
+    let mut layer_input = x;
+    let mut h_n = Vec::with_capacity(arch.cells());
+    let mut c_n = Vec::with_capacity(arch.cells());
+    let mut saved_layers = Vec::new();
+    for layer in 0..arch.num_layers {
+        let mut dropout_mask = None;
+        if layer > 0 && spec.dropout_active() {
+            let keep = 1.0 - spec.dropout;
+            let mask =
+                Tensor::<B, 3>::random(layer_input.shape(), Distribution::Bernoulli(keep), &device)
+                    .div_scalar(keep);
+            layer_input = layer_input * mask.clone();
+            dropout_mask = Some(mask);
+        }
+        let mut outputs = Vec::with_capacity(arch.dirs());
+        let mut cells = Vec::new();
+        for direction in 0..arch.dirs() {
+            let cell = layer * arch.dirs() + direction;
+            let weights =
+                CellWeights::new(&w, arch, &arch.direction_layout(layer, direction), &affine);
+            let state = (state_of(&h0, cell), state_of(&c0, cell));
+            let run = run_direction(
+                &layer_input,
+                &weights,
+                &affine,
+                state,
+                masks.as_ref(),
+                direction == 1,
+                save,
+            );
+            outputs.push(run.output);
+            h_n.push(run.hidden);
+            c_n.push(run.cell);
+            cells.extend(run.residuals);
+        }
+        let output = if outputs.len() == 1 {
+            outputs.pop().unwrap()
+        } else {
+            Tensor::cat(outputs, 2)
+        };
+        if save {
+            saved_layers.push(LayerResiduals {
+                input: layer_input,
+                dropout_mask,
+                cells,
+            });
+        }
+        layer_input = output;
+    }
+
+    let output = LstmOutput {
+        y: primitive(layer_input),
+        h_n: primitive(Tensor::stack::<3>(h_n, 0)),
+        c_n: primitive(Tensor::stack::<3>(c_n, 0)),
+    };
+    let saved = save.then(|| LstmSaved {
+        spec: spec.clone(),
+        kernel: LstmKernel::Portable,
+        inputs,
+        residuals: residuals::flatten(saved_layers),
+    });
+    (output, saved)
+}
+
+/// The `[B, ·]` slice of a `[cells, B, ·]` state.
+pub(crate) fn state_of<B: Backend>(state: &Tensor<B, 3>, cell: usize) -> Tensor<B, 2> {
+    let [_, batch, size] = state.dims();
+    state.clone().slice([cell..cell + 1]).reshape([batch, size])
+}
+
+struct DirectionRun<B: Backend> {
+    output: Tensor<B, 3>,
+    hidden: Tensor<B, 2>,
+    cell: Tensor<B, 2>,
+    residuals: Option<CellResiduals<B>>,
+}
+
+fn run_direction<B: Backend>(
+    input: &Tensor<B, 3>,
+    weights: &CellWeights<B>,
+    affine: &GateAffine<B>,
+    (mut hidden, mut cell): (Tensor<B, 2>, Tensor<B, 2>),
+    masks: Option<&Tensor<B, 3>>,
+    reverse: bool,
+    save: bool,
+) -> DirectionRun<B> {
+    let [seq_len, batch, input_size] = input.dims();
+    let gates = weights.weight_ih_scaled_t.dims()[1];
+    let h = gates / 4;
+    // Input projection of every step at once: [T*B, in] x [in, 4H].
+    let mut projected = input
+        .clone()
+        .reshape([seq_len * batch, input_size])
+        .matmul(weights.weight_ih_scaled_t.clone());
+    if let Some(bias) = &weights.bias_scaled {
+        projected = projected + bias.clone();
+    }
+    let projected = projected.reshape([seq_len, batch, gates]);
+
+    let mut outputs: Vec<Option<Tensor<B, 2>>> = vec![None; seq_len];
+    let mut saved = save.then(|| Saved::with_capacity(seq_len));
+    for step in 0..seq_len {
+        let t = time_index(step, seq_len, reverse);
+        let z = projected.clone().slice([t..t + 1]).reshape([batch, gates])
+            + hidden.clone().matmul(weights.weight_hh_scaled_t.clone());
+        let gate_tanh = z.tanh();
+        let act = gate_tanh.clone() * affine.scale.clone() + affine.offset.clone();
+        let input_gate = act.clone().slice([0..batch, 0..h]);
+        let forget_gate = act.clone().slice([0..batch, h..2 * h]);
+        let cell_gate = act.clone().slice([0..batch, 2 * h..3 * h]);
+        let output_gate = act.slice([0..batch, 3 * h..4 * h]);
+        let new_cell = forget_gate * cell.clone() + input_gate * cell_gate;
+        let unprojected = output_gate * new_cell.clone().tanh();
+        let new_hidden = match &weights.weight_hr {
+            Some(w_hr) => unprojected.clone().matmul(w_hr.clone().transpose()),
+            None => unprojected.clone(),
+        };
+        if let Some(saved) = saved.as_mut() {
+            saved.gate_tanh[t] = Some(gate_tanh);
+            saved.cell[t] = Some(new_cell.clone());
+            saved.cell_prev[t] = Some(cell.clone());
+            saved.hidden_prev[t] = Some(hidden.clone());
+            if weights.weight_hr.is_some() {
+                saved.unprojected[t] = Some(unprojected);
+            }
+        }
+        match masks {
+            // Rows past their length keep their state and emit zeros.
+            Some(masks) => {
+                let valid = masks.clone().slice([t..t + 1]).reshape([batch, 1]);
+                outputs[t] = Some(new_hidden.clone() * valid.clone());
+                hidden = hidden.clone() + (new_hidden - hidden) * valid.clone();
+                cell = cell.clone() + (new_cell - cell) * valid;
+            }
+            None => {
+                outputs[t] = Some(new_hidden.clone());
+                hidden = new_hidden;
+                cell = new_cell;
+            }
+        }
+    }
+    DirectionRun {
+        output: stack_steps(outputs),
+        hidden,
+        cell,
+        residuals: saved.map(|s| CellResiduals {
+            gate_tanh: stack_steps(s.gate_tanh),
+            cell: stack_steps(s.cell),
+            cell_prev: stack_steps(s.cell_prev),
+            hidden_prev: stack_steps(s.hidden_prev),
+            unprojected: weights
+                .weight_hr
+                .as_ref()
+                .map(|_| stack_steps(s.unprojected)),
+        }),
+    }
+}
+
+struct Saved<B: Backend> {
+    gate_tanh: Vec<Option<Tensor<B, 2>>>,
+    cell: Vec<Option<Tensor<B, 2>>>,
+    cell_prev: Vec<Option<Tensor<B, 2>>>,
+    hidden_prev: Vec<Option<Tensor<B, 2>>>,
+    unprojected: Vec<Option<Tensor<B, 2>>>,
+}
+
+impl<B: Backend> Saved<B> {
+    fn with_capacity(seq_len: usize) -> Self {
+        Self {
+            gate_tanh: vec![None; seq_len],
+            cell: vec![None; seq_len],
+            cell_prev: vec![None; seq_len],
+            hidden_prev: vec![None; seq_len],
+            unprojected: vec![None; seq_len],
+        }
+    }
+}
+
+/// `[T, B, ·]` from per-step `[B, ·]` tensors indexed by time.
+pub(crate) fn stack_steps<B: Backend>(steps: Vec<Option<Tensor<B, 2>>>) -> Tensor<B, 3> {
+    Tensor::stack(
+        steps
+            .into_iter()
+            .map(|s| s.expect("every time step was computed"))
+            .collect(),
+        0,
+    )
+}

@@ -1,0 +1,217 @@
+//! Shared test helpers: golden cases from PyTorch and error measures.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use burn::tensor::{Tensor, TensorData, backend::Backend};
+use burn_lstm::CudnnCompatibleLstmConfig;
+use safetensors::{Dtype, SafeTensors};
+
+/// The config block of a golden file (see fixtures/golden/README.md).
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct GoldenConfig {
+    pub input_size: usize,
+    pub hidden_size: usize,
+    pub batch: usize,
+    pub seq_len: usize,
+    pub num_layers: usize,
+    pub bidirectional: bool,
+    pub batch_first: bool,
+    pub initial_state: bool,
+    pub lengths: Option<Vec<usize>>,
+    pub proj_size: usize,
+    pub bias: bool,
+}
+
+/// One golden case: its config and every tensor as f64 with its shape.
+pub struct GoldenCase {
+    pub name: String,
+    pub path: PathBuf,
+    pub config: GoldenConfig,
+    pub tensors: HashMap<String, (Vec<usize>, Vec<f64>)>,
+}
+
+impl GoldenCase {
+    pub fn load(path: &Path) -> Self {
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let (_, metadata) = SafeTensors::read_metadata(&bytes).expect("safetensors header");
+        let config_json = metadata
+            .metadata()
+            .as_ref()
+            .and_then(|m| m.get("config"))
+            .unwrap_or_else(|| panic!("{}: no `config` metadata", path.display()));
+        let config: GoldenConfig = serde_json::from_str(config_json).expect("golden config JSON");
+        let file = SafeTensors::deserialize(&bytes).expect("safetensors body");
+        let mut tensors = HashMap::new();
+        for (name, view) in file.tensors() {
+            let data = view.data();
+            let values: Vec<f64> = match view.dtype() {
+                Dtype::F64 => data
+                    .chunks_exact(8)
+                    .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+                    .collect(),
+                Dtype::F32 => data
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
+                    .collect(),
+                Dtype::I64 => data
+                    .chunks_exact(8)
+                    .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64)
+                    .collect(),
+                other => panic!("{name}: unsupported dtype {other:?}"),
+            };
+            tensors.insert(name, (view.shape().to_vec(), values));
+        }
+        Self {
+            name: path.file_stem().unwrap().to_string_lossy().into_owned(),
+            path: path.to_path_buf(),
+            config,
+            tensors,
+        }
+    }
+
+    pub fn module_config(&self) -> CudnnCompatibleLstmConfig {
+        let c = &self.config;
+        CudnnCompatibleLstmConfig::new(c.input_size, c.hidden_size)
+            .with_num_layers(c.num_layers)
+            .with_bidirectional(c.bidirectional)
+            .with_bias(c.bias)
+            .with_batch_first(c.batch_first)
+            .with_proj_size(c.proj_size)
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    pub fn values(&self, name: &str) -> &[f64] {
+        &self
+            .tensors
+            .get(name)
+            .unwrap_or_else(|| panic!("{}: no tensor `{name}`", self.name))
+            .1
+    }
+
+    pub fn tensor<B: Backend, const D: usize>(
+        &self,
+        name: &str,
+        device: &B::Device,
+    ) -> Tensor<B, D> {
+        let (shape, values) = self
+            .tensors
+            .get(name)
+            .unwrap_or_else(|| panic!("{}: no tensor `{name}`", self.name));
+        Tensor::from_data(TensorData::new(values.clone(), shape.clone()), device)
+    }
+
+    /// Names of the PyTorch parameters (`weight_ih_l0`, ...).
+    pub fn parameter_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .tensors
+            .keys()
+            .filter(|k| ["weight_", "bias_"].iter().any(|p| k.starts_with(p)))
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// The fixtures shipped with the crate, plus every case in `$LSTM_GOLDEN_DIR` when set.
+pub fn golden_paths() -> Vec<PathBuf> {
+    let mut dirs = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden")];
+    if let Ok(extra) = std::env::var("LSTM_GOLDEN_DIR") {
+        dirs.push(PathBuf::from(extra));
+    }
+    let mut paths = Vec::new();
+    for dir in dirs {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("golden directory {}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+            .collect();
+        found.sort();
+        assert!(!found.is_empty(), "no golden case in {}", dir.display());
+        paths.extend(found);
+    }
+    paths
+}
+
+pub fn to_f64<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f64> {
+    t.into_data().convert::<f64>().to_vec::<f64>().unwrap()
+}
+
+/// Largest absolute difference divided by the largest magnitude of the reference
+/// (an ∞-norm relative error: element-wise ratios explode near zero crossings).
+pub fn rel_err(actual: &[f64], expected: &[f64]) -> f64 {
+    assert_eq!(actual.len(), expected.len(), "length mismatch");
+    let scale = expected
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()))
+        .max(1e-12);
+    let diff = actual.iter().zip(expected).fold(0.0f64, |m, (a, e)| {
+        if a.is_nan() || e.is_nan() {
+            f64::INFINITY
+        } else {
+            m.max((a - e).abs())
+        }
+    });
+    diff / scale
+}
+
+/// Collects `name=err` pairs, prints one line for the case and fails past `tol`.
+pub struct ErrorReport {
+    pub label: String,
+    pub tol: f64,
+    pub errors: Vec<(String, f64)>,
+}
+
+impl ErrorReport {
+    pub fn new(label: impl Into<String>, tol: f64) -> Self {
+        Self {
+            label: label.into(),
+            tol,
+            errors: Vec::new(),
+        }
+    }
+
+    pub fn check(&mut self, name: &str, actual: &[f64], expected: &[f64]) {
+        self.errors
+            .push((name.to_string(), rel_err(actual, expected)));
+    }
+
+    /// Prints the case's line; returns a failure description when an error exceeds `tol`.
+    pub fn finish(self) -> Result<(), String> {
+        let line: Vec<String> = self
+            .errors
+            .iter()
+            .map(|(n, e)| format!("{n}={e:.2e}"))
+            .collect();
+        println!("{} {}", self.label, line.join(" "));
+        let bad: Vec<&(String, f64)> = self
+            .errors
+            .iter()
+            .filter(|(_, e)| !(*e <= self.tol))
+            .collect();
+        if bad.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{}: errors above {:.0e}: {bad:?}",
+                self.label, self.tol
+            ))
+        }
+    }
+}
+
+/// Fails with every failing case's description, after all of them ran.
+pub fn assert_all(results: Vec<Result<(), String>>) {
+    let failures: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+    assert!(
+        failures.is_empty(),
+        "{} failing case(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
