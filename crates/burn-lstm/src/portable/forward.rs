@@ -1,6 +1,6 @@
 //! Forward pass of the portable kernel.
 
-use burn::tensor::{Distribution, Tensor, backend::Backend, ops::FloatTensor};
+use burn::tensor::{Distribution, Tensor, TensorData, backend::Backend, ops::FloatTensor};
 
 use super::residuals::{self, CellResiduals, LayerResiduals};
 use super::weights::{CellWeights, GateAffine, step_masks};
@@ -24,25 +24,23 @@ pub(crate) fn forward<B: Backend>(
     let device = x.device();
     let affine = GateAffine::<B>::new(arch.hidden_size, &device);
     let masks = step_masks::<B>(spec.lengths.as_deref(), spec.seq_len, spec.batch, &device);
-    if spec.dropout_active()
-        && let Some(seed) = spec.dropout_seed
-    {
-        B::seed(&device, seed);
-    }
 
     let mut layer_input = x;
     let mut h_n = Vec::with_capacity(arch.cells());
     let mut c_n = Vec::with_capacity(arch.cells());
     let mut saved_layers = Vec::new();
     for layer in 0..arch.num_layers {
-        let mut dropout_mask = None;
+        let mut layer_mask = None;
         if layer > 0 && spec.dropout_active() {
-            let keep = 1.0 - spec.dropout;
-            let mask =
-                Tensor::<B, 3>::random(layer_input.shape(), Distribution::Bernoulli(keep), &device)
-                    .div_scalar(keep);
+            let mask = dropout_mask::<B>(
+                layer_input.dims(),
+                spec.dropout,
+                spec.dropout_seed,
+                layer,
+                &device,
+            );
             layer_input = layer_input * mask.clone();
-            dropout_mask = Some(mask);
+            layer_mask = Some(mask);
         }
         let mut outputs = Vec::with_capacity(arch.dirs());
         let mut cells = Vec::new();
@@ -73,7 +71,7 @@ pub(crate) fn forward<B: Backend>(
         if save {
             saved_layers.push(LayerResiduals {
                 input: layer_input,
-                dropout_mask,
+                dropout_mask: layer_mask,
                 cells,
             });
         }
@@ -92,6 +90,45 @@ pub(crate) fn forward<B: Backend>(
         residuals: residuals::flatten(saved_layers),
     });
     (output, saved)
+}
+
+/// Inverted-dropout mask (`0` or `1 / (1 - p)`) for the input of `layer`. With a seed
+/// the mask comes from a host generator, so it does not depend on (or disturb) the
+/// backend's global generator; without one, from the backend's generator.
+fn dropout_mask<B: Backend>(
+    shape: [usize; 3],
+    p: f64,
+    seed: Option<u64>,
+    layer: usize,
+    device: &B::Device,
+) -> Tensor<B, 3> {
+    let keep = 1.0 - p;
+    match seed {
+        Some(seed) => {
+            let mut state = seed ^ (layer as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let data: Vec<f64> = (0..shape.iter().product::<usize>())
+                .map(|_| {
+                    if splitmix64(&mut state) < keep {
+                        1.0 / keep
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            Tensor::from_data(TensorData::new(data, shape), device)
+        }
+        None => Tensor::random(shape, Distribution::Bernoulli(keep), device).div_scalar(keep),
+    }
+}
+
+/// A uniform draw in `[0, 1)` (SplitMix64).
+fn splitmix64(state: &mut u64) -> f64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// The `[B, ·]` slice of a `[cells, B, ·]` state.

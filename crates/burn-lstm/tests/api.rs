@@ -1,0 +1,371 @@
+//! The module's contract beyond the numbers: checkpoints, PyTorch import/export,
+//! conversion from Burn's `nn::Lstm`, errors on bad input, and the kernel-choice API.
+
+mod common;
+
+use burn::backend::{Autodiff, NdArray};
+use burn::module::{AutodiffModule, Module};
+use burn::nn::{BiLstmConfig, LstmConfig};
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
+use burn::tensor::{Distribution, Tensor};
+use burn_lstm::{
+    CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmError, LstmKernel, LstmState, NanPolicy,
+};
+use common::{rel_err, to_f64};
+
+type B = NdArray<f32>;
+type AD = Autodiff<B>;
+
+fn input<Bk: burn::tensor::backend::Backend>(dims: [usize; 3]) -> Tensor<Bk, 3> {
+    Tensor::random(dims, Distribution::Normal(0.0, 1.0), &Default::default())
+}
+
+fn config() -> CudnnCompatibleLstmConfig {
+    CudnnCompatibleLstmConfig::new(5, 6)
+        .with_num_layers(2)
+        .with_bidirectional(true)
+        .with_proj_size(3)
+}
+
+fn with(change: impl FnOnce(&mut CudnnCompatibleLstmConfig)) -> CudnnCompatibleLstmConfig {
+    let mut c = config();
+    change(&mut c);
+    c
+}
+
+fn temp_path(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("burn-lstm-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn checkpoint_from_autodiff_loads_on_ndarray_with_identical_outputs() {
+    let device = Default::default();
+    let trained = config().init::<AD>(&device);
+    let x = input::<B>([3, 7, 5]);
+    // Reference outputs first: they also materialise Burn's lazily initialised params.
+    let (y_trained, s_trained) = trained.valid().forward(x.clone(), None);
+    let path = temp_path("roundtrip");
+    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+    trained.save_file(&path, &recorder).unwrap();
+    let loaded = config()
+        .load_checkpoint::<B, _>(path.with_extension("mpk"), &recorder, &device)
+        .unwrap();
+
+    let (y_loaded, s_loaded) = loaded.forward(x, None);
+    assert_eq!(to_f64(y_loaded), to_f64(y_trained));
+    assert_eq!(to_f64(s_loaded.hidden), to_f64(s_trained.hidden));
+    assert_eq!(to_f64(s_loaded.cell), to_f64(s_trained.cell));
+}
+
+#[test]
+fn checkpoint_of_another_config_is_a_named_error() {
+    let device = Default::default();
+    let path = temp_path("other");
+    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+    config()
+        .init::<B>(&device)
+        .save_file(&path, &recorder)
+        .unwrap();
+    let file = path.with_extension("mpk");
+
+    let err = with(|c| c.hidden_size = 8)
+        .load_checkpoint::<B, _>(&file, &recorder, &device)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        LstmError::ParameterShape {
+            name: "layers.0.forward.weight_ih".into(),
+            expected: vec![32, 5],
+            actual: vec![24, 5]
+        }
+    );
+    let err = config()
+        .with_num_layers(3)
+        .load_checkpoint::<B, _>(&file, &recorder, &device)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        LstmError::ParameterShape {
+            name: "layers".into(),
+            expected: vec![3],
+            actual: vec![2]
+        }
+    );
+    let err = config()
+        .with_bidirectional(false)
+        .load_checkpoint::<B, _>(&file, &recorder, &device)
+        .unwrap_err();
+    assert!(
+        matches!(&err, LstmError::CheckpointTensor { problem: "unexpected", name, .. } if name == "layers.0.reverse"),
+        "{err}"
+    );
+    let err = config()
+        .with_proj_size(0)
+        .load_checkpoint::<B, _>(&file, &recorder, &device)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("layers.0.forward.weight_hh"),
+        "{err}"
+    );
+    let err = config()
+        .load_checkpoint::<B, _>(temp_path("absent.mpk"), &recorder, &device)
+        .unwrap_err();
+    assert!(matches!(err, LstmError::Io { .. }), "{err}");
+}
+
+#[test]
+fn pytorch_safetensors_export_then_import_is_identical() {
+    let device = Default::default();
+    let model = config().init::<B>(&device);
+    let path = temp_path("torch.safetensors");
+    model.save_pytorch_safetensors(&path).unwrap();
+    let names: Vec<String> = {
+        let bytes = std::fs::read(&path).unwrap();
+        let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let mut n: Vec<String> = file.names().into_iter().map(|n| n.to_string()).collect();
+        n.sort();
+        n
+    };
+    assert!(
+        names.contains(&"weight_ih_l0".to_string())
+            && names.contains(&"weight_hr_l1_reverse".to_string()),
+        "{names:?}"
+    );
+    assert_eq!(names.len(), 2 * 2 * 5);
+
+    let loaded = config()
+        .load_pytorch_safetensors::<B>(&path, &device)
+        .unwrap();
+    let x = input::<B>([2, 4, 5]);
+    assert_eq!(
+        to_f64(loaded.forward(x.clone(), None).0),
+        to_f64(model.forward(x, None).0)
+    );
+
+    let err = with(|c| c.input_size = 4)
+        .load_pytorch_safetensors::<B>(&path, &device)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        LstmError::ParameterShape {
+            name: "weight_ih_l0".into(),
+            expected: vec![24, 4],
+            actual: vec![24, 5]
+        }
+    );
+    let err = config()
+        .with_num_layers(1)
+        .load_pytorch_safetensors::<B>(&path, &device)
+        .unwrap_err();
+    assert!(
+        matches!(&err, LstmError::CheckpointTensor { problem: "unexpected", name, .. } if name.ends_with("_l1") || name.contains("_l1_")),
+        "{err}"
+    );
+    let err = config()
+        .with_num_layers(3)
+        .load_pytorch_safetensors::<B>(&path, &device)
+        .unwrap_err();
+    assert!(
+        matches!(&err, LstmError::CheckpointTensor { problem: "missing", name, .. } if name == "weight_ih_l2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn burn_nn_lstm_converts_with_identical_outputs() {
+    let device = Default::default();
+    let burn_lstm = LstmConfig::new(5, 6, true).init::<B>(&device);
+    let ours = CudnnCompatibleLstm::from_burn_lstm(&burn_lstm).unwrap();
+    let x = input::<B>([3, 8, 5]);
+    let (y_burn, s_burn) = burn_lstm.forward(x.clone(), None);
+    let (y_ours, s_ours) = ours.forward(x, None);
+    assert!(rel_err(&to_f64(y_ours), &to_f64(y_burn)) < 1e-6);
+    assert!(rel_err(&to_f64(s_ours.hidden), &to_f64(s_burn.hidden)) < 1e-6);
+    assert!(rel_err(&to_f64(s_ours.cell), &to_f64(s_burn.cell)) < 1e-6);
+
+    let bi = BiLstmConfig::new(5, 6, true).init::<B>(&device);
+    let ours = CudnnCompatibleLstm::from_burn_bilstm(&bi).unwrap();
+    let x = input::<B>([2, 6, 5]);
+    let state = LstmState::new(input::<B>([2, 2, 6]), input::<B>([2, 2, 6]));
+    let (y_burn, s_burn) = bi.forward(
+        x.clone(),
+        Some(burn::nn::LstmState::new(
+            state.cell.clone(),
+            state.hidden.clone(),
+        )),
+    );
+    let (y_ours, s_ours) = ours.forward(x, Some(state));
+    assert!(rel_err(&to_f64(y_ours), &to_f64(y_burn)) < 1e-6);
+    assert!(rel_err(&to_f64(s_ours.hidden), &to_f64(s_burn.hidden)) < 1e-6);
+    assert!(rel_err(&to_f64(s_ours.cell), &to_f64(s_burn.cell)) < 1e-6);
+
+    let reversed = LstmConfig::new(5, 6, true)
+        .with_reverse(true)
+        .init::<B>(&device);
+    let err = CudnnCompatibleLstm::from_burn_lstm(&reversed).unwrap_err();
+    assert!(err.to_string().contains("reverse"), "{err}");
+}
+
+fn expect_invalid(result: Result<impl Sized, LstmError>, argument: &str, fragments: &[&str]) {
+    match result {
+        Err(LstmError::InvalidArgument {
+            argument: a,
+            expected,
+            actual,
+        }) => {
+            assert_eq!(a, argument);
+            let text = format!("{expected} | {actual}");
+            for f in fragments {
+                assert!(text.contains(f), "`{text}` lacks `{f}`");
+            }
+        }
+        Err(other) => panic!("expected InvalidArgument for {argument}, got {other}"),
+        Ok(_) => panic!("expected an error for {argument}"),
+    }
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let device = Default::default();
+    let model = config().init::<B>(&device);
+    expect_invalid(
+        model.try_forward(input([2, 4, 7]), None, None),
+        "input",
+        &["input_size = 5", "[2, 4, 7]"],
+    );
+    expect_invalid(
+        model.try_forward(input([0, 4, 5]), None, None),
+        "input",
+        &["[0, 4, 5]"],
+    );
+    let bad_state = LstmState::new(input([4, 2, 6]), input([4, 2, 6]));
+    expect_invalid(
+        model.try_forward(input([2, 4, 5]), Some(bad_state), None),
+        "state.hidden",
+        &["[4, 2, 3]", "[4, 2, 6]"],
+    );
+    let bad_cell = LstmState::new(input([4, 2, 3]), input([4, 3, 6]));
+    expect_invalid(
+        model.try_forward(input([2, 4, 5]), Some(bad_cell), None),
+        "state.cell",
+        &["[4, 2, 6]", "[4, 3, 6]"],
+    );
+    expect_invalid(
+        model.try_forward(input([2, 4, 5]), None, Some(&[4, 0])),
+        "lengths[1]",
+        &["1..=4", "0"],
+    );
+    expect_invalid(
+        model.try_forward(input([2, 4, 5]), None, Some(&[5, 1])),
+        "lengths[0]",
+        &["1..=4", "5"],
+    );
+    expect_invalid(
+        model.try_forward(input([2, 4, 5]), None, Some(&[4])),
+        "lengths",
+        &["(2)", "1 lengths"],
+    );
+    expect_invalid(
+        config().with_dropout(1.0).try_init::<B>(&device),
+        "dropout",
+        &["[0, 1)", "1"],
+    );
+    expect_invalid(
+        config().with_dropout(-0.1).try_init::<B>(&device),
+        "dropout",
+        &["-0.1"],
+    );
+    expect_invalid(
+        config().with_proj_size(6).try_init::<B>(&device),
+        "proj_size",
+        &["less than hidden_size (6)", "6"],
+    );
+    expect_invalid(
+        config().with_num_layers(0).try_init::<B>(&device),
+        "num_layers",
+        &["at least 1", "0"],
+    );
+
+    let strict = config()
+        .with_nan_policy(NanPolicy::Reject)
+        .init::<B>(&device);
+    let mut values = vec![0.5f32; 2 * 4 * 5];
+    values[3] = f32::NAN;
+    values[7] = f32::INFINITY;
+    let x = Tensor::<B, 3>::from_data(burn::tensor::TensorData::new(values, [2, 4, 5]), &device);
+    assert_eq!(
+        strict.try_forward(x.clone(), None, None).unwrap_err(),
+        LstmError::NonFinite {
+            argument: "input".into(),
+            count: 2
+        }
+    );
+    let (y, _) = model.forward(x, None);
+    assert!(
+        to_f64(y).iter().any(|v| v.is_nan()),
+        "NanPolicy::Propagate lets NaN through"
+    );
+
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        model.forward(input([2, 4, 7]), None)
+    }))
+    .unwrap_err();
+    let message = panic.downcast_ref::<String>().unwrap();
+    assert!(message.contains("invalid `input`"), "{message}");
+}
+
+#[test]
+fn padded_rows_are_zero_past_their_length_and_keep_their_final_state() {
+    let device = Default::default();
+    let model = CudnnCompatibleLstmConfig::new(3, 4).init::<B>(&device);
+    let x = input::<B>([2, 5, 3]);
+    let (y, state) = model.forward_with_lengths(x.clone(), &[5, 2], None);
+    let short = x.clone().slice([1..2, 0..2]);
+    let (y_short, state_short) = model.forward(short, None);
+    let y = to_f64(y);
+    // Row 1: steps 0..2 equal a run on the truncated row, steps 2..5 are zero.
+    let row1: Vec<f64> = y[5 * 4..].to_vec();
+    assert!(rel_err(&row1[..8], &to_f64(y_short)) < 1e-6);
+    assert!(row1[8..].iter().all(|v| *v == 0.0));
+    let hidden = to_f64(state.hidden);
+    assert!(rel_err(&hidden[4..], &to_f64(state_short.hidden)) < 1e-6);
+}
+
+#[test]
+fn dropout_only_while_training() {
+    let device = Default::default();
+    let cfg = CudnnCompatibleLstmConfig::new(3, 8)
+        .with_num_layers(2)
+        .with_dropout(0.5);
+    let model = cfg.init::<AD>(&device);
+    let x = input::<AD>([2, 5, 3]);
+    let (train_a, _) = model.forward(x.clone(), None);
+    let (train_b, _) = model.forward(x.clone(), None);
+    assert_ne!(
+        to_f64(train_a),
+        to_f64(train_b),
+        "training draws fresh masks"
+    );
+    let inference = model.valid();
+    let x = x.inner();
+    assert_eq!(
+        to_f64(inference.forward(x.clone(), None).0),
+        to_f64(inference.forward(x, None).0)
+    );
+}
+
+#[test]
+fn kernel_choice_is_reported() {
+    let device = Default::default();
+    let model = config().init::<B>(&device);
+    let choice = model.kernel(&device, 4, 10);
+    assert_eq!(choice.kernel, LstmKernel::Portable);
+    let ad = config().init::<AD>(&device);
+    assert_eq!(
+        ad.kernel(&device, 4, 10),
+        choice,
+        "autodiff reports its inner backend's kernel"
+    );
+}

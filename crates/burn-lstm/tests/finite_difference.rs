@@ -1,0 +1,159 @@
+//! Gradients of the op against central finite differences, in f64 on NdArray, on small
+//! random shapes covering every feature: layers, directions, projection, padding, no
+//! bias and inter-layer dropout (fixed seed, so every evaluation draws the same masks).
+
+use std::sync::Arc;
+
+use burn::backend::{Autodiff, NdArray};
+use burn::tensor::{Tensor, TensorData};
+use burn_lstm::{LstmArch, LstmBackend, LstmSpec, lstm};
+
+type B = NdArray<f64>;
+type AD = Autodiff<B>;
+
+/// Deterministic values in (-1, 1) (a host LCG: the backend's generator is global and
+/// shared by tests running in parallel).
+fn random(shape: Vec<usize>, seed_offset: u64) -> Vec<f64> {
+    let mut state = 0x2545_F491_4F6C_DD1D_u64.wrapping_mul(seed_offset + 1);
+    (0..shape.iter().product::<usize>())
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// `L = Σ y·p_y + Σ h_n·p_h + Σ c_n·p_c` for fixed random probes.
+fn loss<Bk: LstmBackend>(
+    spec: &LstmSpec,
+    inputs: &[(Vec<usize>, Vec<f64>); 4],
+    probes: &[(Vec<usize>, Vec<f64>); 3],
+    grad: bool,
+) -> (Tensor<Bk, 1>, Vec<Tensor<Bk, 1>>) {
+    let device = Default::default();
+    let make = |(shape, values): &(Vec<usize>, Vec<f64>)| {
+        let flat =
+            Tensor::<Bk, 1>::from_data(TensorData::new(values.clone(), [values.len()]), &device);
+        let flat = if grad { flat.require_grad() } else { flat };
+        (flat.clone(), shape.clone())
+    };
+    let leaves: Vec<(Tensor<Bk, 1>, Vec<usize>)> = inputs.iter().map(make).collect();
+    let shaped = |i: usize| {
+        let (t, s) = &leaves[i];
+        t.clone().reshape([s[0], s[1], s[2]])
+    };
+    let (y, h_n, c_n) = lstm(shaped(0), leaves[1].0.clone(), shaped(2), shaped(3), spec);
+    let probe = |i: usize| {
+        let (s, v) = &probes[i];
+        Tensor::<Bk, 1>::from_data(TensorData::new(v.clone(), [v.len()]), &device)
+            .reshape([s[0], s[1], s[2]])
+    };
+    let total = (y * probe(0)).sum() + (h_n * probe(1)).sum() + (c_n * probe(2)).sum();
+    (total, leaves.into_iter().map(|(t, _)| t).collect())
+}
+
+fn check(arch: LstmArch, batch: usize, seq_len: usize, lengths: Option<Vec<usize>>, dropout: f64) {
+    let dirs = arch.dirs();
+    let spec = LstmSpec {
+        seq_len,
+        batch,
+        lengths: lengths.map(Arc::from),
+        dropout,
+        training: dropout > 0.0,
+        dropout_seed: Some(7),
+        arch: arch.clone(),
+    };
+    let cells = arch.cells();
+    let shapes = [
+        vec![seq_len, batch, arch.input_size],
+        vec![arch.weight_count()],
+        vec![cells, batch, arch.output_size()],
+        vec![cells, batch, arch.hidden_size],
+    ];
+    let inputs: [(Vec<usize>, Vec<f64>); 4] =
+        core::array::from_fn(|i| (shapes[i].clone(), random(shapes[i].clone(), i as u64)));
+    let out_shapes = [
+        vec![seq_len, batch, dirs * arch.output_size()],
+        vec![cells, batch, arch.output_size()],
+        vec![cells, batch, arch.hidden_size],
+    ];
+    let probes: [(Vec<usize>, Vec<f64>); 3] = core::array::from_fn(|i| {
+        (
+            out_shapes[i].clone(),
+            random(out_shapes[i].clone(), 10 + i as u64),
+        )
+    });
+
+    let (total, leaves) = loss::<AD>(&spec, &inputs, &probes, true);
+    let grads = total.backward();
+    let names = ["input", "weights", "h0", "c0"];
+    let eps = 1e-6;
+    for (k, leaf) in leaves.iter().enumerate() {
+        let analytic: Vec<f64> = leaf
+            .grad(&grads)
+            .expect("gradient")
+            .into_data()
+            .to_vec()
+            .unwrap();
+        let mut worst = 0.0f64;
+        for i in 0..inputs[k].1.len() {
+            let eval = |delta: f64| {
+                let mut perturbed = inputs.clone();
+                perturbed[k].1[i] += delta;
+                loss::<B>(&spec, &perturbed, &probes, false).0.into_scalar()
+            };
+            let numeric = (eval(eps) - eval(-eps)) / (2.0 * eps);
+            let err = (numeric - analytic[i]).abs() / numeric.abs().max(1.0);
+            worst = worst.max(err);
+        }
+        println!(
+            "fd {arch:?} lengths={:?} dropout={dropout} {}: worst {worst:.2e}",
+            spec.lengths, names[k]
+        );
+        assert!(
+            worst < 1e-6,
+            "{}: finite-difference mismatch {worst:e}",
+            names[k]
+        );
+    }
+}
+
+fn arch(
+    input_size: usize,
+    hidden_size: usize,
+    proj_size: usize,
+    num_layers: usize,
+    bidirectional: bool,
+    bias: bool,
+) -> LstmArch {
+    LstmArch {
+        input_size,
+        hidden_size,
+        proj_size,
+        num_layers,
+        bidirectional,
+        bias,
+    }
+}
+
+#[test]
+fn single_layer_matches_finite_differences() {
+    check(arch(3, 4, 0, 1, false, true), 2, 4, None, 0.0);
+}
+
+#[test]
+fn stacked_bidirectional_padded_projected_matches_finite_differences() {
+    check(arch(3, 4, 2, 2, true, true), 3, 4, Some(vec![4, 2, 1]), 0.0);
+}
+
+#[test]
+fn no_bias_matches_finite_differences() {
+    check(arch(2, 3, 0, 2, false, false), 2, 3, None, 0.0);
+}
+
+#[test]
+fn dropout_backward_uses_the_forward_masks() {
+    check(arch(3, 4, 0, 3, true, true), 2, 3, None, 0.4);
+}
