@@ -1,1 +1,90 @@
-fn main() {}
+//! Times LSTM implementations on the shapes of `shared/peers/lstm_peers.py`, with the same
+//! flags, and prints one JSON line with the same fields, so ratios against PyTorch, ONNX
+//! Runtime and Keras come from one run.
+//!
+//! ```text
+//! cargo run --release -p lstm-bench -- --impl portable --mode infer \
+//!     --batch 16 --seq 50 --input 256 --hidden 256 [--layers L] [--bidirectional] [--threads N] [--iters K]
+//! cargo run --release -p lstm-bench -- --impl list
+//! ```
+
+mod args;
+mod impls;
+
+use std::time::Instant;
+
+use args::{Args, Mode};
+
+/// Floating-point operations of one call (same formula as the peer script).
+fn flops(a: &Args) -> f64 {
+    let dirs = if a.bidirectional { 2 } else { 1 };
+    let mut input = a.input;
+    let mut total = 0.0;
+    for _ in 0..a.layers {
+        total += 8.0 * (a.seq * a.batch * a.hidden * (input + a.hidden) * dirs) as f64;
+        input = a.hidden * dirs;
+    }
+    total * if a.mode == Mode::Train { 3.0 } else { 1.0 }
+}
+
+/// Median seconds of `iters` timed calls after `warmup` untimed ones.
+fn median_seconds(mut call: impl FnMut(), warmup: usize, iters: usize) -> f64 {
+    for _ in 0..warmup {
+        call();
+    }
+    let mut times: Vec<f64> = (0..iters)
+        .map(|_| {
+            let start = Instant::now();
+            call();
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+fn main() {
+    let args = match Args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("lstm-bench: {message}\n\n{}", args::USAGE);
+            std::process::exit(2);
+        }
+    };
+    if args.implementation == "list" {
+        for name in impls::NAMES {
+            println!("{name}");
+        }
+        return;
+    }
+    // Both CPU thread pools read these once, on first use.
+    // SAFETY: set before any other thread exists.
+    unsafe {
+        std::env::set_var("RAYON_NUM_THREADS", args.threads.to_string());
+        std::env::set_var("MATMUL_NUM_THREADS", args.threads.to_string());
+    }
+    let mut call = match impls::build(&args) {
+        Ok(call) => call,
+        Err(message) => {
+            eprintln!("lstm-bench: {message}");
+            std::process::exit(2);
+        }
+    };
+    let seconds = median_seconds(&mut *call, 3, args.iters);
+    let line = serde_json::json!({
+        "impl": args.implementation,
+        "device": args.device,
+        "mode": args.mode.name(),
+        "batch": args.batch,
+        "seq": args.seq,
+        "input": args.input,
+        "hidden": args.hidden,
+        "layers": args.layers,
+        "bidirectional": args.bidirectional,
+        "threads": args.threads,
+        "seconds": seconds,
+        "seq_steps_per_s": (args.batch * args.seq) as f64 / seconds,
+        "gflops": flops(&args) / seconds / 1e9,
+    });
+    println!("{line}");
+}

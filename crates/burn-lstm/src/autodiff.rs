@@ -65,7 +65,7 @@ fn unpack<B: Backend>(packed: FloatTensor<B>, spec: &LstmSpec) -> LstmOutput<B> 
     let arch = &spec.arch;
     let (y_len, h_len, c_len) = (spec.output_len(), spec.h_n_len(), spec.c_n_len());
     let part = |start: usize, len: usize, shape: [usize; 3]| {
-        primitive(packed.clone().slice([start..start + len]).reshape(shape))
+        primitive(packed.clone().narrow(0, start, len).reshape(shape))
     };
     LstmOutput {
         y: part(

@@ -98,14 +98,14 @@ fn check(arch: LstmArch, batch: usize, seq_len: usize, lengths: Option<Vec<usize
             .to_vec()
             .unwrap();
         let mut worst = 0.0f64;
-        for i in 0..inputs[k].1.len() {
+        for (i, analytic) in analytic.iter().enumerate() {
             let eval = |delta: f64| {
                 let mut perturbed = inputs.clone();
                 perturbed[k].1[i] += delta;
                 loss::<B>(&spec, &perturbed, &probes, false).0.into_scalar()
             };
             let numeric = (eval(eps) - eval(-eps)) / (2.0 * eps);
-            let err = (numeric - analytic[i]).abs() / numeric.abs().max(1.0);
+            let err = (numeric - analytic).abs() / numeric.abs().max(1.0);
             worst = worst.max(err);
         }
         println!(

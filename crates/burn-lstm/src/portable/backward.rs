@@ -136,7 +136,7 @@ fn backward_direction<B: Backend>(
     let cell_tanh_slope = cell_tanh.clone().powi_scalar(2).neg().add_scalar(1.0);
     let step = |t: &Tensor<B, 3>, i: usize| {
         let [_, b, n] = t.dims();
-        t.clone().slice([i..i + 1]).reshape([b, n])
+        t.clone().narrow(0, i, 1).reshape([b, n])
     };
 
     let mut d_gates: Vec<Option<Tensor<B, 2>>> = vec![None; seq_len];

@@ -134,7 +134,7 @@ fn splitmix64(state: &mut u64) -> f64 {
 /// The `[B, ·]` slice of a `[cells, B, ·]` state.
 pub(crate) fn state_of<B: Backend>(state: &Tensor<B, 3>, cell: usize) -> Tensor<B, 2> {
     let [_, batch, size] = state.dims();
-    state.clone().slice([cell..cell + 1]).reshape([batch, size])
+    state.clone().narrow(0, cell, 1).reshape([batch, size])
 }
 
 struct DirectionRun<B: Backend> {
@@ -170,7 +170,7 @@ fn run_direction<B: Backend>(
     let mut saved = save.then(|| Saved::with_capacity(seq_len));
     for step in 0..seq_len {
         let t = time_index(step, seq_len, reverse);
-        let z = projected.clone().slice([t..t + 1]).reshape([batch, gates])
+        let z = projected.clone().narrow(0, t, 1).reshape([batch, gates])
             + hidden.clone().matmul(weights.weight_hh_scaled_t.clone());
         let gate_tanh = z.tanh();
         let act = gate_tanh.clone() * affine.scale.clone() + affine.offset.clone();
@@ -180,8 +180,8 @@ fn run_direction<B: Backend>(
         let output_gate = act.slice([0..batch, 3 * h..4 * h]);
         let new_cell = forget_gate * cell.clone() + input_gate * cell_gate;
         let unprojected = output_gate * new_cell.clone().tanh();
-        let new_hidden = match &weights.weight_hr {
-            Some(w_hr) => unprojected.clone().matmul(w_hr.clone().transpose()),
+        let new_hidden = match &weights.weight_hr_t {
+            Some(w_hr_t) => unprojected.clone().matmul(w_hr_t.clone()),
             None => unprojected.clone(),
         };
         if let Some(saved) = saved.as_mut() {
@@ -196,7 +196,7 @@ fn run_direction<B: Backend>(
         match masks {
             // Rows past their length keep their state and emit zeros.
             Some(masks) => {
-                let valid = masks.clone().slice([t..t + 1]).reshape([batch, 1]);
+                let valid = masks.clone().narrow(0, t, 1).reshape([batch, 1]);
                 outputs[t] = Some(new_hidden.clone() * valid.clone());
                 hidden = hidden.clone() + (new_hidden - hidden) * valid.clone();
                 cell = cell.clone() + (new_cell - cell) * valid;

@@ -46,6 +46,16 @@ pub(crate) struct CellWeights<B: Backend> {
     pub bias_scaled: Option<Tensor<B, 2>>,
     /// `W_hr`, `[H_out, H]`.
     pub weight_hr: Option<Tensor<B, 2>>,
+    /// `W_hrᵀ`, `[H, H_out]`.
+    pub weight_hr_t: Option<Tensor<B, 2>>,
+}
+
+/// `tensor` in row-major layout. A transposed view is strided, and backends such as
+/// NdArray copy strided operands inside every matmul; the step loop reuses these
+/// matrices `T` times, so they are laid out once per call instead.
+fn row_major<B: Backend>(tensor: Tensor<B, 2>) -> Tensor<B, 2> {
+    let dims = tensor.dims();
+    tensor.reshape([-1]).reshape(dims)
 }
 
 fn matrix<B: Backend>(
@@ -79,8 +89,9 @@ impl<B: Backend> CellWeights<B> {
             .clone()
             .map(|range| matrix(flat, range, arch.hidden_size));
         Self {
-            weight_ih_scaled_t: (weight_ih.clone() * scale_rows.clone()).transpose(),
-            weight_hh_scaled_t: (weight_hh.clone() * scale_rows).transpose(),
+            weight_ih_scaled_t: row_major((weight_ih.clone() * scale_rows.clone()).transpose()),
+            weight_hh_scaled_t: row_major((weight_hh.clone() * scale_rows).transpose()),
+            weight_hr_t: weight_hr.clone().map(|w| row_major(w.transpose())),
             weight_ih,
             weight_hh,
             bias_scaled,

@@ -192,7 +192,7 @@ impl ErrorReport {
         let bad: Vec<&(String, f64)> = self
             .errors
             .iter()
-            .filter(|(_, e)| !(*e <= self.tol))
+            .filter(|(_, e)| e.is_nan() || *e > self.tol)
             .collect();
         if bad.is_empty() {
             Ok(())
