@@ -18,10 +18,10 @@
 
 use burn::tensor::{Tensor, backend::Backend};
 
-use super::forward::{stack_steps, state_of};
+use super::forward::stack_steps;
 use super::residuals::{CellResiduals, unflatten};
 use super::weights::{CellWeights, GateAffine, step_masks};
-use super::{primitive, tensor, time_index};
+use super::{index_leading, primitive, tensor, time_index};
 use crate::backend::{LstmGrads, LstmOutputGrads, LstmSaved};
 use crate::kernel::LstmKernel;
 
@@ -62,7 +62,7 @@ pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B
                 0..spec.batch,
                 direction * out..(direction + 1) * out,
             ]);
-            let carried = (state_of(&dh_n, cell), state_of(&dc_n, cell));
+            let carried = (index_leading(&dh_n, cell), index_leading(&dc_n, cell));
             let cell_grads = backward_direction(
                 &residuals.input,
                 cell_res,
@@ -134,20 +134,16 @@ fn backward_direction<B: Backend>(
         * affine_slope.clone().unsqueeze::<3>();
     let cell_tanh = res.cell.clone().tanh();
     let cell_tanh_slope = cell_tanh.clone().powi_scalar(2).neg().add_scalar(1.0);
-    let step = |t: &Tensor<B, 3>, i: usize| {
-        let [_, b, n] = t.dims();
-        t.clone().narrow(0, i, 1).reshape([b, n])
-    };
 
     let mut d_gates: Vec<Option<Tensor<B, 2>>> = vec![None; seq_len];
     let mut d_projected: Vec<Option<Tensor<B, 2>>> = vec![None; seq_len];
     // Walk time against the direction's processing order.
     for s in 0..seq_len {
         let t = time_index(s, seq_len, !reverse);
-        let dy_t = step(&dy, t);
+        let dy_t = index_leading(&dy, t);
         let (d_new_hidden, d_new_cell, carry) = match masks {
             Some(masks) => {
-                let valid = step(masks, t);
+                let valid = index_leading(masks, t);
                 let invalid = valid.clone().neg().add_scalar(1.0);
                 (
                     (dh.clone() + dy_t) * valid.clone(),
@@ -164,22 +160,23 @@ fn backward_direction<B: Backend>(
             }
             None => d_new_hidden,
         };
-        let act = step(&activations, t);
+        let act = index_leading(&activations, t);
         let input_gate = act.clone().slice([0..batch, 0..h]);
         let forget_gate = act.clone().slice([0..batch, h..2 * h]);
         let cell_gate = act.clone().slice([0..batch, 2 * h..3 * h]);
         let output_gate = act.slice([0..batch, 3 * h..4 * h]);
-        let d_cell = d_new_cell + d_unprojected.clone() * output_gate * step(&cell_tanh_slope, t);
+        let d_cell =
+            d_new_cell + d_unprojected.clone() * output_gate * index_leading(&cell_tanh_slope, t);
         let d_act = Tensor::cat(
             vec![
                 d_cell.clone() * cell_gate,
-                d_cell.clone() * step(&res.cell_prev, t),
+                d_cell.clone() * index_leading(&res.cell_prev, t),
                 d_cell.clone() * input_gate,
-                d_unprojected * step(&cell_tanh, t),
+                d_unprojected * index_leading(&cell_tanh, t),
             ],
             1,
         );
-        let dz = d_act * step(&gate_slope, t);
+        let dz = d_act * index_leading(&gate_slope, t);
         dh = dz.clone().matmul(weights.weight_hh.clone());
         dc = d_cell * forget_gate;
         if let Some((carry_h, carry_c)) = carry {

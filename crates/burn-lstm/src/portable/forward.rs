@@ -4,7 +4,7 @@ use burn::tensor::{Distribution, Tensor, TensorData, backend::Backend, ops::Floa
 
 use super::residuals::{self, CellResiduals, LayerResiduals};
 use super::weights::{CellWeights, GateAffine, step_masks};
-use super::{primitive, tensor, time_index};
+use super::{index_leading, primitive, tensor, time_index};
 use crate::backend::{LstmOutput, LstmSaved};
 use crate::kernel::LstmKernel;
 use crate::spec::LstmSpec;
@@ -48,7 +48,7 @@ pub(crate) fn forward<B: Backend>(
             let cell = layer * arch.dirs() + direction;
             let weights =
                 CellWeights::new(&w, arch, &arch.direction_layout(layer, direction), &affine);
-            let state = (state_of(&h0, cell), state_of(&c0, cell));
+            let state = (index_leading(&h0, cell), index_leading(&c0, cell));
             let run = run_direction(
                 &layer_input,
                 &weights,
@@ -131,12 +131,6 @@ fn splitmix64(state: &mut u64) -> f64 {
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// The `[B, ·]` slice of a `[cells, B, ·]` state.
-pub(crate) fn state_of<B: Backend>(state: &Tensor<B, 3>, cell: usize) -> Tensor<B, 2> {
-    let [_, batch, size] = state.dims();
-    state.clone().narrow(0, cell, 1).reshape([batch, size])
-}
-
 struct DirectionRun<B: Backend> {
     output: Tensor<B, 3>,
     hidden: Tensor<B, 2>,
@@ -170,7 +164,7 @@ fn run_direction<B: Backend>(
     let mut saved = save.then(|| Saved::with_capacity(seq_len));
     for step in 0..seq_len {
         let t = time_index(step, seq_len, reverse);
-        let z = projected.clone().narrow(0, t, 1).reshape([batch, gates])
+        let z = index_leading(&projected, t)
             + hidden.clone().matmul(weights.weight_hh_scaled_t.clone());
         let gate_tanh = z.tanh();
         let act = gate_tanh.clone() * affine.scale.clone() + affine.offset.clone();
@@ -196,7 +190,7 @@ fn run_direction<B: Backend>(
         match masks {
             // Rows past their length keep their state and emit zeros.
             Some(masks) => {
-                let valid = masks.clone().narrow(0, t, 1).reshape([batch, 1]);
+                let valid = index_leading(masks, t);
                 outputs[t] = Some(new_hidden.clone() * valid.clone());
                 hidden = hidden.clone() + (new_hidden - hidden) * valid.clone();
                 cell = cell.clone() + (new_cell - cell) * valid;
