@@ -3,12 +3,12 @@
 use burn::backend::{Autodiff, NdArray};
 use burn::nn::{BiLstm, BiLstmConfig, Lstm, LstmConfig};
 use burn::tensor::{Distribution, Tensor, backend::Backend};
-use burn_lstm::{CudnnCompatibleLstmConfig, LstmBackend};
+use burn_lstm::{CudnnCompatibleLstmConfig, LstmBackend, LstmKernel};
 
 use crate::args::{Args, Mode};
 
 /// Implementations built into this binary.
-pub const NAMES: &[&str] = &["burn-lstm", "portable"];
+pub const NAMES: &[&str] = &["burn-lstm", "portable", "fused-cpu"];
 
 /// One timed call.
 pub type Call = Box<dyn FnMut()>;
@@ -21,8 +21,10 @@ pub fn build(args: &Args) -> Result<Call, String> {
         ));
     }
     match (args.implementation.as_str(), args.mode) {
-        ("portable", Mode::Infer) => Ok(portable::<NdArray>(args)),
-        ("portable", Mode::Train) => Ok(portable::<Autodiff<NdArray>>(args)),
+        ("portable", Mode::Infer) => Ok(ours::<NdArray>(args, LstmKernel::Portable)),
+        ("portable", Mode::Train) => Ok(ours::<Autodiff<NdArray>>(args, LstmKernel::Portable)),
+        ("fused-cpu", Mode::Infer) => Ok(ours::<NdArray>(args, LstmKernel::FusedCpu)),
+        ("fused-cpu", Mode::Train) => Ok(ours::<Autodiff<NdArray>>(args, LstmKernel::FusedCpu)),
         ("burn-lstm", Mode::Infer) => Ok(burn_nn::<NdArray>(args)),
         ("burn-lstm", Mode::Train) => Ok(burn_nn::<Autodiff<NdArray>>(args)),
         (other, _) => Err(format!(
@@ -49,12 +51,17 @@ fn finish<B: Backend>(y: Tensor<B, 3>) {
     B::sync(&device).expect("device sync");
 }
 
-fn portable<B: LstmBackend + 'static>(args: &Args) -> Call {
+/// `CudnnCompatibleLstm` with `kernel` asked for (refused if another would run).
+fn ours<B: LstmBackend + 'static>(args: &Args, kernel: LstmKernel) -> Call {
     let device = Default::default();
+    burn_lstm::set_cpu_threads(args.threads);
     let model = CudnnCompatibleLstmConfig::new(args.input, args.hidden)
         .with_num_layers(args.layers)
         .with_bidirectional(args.bidirectional)
-        .init::<B>(&device);
+        .init::<B>(&device)
+        .with_kernel(Some(kernel));
+    let choice = model.kernel(&device, args.batch, args.seq);
+    assert_eq!(choice.kernel, kernel, "--impl {kernel} would run {choice}");
     let x = input::<B>(args);
     Box::new(move || finish(model.forward(x.clone(), None).0))
 }

@@ -43,6 +43,14 @@ fn median_seconds(mut call: impl FnMut(), warmup: usize, iters: usize) -> f64 {
     times[times.len() / 2]
 }
 
+/// Peak resident memory of this process so far (Linux `VmHWM`), in MiB; `null` elsewhere.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some((kib / 1024.0 * 10.0).round() / 10.0)
+}
+
 fn main() {
     let args = match Args::parse(std::env::args().skip(1)) {
         Ok(args) => args,
@@ -85,6 +93,7 @@ fn main() {
         "seconds": seconds,
         "seq_steps_per_s": (args.batch * args.seq) as f64 / seconds,
         "gflops": flops(&args) / seconds / 1e9,
+        "peak_rss_mib": peak_rss_mib(),
     });
     println!("{line}");
 }

@@ -58,6 +58,20 @@ pub struct LstmSaved<B: Backend> {
     pub inputs: [FloatTensor<B>; 4],
     /// Kernel-defined residual tensors.
     pub residuals: Vec<FloatTensor<B>>,
+    /// Kernel-defined residuals that live outside the backend's tensors (the fused CPU
+    /// kernel's tape).
+    pub host: Option<HostResiduals>,
+}
+
+/// Residuals a kernel keeps in host memory, shared cheaply between clones of
+/// [`LstmSaved`] and taken back by the backward.
+#[derive(Clone)]
+pub struct HostResiduals(pub std::sync::Arc<dyn core::any::Any + Send + Sync>);
+
+impl core::fmt::Debug for HostResiduals {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("HostResiduals(..)")
+    }
 }
 
 /// Backends that run a whole LSTM layer stack as one op.
@@ -67,8 +81,8 @@ pub struct LstmSaved<B: Backend> {
 /// `h0` `[layers * dirs, B, H_out]`, `c0` `[layers * dirs, B, H]`.
 pub trait LstmBackend: Backend {
     /// Which kernel a call with `spec` runs on `device`, and why it is not a faster one.
-    fn lstm_kernel(_device: &Self::Device, _spec: &LstmSpec) -> KernelChoice {
-        KernelChoice::fastest(LstmKernel::Portable)
+    fn lstm_kernel(_device: &Self::Device, spec: &LstmSpec) -> KernelChoice {
+        KernelChoice::portable_only(spec.kernel)
     }
 
     /// Forward pass for inference (nothing saved for a backward).

@@ -147,6 +147,7 @@ impl CudnnCompatibleLstmConfig {
             batch_first: self.batch_first,
             dropout: self.dropout,
             reject_non_finite: self.nan_policy == NanPolicy::Reject,
+            kernel: None,
         })
     }
 

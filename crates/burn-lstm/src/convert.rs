@@ -78,6 +78,7 @@ fn single_layer<B: Backend>(
         batch_first,
         dropout: 0.0,
         reject_non_finite: false,
+        kernel: None,
     }
 }
 

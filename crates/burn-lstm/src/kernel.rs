@@ -43,6 +43,18 @@ impl KernelChoice {
         }
     }
 
+    /// The choice on a backend whose only kernel is the portable one, given the kernel the
+    /// caller asked for.
+    pub fn portable_only(requested: Option<LstmKernel>) -> Self {
+        match requested {
+            None | Some(LstmKernel::Portable) => Self::fastest(LstmKernel::Portable),
+            Some(other) => Self::fallback(
+                LstmKernel::Portable,
+                format!("the {other} kernel was asked for but does not run on this backend"),
+            ),
+        }
+    }
+
     /// `kernel` runs although a faster one exists, because of `reason`.
     pub fn fallback(kernel: LstmKernel, reason: impl Into<String>) -> Self {
         Self {

@@ -35,6 +35,7 @@ mod checkpoint;
 mod config;
 mod convert;
 mod error;
+mod fused_cpu;
 mod kernel;
 mod module;
 mod op;
@@ -42,9 +43,10 @@ mod portable;
 mod spec;
 mod validate;
 
-pub use backend::{LstmBackend, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+pub use backend::{HostResiduals, LstmBackend, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
 pub use config::{CudnnCompatibleLstmConfig, NanPolicy};
 pub use error::LstmError;
+pub use fused_cpu::{cpu_threads, set_cpu_threads};
 pub use kernel::{KernelChoice, LstmKernel};
 pub use module::{
     CudnnCompatibleLstm, CudnnCompatibleLstmRecord, LstmDirectionWeights, LstmLayer, LstmState,

@@ -8,7 +8,7 @@ use burn::tensor::{Tensor, backend::Backend};
 
 use crate::backend::LstmBackend;
 use crate::error::LstmError;
-use crate::kernel::KernelChoice;
+use crate::kernel::{KernelChoice, LstmKernel};
 use crate::op::lstm;
 use crate::spec::{LstmArch, LstmSpec};
 
@@ -76,6 +76,10 @@ pub struct CudnnCompatibleLstm<B: Backend> {
     pub dropout: f64,
     /// Whether non-finite input or state is an error ([`NanPolicy::Reject`](crate::NanPolicy)).
     pub reject_non_finite: bool,
+    /// The kernel asked for ([`Self::with_kernel`]); `None`: the fastest available.
+    /// Not saved in checkpoints: it is a choice of the process, not of the model.
+    #[module(skip)]
+    pub kernel: Option<LstmKernel>,
 }
 
 impl<B: Backend> CudnnCompatibleLstm<B> {
@@ -112,6 +116,13 @@ impl<B: Backend> CudnnCompatibleLstm<B> {
         Tensor::cat(parts, 0)
     }
 
+    /// Asks for a kernel (`None`: the fastest one the backend can run). A kernel the
+    /// backend cannot run falls back; [`Self::kernel`] reports which runs and why.
+    pub fn with_kernel(mut self, kernel: Option<LstmKernel>) -> Self {
+        self.kernel = kernel;
+        self
+    }
+
     /// Checks that every parameter is present with the shape the architecture needs.
     pub fn validate(&self) -> Result<(), LstmError> {
         crate::checkpoint::validate_layers(&self.arch(), &self.layers)
@@ -140,6 +151,7 @@ impl<B: LstmBackend> CudnnCompatibleLstm<B> {
             dropout: self.dropout,
             training: B::ad_enabled(device),
             dropout_seed: None,
+            kernel: self.kernel,
         }
     }
 
@@ -198,10 +210,13 @@ impl<B: LstmBackend> CudnnCompatibleLstm<B> {
                 crate::validate::state(&state, &arch, batch)?;
                 (state.hidden, state.cell)
             }
-            None => (
-                Tensor::zeros([arch.cells(), batch, arch.output_size()], &device),
-                Tensor::zeros([arch.cells(), batch, arch.hidden_size], &device),
-            ),
+            None => {
+                let place = (&device, input.dtype());
+                (
+                    Tensor::zeros([arch.cells(), batch, arch.output_size()], place),
+                    Tensor::zeros([arch.cells(), batch, arch.hidden_size], place),
+                )
+            }
         };
         if self.reject_non_finite {
             crate::validate::finite("input", &input)?;

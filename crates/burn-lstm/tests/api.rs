@@ -361,11 +361,68 @@ fn kernel_choice_is_reported() {
     let device = Default::default();
     let model = config().init::<B>(&device);
     let choice = model.kernel(&device, 4, 10);
-    assert_eq!(choice.kernel, LstmKernel::Portable);
+    assert_eq!(choice.kernel, LstmKernel::FusedCpu);
+    assert_eq!(choice.fallback_reason, None, "{choice}");
     let ad = config().init::<AD>(&device);
     assert_eq!(
         ad.kernel(&device, 4, 10),
         choice,
         "autodiff reports its inner backend's kernel"
     );
+
+    let portable = model.clone().with_kernel(Some(LstmKernel::Portable));
+    let choice = portable.kernel(&device, 4, 10);
+    assert_eq!(choice.kernel, LstmKernel::Portable);
+    assert!(choice.to_string().contains("asked for"), "{choice}");
+
+    let cudnn = model.with_kernel(Some(LstmKernel::Cudnn));
+    let choice = cudnn.kernel(&device, 4, 10);
+    assert_eq!(choice.kernel, LstmKernel::FusedCpu);
+    assert!(choice.to_string().contains("CUDA"), "{choice}");
+}
+
+#[test]
+fn threads_sharing_one_module_get_identical_results() {
+    // Large enough that every call splits its steps over a team of threads.
+    let device = Default::default();
+    let model = CudnnCompatibleLstmConfig::new(48, 64)
+        .with_num_layers(2)
+        .with_bidirectional(true)
+        .init::<B>(&device);
+    let x = input::<B>([16, 12, 48]);
+    let expected = to_f64(model.forward(x.clone(), None).0);
+    let results: Vec<Vec<f64>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| scope.spawn(|| to_f64(model.forward(x.clone(), None).0)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for result in results {
+        assert_eq!(result, expected, "a concurrent call gave different numbers");
+    }
+}
+
+#[test]
+fn changed_parameters_are_used_at_once() {
+    // The fused kernel packs weights per call; a parameter changed between two calls
+    // must change the second call exactly as a freshly built module would.
+    let device = Default::default();
+    let model = config().init::<B>(&device);
+    let x = input::<B>([3, 7, 5]);
+    let before = to_f64(model.forward(x.clone(), None).0);
+    let mut changed = model.clone();
+    changed.layers[1].forward.weight_hh = changed.layers[1]
+        .forward
+        .weight_hh
+        .clone()
+        .map(|w| w.mul_scalar(1.5));
+    let after = to_f64(changed.forward(x.clone(), None).0);
+    assert!(rel_err(&after, &before) > 1e-3, "the change had no effect");
+    let reference = to_f64(
+        changed
+            .with_kernel(Some(LstmKernel::Portable))
+            .forward(x, None)
+            .0,
+    );
+    assert!(rel_err(&after, &reference) < 1e-5);
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Tensor, TensorData};
-use burn_lstm::{LstmArch, LstmBackend, LstmSpec, lstm};
+use burn_lstm::{LstmArch, LstmBackend, LstmKernel, LstmSpec, lstm};
 
 type B = NdArray<f64>;
 type AD = Autodiff<B>;
@@ -54,17 +54,27 @@ fn loss<Bk: LstmBackend>(
     (total, leaves.into_iter().map(|(t, _)| t).collect())
 }
 
+/// Both kernels NdArray runs, each checked against finite differences.
 fn check(arch: LstmArch, batch: usize, seq_len: usize, lengths: Option<Vec<usize>>, dropout: f64) {
+    for kernel in [LstmKernel::Portable, LstmKernel::FusedCpu] {
+        let spec = LstmSpec {
+            seq_len,
+            batch,
+            lengths: lengths.clone().map(Arc::from),
+            dropout,
+            training: dropout > 0.0,
+            dropout_seed: Some(7),
+            kernel: Some(kernel),
+            arch: arch.clone(),
+        };
+        assert_eq!(B::lstm_kernel(&Default::default(), &spec).kernel, kernel);
+        check_kernel(&spec);
+    }
+}
+
+fn check_kernel(spec: &LstmSpec) {
+    let (arch, batch, seq_len, dropout) = (&spec.arch, spec.batch, spec.seq_len, spec.dropout);
     let dirs = arch.dirs();
-    let spec = LstmSpec {
-        seq_len,
-        batch,
-        lengths: lengths.map(Arc::from),
-        dropout,
-        training: dropout > 0.0,
-        dropout_seed: Some(7),
-        arch: arch.clone(),
-    };
     let cells = arch.cells();
     let shapes = [
         vec![seq_len, batch, arch.input_size],
@@ -86,7 +96,7 @@ fn check(arch: LstmArch, batch: usize, seq_len: usize, lengths: Option<Vec<usize
         )
     });
 
-    let (total, leaves) = loss::<AD>(&spec, &inputs, &probes, true);
+    let (total, leaves) = loss::<AD>(spec, &inputs, &probes, true);
     let grads = total.backward();
     let names = ["input", "weights", "h0", "c0"];
     let eps = 1e-6;
@@ -102,15 +112,15 @@ fn check(arch: LstmArch, batch: usize, seq_len: usize, lengths: Option<Vec<usize
             let eval = |delta: f64| {
                 let mut perturbed = inputs.clone();
                 perturbed[k].1[i] += delta;
-                loss::<B>(&spec, &perturbed, &probes, false).0.into_scalar()
+                loss::<B>(spec, &perturbed, &probes, false).0.into_scalar()
             };
             let numeric = (eval(eps) - eval(-eps)) / (2.0 * eps);
             let err = (numeric - analytic).abs() / numeric.abs().max(1.0);
             worst = worst.max(err);
         }
         println!(
-            "fd {arch:?} lengths={:?} dropout={dropout} {}: worst {worst:.2e}",
-            spec.lengths, names[k]
+            "fd kernel={:?} {arch:?} lengths={:?} dropout={dropout} {}: worst {worst:.2e}",
+            spec.kernel, spec.lengths, names[k]
         );
         assert!(
             worst < 1e-6,

@@ -1,1 +1,42 @@
+#![warn(missing_docs)]
+//! A fused LSTM on plain slices: forward (inference and training) and backpropagation
+//! through time, for whole layer stacks (multi-layer, bidirectional, right-padded
+//! lengths, projection, inter-layer dropout masks), in `f32` (fast) and `f64` (tests).
+//!
+//! No framework dependency: `burn-lstm` dispatches its NdArray backend here. Parameters
+//! are PyTorch's and cuDNN's canonical flat layout ([`LstmArch::direction_layout`]).
+//! Nothing is cached between calls: weights are packed at the start of every call, so a
+//! changed parameter can never meet a stale packed copy.
+//!
+//! ```
+//! use lstm_cpu::{LstmArch, LstmCall, forward};
+//!
+//! let arch = LstmArch { input_size: 3, hidden_size: 4, proj_size: 0, num_layers: 1,
+//!                       bidirectional: false, bias: true };
+//! let (t, b) = (5, 2);
+//! let weights = vec![0.1f32; arch.weight_count()];
+//! let input = vec![1.0f32; t * b * 3];
+//! let zeros = vec![0.0f32; b * 4];
+//! let call = LstmCall { arch: &arch, seq_len: t, batch: b, lengths: None, input: &input,
+//!                       weights: &weights, h0: &zeros, c0: &zeros, dropout_masks: &[],
+//!                       threads: 1 };
+//! let out = forward(&call).unwrap();
+//! assert_eq!(out.y.len(), t * b * 4);
+//! ```
 
+mod arch;
+mod backward;
+mod call;
+mod forward;
+mod gemm;
+mod real;
+mod simd;
+mod tape;
+mod team;
+
+pub use arch::{DirectionLayout, LstmArch};
+pub use backward::backward;
+pub use call::{CallError, LstmCall, LstmGradients, LstmOutputs, OutputGrads};
+pub use forward::{forward, forward_train};
+pub use real::Real;
+pub use tape::Tape;

@@ -1,6 +1,6 @@
 //! Forward pass of the portable kernel.
 
-use burn::tensor::{Distribution, Tensor, TensorData, backend::Backend, ops::FloatTensor};
+use burn::tensor::{DType, Distribution, Tensor, TensorData, backend::Backend, ops::FloatTensor};
 
 use super::residuals::{self, CellResiduals, LayerResiduals};
 use super::weights::{CellWeights, GateAffine, step_masks};
@@ -22,8 +22,16 @@ pub(crate) fn forward<B: Backend>(
     let c0 = tensor::<B, 3>(c0);
     let arch = &spec.arch;
     let device = x.device();
-    let affine = GateAffine::<B>::new(arch.hidden_size, &device);
-    let masks = step_masks::<B>(spec.lengths.as_deref(), spec.seq_len, spec.batch, &device);
+    // Constants take the input's dtype (Burn's device default may differ, see docs/numerics.md).
+    let dtype = x.dtype();
+    let affine = GateAffine::<B>::new(arch.hidden_size, &device, dtype);
+    let masks = step_masks::<B>(
+        spec.lengths.as_deref(),
+        spec.seq_len,
+        spec.batch,
+        &device,
+        dtype,
+    );
 
     let mut layer_input = x;
     let mut h_n = Vec::with_capacity(arch.cells());
@@ -37,7 +45,7 @@ pub(crate) fn forward<B: Backend>(
                 spec.dropout,
                 spec.dropout_seed,
                 layer,
-                &device,
+                (&device, dtype),
             );
             layer_input = layer_input * mask.clone();
             layer_mask = Some(mask);
@@ -88,6 +96,7 @@ pub(crate) fn forward<B: Backend>(
         kernel: LstmKernel::Portable,
         inputs,
         residuals: residuals::flatten(saved_layers),
+        host: None,
     });
     (output, saved)
 }
@@ -95,12 +104,12 @@ pub(crate) fn forward<B: Backend>(
 /// Inverted-dropout mask (`0` or `1 / (1 - p)`) for the input of `layer`. With a seed
 /// the mask comes from a host generator, so it does not depend on (or disturb) the
 /// backend's global generator; without one, from the backend's generator.
-fn dropout_mask<B: Backend>(
+pub(crate) fn dropout_mask<B: Backend>(
     shape: [usize; 3],
     p: f64,
     seed: Option<u64>,
     layer: usize,
-    device: &B::Device,
+    (device, dtype): (&B::Device, DType),
 ) -> Tensor<B, 3> {
     let keep = 1.0 - p;
     match seed {
@@ -115,9 +124,11 @@ fn dropout_mask<B: Backend>(
                     }
                 })
                 .collect();
-            Tensor::from_data(TensorData::new(data, shape), device)
+            Tensor::from_data(TensorData::new(data, shape), (device, dtype))
         }
-        None => Tensor::random(shape, Distribution::Bernoulli(keep), device).div_scalar(keep),
+        None => {
+            Tensor::random(shape, Distribution::Bernoulli(keep), (device, dtype)).div_scalar(keep)
+        }
     }
 }
 

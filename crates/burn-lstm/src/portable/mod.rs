@@ -15,7 +15,7 @@ mod residuals;
 mod weights;
 
 pub(crate) use backward::backward;
-pub(crate) use forward::forward;
+pub(crate) use forward::{dropout_mask, forward};
 
 use burn::tensor::{Tensor, TensorPrimitive, backend::Backend, ops::FloatTensor};
 

@@ -1,7 +1,7 @@
 //! Views of one (layer, direction)'s parameters in the flat buffer, prepared for the
 //! portable kernel.
 
-use burn::tensor::{Tensor, TensorData, backend::Backend};
+use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
 
 use crate::spec::{DirectionLayout, LstmArch};
 
@@ -16,13 +16,13 @@ pub(crate) struct GateAffine<B: Backend> {
 }
 
 impl<B: Backend> GateAffine<B> {
-    pub fn new(hidden: usize, device: &B::Device) -> Self {
+    pub fn new(hidden: usize, device: &B::Device, dtype: DType) -> Self {
         let block = |values: [f32; 4]| {
             let data: Vec<f32> = values
                 .iter()
                 .flat_map(|&v| core::iter::repeat_n(v, hidden))
                 .collect();
-            Tensor::<B, 1>::from_data(TensorData::new(data, [4 * hidden]), device)
+            Tensor::<B, 1>::from_data(TensorData::new(data, [4 * hidden]), (device, dtype))
                 .reshape([1, 4 * hidden])
         };
         Self {
@@ -106,6 +106,7 @@ pub(crate) fn step_masks<B: Backend>(
     seq_len: usize,
     batch: usize,
     device: &B::Device,
+    dtype: DType,
 ) -> Option<Tensor<B, 3>> {
     let lengths = lengths.filter(|l| l.iter().any(|&len| len < seq_len))?;
     let data: Vec<f32> = (0..seq_len)
@@ -117,6 +118,6 @@ pub(crate) fn step_masks<B: Backend>(
         .collect();
     Some(Tensor::from_data(
         TensorData::new(data, [seq_len, batch, 1]),
-        device,
+        (device, dtype),
     ))
 }

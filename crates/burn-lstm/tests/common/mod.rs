@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+pub mod golden_check;
+
 use burn::tensor::{Tensor, TensorData, backend::Backend};
 use burn_lstm::CudnnCompatibleLstmConfig;
 use safetensors::{Dtype, SafeTensors};

@@ -1,0 +1,286 @@
+//! NdArray runs the fused CPU kernel of the `lstm-cpu` crate (f32 and f64; other float
+//! types run the portable kernel). Tensors are copied to and from host vectors once per
+//! call, which is linear in their size and small next to the kernel's work.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use burn::tensor::{DType, Element, Tensor, TensorData, backend::Backend, ops::FloatTensor};
+use burn_ndarray::NdArrayTensor;
+use lstm_cpu::{LstmCall, LstmOutputs, OutputGrads, Real, Tape};
+
+use crate::backend::{HostResiduals, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::kernel::{KernelChoice, LstmKernel};
+use crate::portable::{dropout_mask, primitive, tensor};
+use crate::spec::LstmSpec;
+
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Threads the fused CPU kernel uses per call: set by [`set_cpu_threads`], else the
+/// `BURN_LSTM_THREADS` environment variable, else every core the process may use.
+/// Small shapes use fewer (one thread below ~64 K multiply-adds per step).
+pub fn cpu_threads() -> usize {
+    match THREADS.load(Ordering::Relaxed) {
+        0 => {
+            static FROM_ENV: OnceLock<usize> = OnceLock::new();
+            *FROM_ENV.get_or_init(|| {
+                std::env::var("BURN_LSTM_THREADS")
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .filter(|&n| n > 0)
+                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            })
+        }
+        n => n,
+    }
+}
+
+/// Sets the threads of the fused CPU kernel for this process (`0` restores the default
+/// of [`cpu_threads`]).
+pub fn set_cpu_threads(threads: usize) {
+    THREADS.store(threads, Ordering::Relaxed);
+}
+
+/// The kernel NdArray runs for `spec` with float type `dtype`.
+pub(crate) fn choice(dtype: DType, spec: &LstmSpec) -> KernelChoice {
+    let supported = matches!(dtype, DType::F32 | DType::F64);
+    match spec.kernel {
+        Some(LstmKernel::Portable) => KernelChoice::fallback(
+            LstmKernel::Portable,
+            "the portable kernel was asked for (the fused CPU kernel is faster)",
+        ),
+        _ if !supported => KernelChoice::fallback(
+            LstmKernel::Portable,
+            format!("the fused CPU kernel runs f32 and f64; this backend computes in {dtype:?}"),
+        ),
+        Some(LstmKernel::Cudnn) => KernelChoice::fallback(
+            LstmKernel::FusedCpu,
+            "the cudnn kernel was asked for but runs only on CUDA",
+        ),
+        None | Some(LstmKernel::FusedCpu) => KernelChoice::fastest(LstmKernel::FusedCpu),
+    }
+}
+
+/// Host copies of one call's inputs, and the tape of a training forward.
+struct HostCall<T> {
+    spec: LstmSpec,
+    input: Vec<T>,
+    weights: Vec<T>,
+    h0: Vec<T>,
+    c0: Vec<T>,
+    masks: Vec<Vec<T>>,
+}
+
+impl<T: Real> HostCall<T> {
+    fn call(&self) -> LstmCall<'_, T> {
+        LstmCall {
+            arch: &self.spec.arch,
+            seq_len: self.spec.seq_len,
+            batch: self.spec.batch,
+            lengths: self.spec.lengths.as_deref(),
+            input: &self.input,
+            weights: &self.weights,
+            h0: &self.h0,
+            c0: &self.c0,
+            dropout_masks: &[],
+            threads: cpu_threads(),
+        }
+    }
+}
+
+struct Saved<T> {
+    host: HostCall<T>,
+    tape: Tape<T>,
+}
+
+/// A host copy of a tensor in `T`. NdArray tensors are read through their strides:
+/// Burn's `into_data` walks a shared (reference-counted) array element by element, about
+/// 25 ns per value, which cost more than the whole kernel at small shapes.
+fn to_host<B: Backend, T: Element, const D: usize>(t: FloatTensor<B>) -> Vec<T> {
+    if let Some(values) = ndarray_host::<T>(&t) {
+        return values;
+    }
+    tensor::<B, D>(t)
+        .into_data()
+        .convert::<T>()
+        .into_vec::<T>()
+        .expect("converted to the kernel's element type")
+}
+
+fn ndarray_host<T: 'static>(t: &dyn Any) -> Option<Vec<T>> {
+    let values: Box<dyn Any> = match t.downcast_ref::<NdArrayTensor>()? {
+        NdArrayTensor::F32(storage) => {
+            let view = storage.view();
+            Box::new(gather(view.as_ptr(), view.shape(), view.strides()))
+        }
+        NdArrayTensor::F64(storage) => {
+            let view = storage.view();
+            Box::new(gather(view.as_ptr(), view.shape(), view.strides()))
+        }
+        _ => return None,
+    };
+    values.downcast::<Vec<T>>().ok().map(|v| *v)
+}
+
+/// The values of a strided array in row-major order, copying whole rows when the last
+/// axis is contiguous.
+fn gather<E: Copy>(ptr: *const E, shape: &[usize], strides: &[isize]) -> Vec<E> {
+    let len = shape.iter().product::<usize>();
+    let mut out = Vec::with_capacity(len);
+    if len == 0 {
+        return out;
+    }
+    let (rows_shape, last) = shape.split_at(shape.len().saturating_sub(1));
+    let (row_len, row_stride) = match last {
+        [n] => (*n, strides[shape.len() - 1]),
+        _ => (1, 1),
+    };
+    let mut index = vec![0usize; rows_shape.len()];
+    loop {
+        let offset: isize = index
+            .iter()
+            .zip(strides)
+            .map(|(&i, &s)| i as isize * s)
+            .sum();
+        // SAFETY: every index is inside the view's shape, so the offsets stay inside
+        // the array the view borrows.
+        unsafe {
+            let row = ptr.offset(offset);
+            if row_stride == 1 {
+                out.extend_from_slice(core::slice::from_raw_parts(row, row_len));
+            } else {
+                out.extend((0..row_len).map(|j| *row.offset(j as isize * row_stride)));
+            }
+        }
+        // Next row index, last axis fastest.
+        let mut axis = index.len();
+        loop {
+            if axis == 0 {
+                return out;
+            }
+            axis -= 1;
+            index[axis] += 1;
+            if index[axis] < rows_shape[axis] {
+                break;
+            }
+            index[axis] = 0;
+        }
+    }
+}
+
+fn device_tensor<B: Backend, T: Element, const D: usize>(
+    values: Vec<T>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> FloatTensor<B> {
+    let data = TensorData::new(values, shape);
+    primitive(Tensor::<B, D>::from_data(data, (device, T::dtype())))
+}
+
+/// Forward through the fused kernel in `T` (`f32` or `f64`).
+pub(crate) fn forward<B: Backend, T: Real + Element>(
+    inputs: [FloatTensor<B>; 4],
+    spec: &LstmSpec,
+    save: bool,
+) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
+    let [x, w, h0, c0] = inputs.clone();
+    let device = B::float_device(&x);
+    let arch = &spec.arch;
+    let masks = if spec.dropout_active() {
+        let shape = [spec.seq_len, spec.batch, arch.dirs() * arch.output_size()];
+        (1..arch.num_layers)
+            .map(|layer| {
+                let place = (&device, T::dtype());
+                let mask = dropout_mask::<B>(shape, spec.dropout, spec.dropout_seed, layer, place);
+                to_host::<B, T, 3>(primitive(mask))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let host_call = HostCall {
+        spec: spec.clone(),
+        input: to_host::<B, T, 3>(x),
+        weights: to_host::<B, T, 1>(w),
+        h0: to_host::<B, T, 3>(h0),
+        c0: to_host::<B, T, 3>(c0),
+        masks,
+    };
+    let mask_refs: Vec<&[T]> = host_call.masks.iter().map(Vec::as_slice).collect();
+    let call = LstmCall {
+        dropout_masks: &mask_refs,
+        ..host_call.call()
+    };
+    let expect = "the module validated the call";
+    let (outputs, tape) = if save {
+        let (outputs, tape) = lstm_cpu::forward_train(&call).expect(expect);
+        (outputs, Some(tape))
+    } else {
+        (lstm_cpu::forward(&call).expect(expect), None)
+    };
+    let LstmOutputs { y, h_n, c_n } = outputs;
+    let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
+    let output = LstmOutput {
+        y: device_tensor::<B, T, 3>(y, [t, b, arch.dirs() * arch.output_size()], &device),
+        h_n: device_tensor::<B, T, 3>(h_n, [cells, b, arch.output_size()], &device),
+        c_n: device_tensor::<B, T, 3>(c_n, [cells, b, arch.hidden_size], &device),
+    };
+    let saved = tape.map(|tape| LstmSaved {
+        spec: spec.clone(),
+        kernel: LstmKernel::FusedCpu,
+        inputs,
+        residuals: Vec::new(),
+        host: Some(HostResiduals(Arc::new(std::sync::Mutex::new(Some(
+            Saved {
+                host: host_call,
+                tape,
+            },
+        ))))),
+    });
+    (output, saved)
+}
+
+/// Backward of a [`forward`] with `save`.
+pub(crate) fn backward<B: Backend, T: Real + Element>(
+    saved: LstmSaved<B>,
+    grads: LstmOutputGrads<B>,
+) -> LstmGrads<B> {
+    let device = B::float_device(&saved.inputs[0]);
+    let residuals = saved
+        .host
+        .expect("the fused CPU forward keeps its tape")
+        .0
+        .downcast::<std::sync::Mutex<Option<Saved<T>>>>()
+        .unwrap_or_else(|_| panic!("the fused CPU tape has the backward's element type"));
+    let Saved { host, tape } = residuals
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take()
+        .expect("an LSTM backward runs once per forward");
+    let (dy, dh_n, dc_n) = (
+        to_host::<B, T, 3>(grads.dy),
+        to_host::<B, T, 3>(grads.dh_n),
+        to_host::<B, T, 3>(grads.dc_n),
+    );
+    let call = host.call();
+    let computed = lstm_cpu::backward(
+        &call,
+        tape,
+        OutputGrads {
+            dy: &dy,
+            dh_n: &dh_n,
+            dc_n: &dc_n,
+        },
+    )
+    .expect("the tape belongs to this call");
+    let spec = &host.spec;
+    let arch = &spec.arch;
+    let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
+    LstmGrads {
+        input: device_tensor::<B, T, 3>(computed.input, [t, b, arch.input_size], &device),
+        weights: device_tensor::<B, T, 1>(computed.weights, [arch.weight_count()], &device),
+        h0: device_tensor::<B, T, 3>(computed.h0, [cells, b, arch.output_size()], &device),
+        c0: device_tensor::<B, T, 3>(computed.c0, [cells, b, arch.hidden_size], &device),
+    }
+}

@@ -1,0 +1,164 @@
+//! The architecture of an LSTM layer stack and where each (layer, direction)'s parameters
+//! lie in the flat parameter buffer: PyTorch's and cuDNN's canonical order, shared by
+//! every kernel of the workspace.
+
+use core::ops::Range;
+
+/// Architecture of an LSTM layer stack: everything a checkpoint fixes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LstmArch {
+    /// Features of each input step.
+    pub input_size: usize,
+    /// Size of the cell state `H`.
+    pub hidden_size: usize,
+    /// Size of the projected hidden state (PyTorch's `proj_size`); 0 means no projection.
+    pub proj_size: usize,
+    /// Number of stacked layers.
+    pub num_layers: usize,
+    /// Whether every layer also runs from the last step to the first.
+    pub bidirectional: bool,
+    /// Whether the gates have the two bias vectors `bias_ih` and `bias_hh`.
+    pub bias: bool,
+}
+
+/// Where one (layer, direction)'s parameters lie inside the flat parameter buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirectionLayout {
+    /// `weight_ih`, `[4H, in]` row-major.
+    pub weight_ih: Range<usize>,
+    /// `weight_hh`, `[4H, H_out]` row-major.
+    pub weight_hh: Range<usize>,
+    /// `bias_ih`, `[4H]`, when the architecture has biases.
+    pub bias_ih: Option<Range<usize>>,
+    /// `bias_hh`, `[4H]`, when the architecture has biases.
+    pub bias_hh: Option<Range<usize>>,
+    /// `weight_hr`, `[H_out, H]`, with a projection.
+    pub weight_hr: Option<Range<usize>>,
+    /// Input features of this layer.
+    pub input_size: usize,
+}
+
+impl LstmArch {
+    /// Number of directions: 2 when bidirectional, else 1.
+    pub fn dirs(&self) -> usize {
+        if self.bidirectional { 2 } else { 1 }
+    }
+
+    /// Size of the hidden state `h` each direction emits (`proj_size` if set, else `hidden_size`).
+    pub fn output_size(&self) -> usize {
+        if self.proj_size > 0 {
+            self.proj_size
+        } else {
+            self.hidden_size
+        }
+    }
+
+    /// Input features of layer `layer`: the user's input for layer 0, the concatenated
+    /// directions of the layer below otherwise.
+    pub fn layer_input_size(&self, layer: usize) -> usize {
+        if layer == 0 {
+            self.input_size
+        } else {
+            self.dirs() * self.output_size()
+        }
+    }
+
+    /// Number of (layer, direction) cells, `num_layers * dirs`.
+    pub fn cells(&self) -> usize {
+        self.num_layers * self.dirs()
+    }
+
+    /// Parameters of one (layer, direction) in the flat buffer, in the canonical order
+    /// `weight_ih, weight_hh, bias_ih, bias_hh, weight_hr` and cells ordered
+    /// `layer * dirs + direction` (PyTorch's order).
+    pub fn direction_layout(&self, layer: usize, direction: usize) -> DirectionLayout {
+        let mut offset = 0;
+        for l in 0..self.num_layers {
+            for d in 0..self.dirs() {
+                let layout = self.layout_at(l, offset);
+                if (l, d) == (layer, direction) {
+                    return layout;
+                }
+                offset = layout.end();
+            }
+        }
+        panic!("cell ({layer}, {direction}) is outside the architecture {self:?}")
+    }
+
+    fn layout_at(&self, layer: usize, start: usize) -> DirectionLayout {
+        let gates = 4 * self.hidden_size;
+        let input_size = self.layer_input_size(layer);
+        let mut next = start;
+        let mut take = |len: usize| {
+            let range = next..next + len;
+            next += len;
+            range
+        };
+        let weight_ih = take(gates * input_size);
+        let weight_hh = take(gates * self.output_size());
+        let bias_ih = self.bias.then(|| take(gates));
+        let bias_hh = self.bias.then(|| take(gates));
+        let weight_hr = (self.proj_size > 0).then(|| take(self.proj_size * self.hidden_size));
+        DirectionLayout {
+            weight_ih,
+            weight_hh,
+            bias_ih,
+            bias_hh,
+            weight_hr,
+            input_size,
+        }
+    }
+
+    /// Total number of scalars in the flat parameter buffer.
+    pub fn weight_count(&self) -> usize {
+        let last = self.direction_layout(self.num_layers - 1, self.dirs() - 1);
+        last.end()
+    }
+}
+
+impl DirectionLayout {
+    /// One past the last scalar of this cell in the flat buffer.
+    pub fn end(&self) -> usize {
+        [
+            Some(&self.weight_ih),
+            Some(&self.weight_hh),
+            self.bias_ih.as_ref(),
+            self.bias_hh.as_ref(),
+            self.weight_hr.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|r| r.end)
+        .max()
+        .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_contiguous_in_pytorch_order() {
+        let arch = LstmArch {
+            input_size: 3,
+            hidden_size: 5,
+            proj_size: 2,
+            num_layers: 2,
+            bidirectional: true,
+            bias: true,
+        };
+        let l0f = arch.direction_layout(0, 0);
+        assert_eq!(l0f.weight_ih, 0..60);
+        assert_eq!(l0f.weight_hh, 60..100);
+        assert_eq!(l0f.bias_ih, Some(100..120));
+        assert_eq!(l0f.bias_hh, Some(120..140));
+        assert_eq!(l0f.weight_hr, Some(140..150));
+        let l0r = arch.direction_layout(0, 1);
+        assert_eq!(l0r.weight_ih.start, 150);
+        let l1f = arch.direction_layout(1, 0);
+        assert_eq!(l1f.input_size, 4);
+        assert_eq!(l1f.weight_ih, 300..380);
+        assert_eq!(arch.weight_count(), 300 + 2 * (80 + 40 + 40 + 10));
+    }
+}

@@ -1,0 +1,413 @@
+//! Backpropagation through time from a [`Tape`].
+//!
+//! Per step, against the direction's processing order, with `m` the row's validity (1
+//! without padding):
+//!
+//! ```text
+//! dĥ = m·(dh + dy_t)        du = dĥ·W_hr (projection) or dĥ
+//! dc' = m·dc + du·o·(1 − tanh²c)
+//! dz  = [dc'·g·i(1−i), dc'·c_prev·f(1−f), dc'·i·(1−g²), du·tanh c·o(1−o)]
+//! dh ← dz·W_hh + (1 − m)·dh       dc ← dc'·f + (1 − m)·dc
+//! ```
+//!
+//! The same team split as the forward: a thread owns the units (all four gates) for the
+//! gate math and the columns of `dh` for `dz·W_hh`. `dz` overwrites the gate
+//! activations in the tape; after the loop `dW_ih`, `dW_hh`, `dW_hr` and the input
+//! gradient are one GEMM each over all steps.
+
+use crate::call::{CallError, LstmCall, LstmGradients, OutputGrads};
+use crate::forward::{CellRun, CellWeights, Dims};
+use crate::gemm::{PackedB, gemm, par_gemm};
+use crate::real::Real;
+use crate::simd;
+use crate::tape::{CellTape, Tape};
+use crate::team::{Shared, run_team, split_aligned};
+
+/// Gradients of the call's inputs from the upstream gradients of its outputs.
+pub fn backward<T: Real>(
+    call: &LstmCall<'_, T>,
+    mut tape: Tape<T>,
+    grads: OutputGrads<'_, T>,
+) -> Result<LstmGradients<T>, CallError> {
+    call.check()?;
+    grads.check(call)?;
+    tape.check(call)?;
+    let arch = call.arch;
+    let dims = Dims::of(call);
+    let (rows, h, p) = (dims.seq * dims.batch, dims.hidden, dims.out);
+    let mut d_weights = vec![T::ZERO; call.weights.len()];
+    let mut d_h0 = vec![T::ZERO; call.h0.len()];
+    let mut d_c0 = vec![T::ZERO; call.c0.len()];
+    let mut d_output = grads.dy.to_vec();
+    for layer in (0..arch.num_layers).rev() {
+        let layer_tape = &mut tape.layers[layer];
+        let input: &[T] = match &layer_tape.input {
+            Some(input) => input,
+            None => call.input,
+        };
+        let in_size = arch.layer_input_size(layer);
+        let mut d_input = vec![T::ZERO; rows * in_size];
+        for (direction, cell_tape) in layer_tape.cells.iter_mut().enumerate() {
+            let cell = layer * dims.dirs + direction;
+            let layout = arch.direction_layout(layer, direction);
+            let weights = CellWeights::new(call.weights, &layout);
+            let (hp, hc) = (dims.batch * p, dims.batch * h);
+            let run = CellRun {
+                dims,
+                threads: call.threads,
+                input,
+                weights: &weights,
+                lengths: call.padding(),
+                direction,
+                h0: &grads.dh_n[cell * hp..(cell + 1) * hp],
+                c0: &grads.dc_n[cell * hc..(cell + 1) * hc],
+            };
+            let mut cell_grads = CellGrads {
+                d_weights: &mut d_weights,
+                layout: &layout,
+                d_h0: &mut d_h0[cell * hp..(cell + 1) * hp],
+                d_c0: &mut d_c0[cell * hc..(cell + 1) * hc],
+                d_input: &mut d_input,
+            };
+            backward_cell(&run, cell_tape, &d_output, &mut cell_grads);
+        }
+        if let Some(mask) = &layer_tape.mask {
+            for (d, &m) in d_input.iter_mut().zip(mask) {
+                *d = *d * m;
+            }
+        }
+        d_output = d_input;
+    }
+    Ok(LstmGradients {
+        input: d_output,
+        weights: d_weights,
+        h0: d_h0,
+        c0: d_c0,
+    })
+}
+
+struct CellGrads<'a, T> {
+    d_weights: &'a mut [T],
+    layout: &'a crate::arch::DirectionLayout,
+    d_h0: &'a mut [T],
+    d_c0: &'a mut [T],
+    /// Accumulated over the layer's directions.
+    d_input: &'a mut [T],
+}
+
+/// `run.h0` / `run.c0` carry `dh_n` / `dc_n` of this cell; `dy` is the gradient of the
+/// layer's whole output `[T, B, dirs * H_out]`.
+fn backward_cell<T: Real>(
+    run: &CellRun<'_, T>,
+    tape: &mut CellTape<T>,
+    dy: &[T],
+    grads: &mut CellGrads<'_, T>,
+) {
+    let CellRun {
+        dims,
+        threads,
+        input,
+        weights: w,
+        lengths,
+        direction,
+        h0: dh_n,
+        c0: dc_n,
+    } = *run;
+    let Dims {
+        seq,
+        batch,
+        hidden: h,
+        out: p,
+        dirs,
+    } = dims;
+    let g4 = 4 * h;
+    let rows = seq * batch;
+    let reverse = direction == 1;
+    let projection = w.w_hr.is_some();
+
+    let team = dims.loop_threads(threads);
+    let units = split_aligned(h, team, T::PANEL);
+    let own_cols = split_aligned(p, units.len(), T::PANEL);
+    let mut d_hidden = vec![T::ZERO; 2 * batch * p];
+    d_hidden[..batch * p].copy_from_slice(dh_n);
+    let mut d_cell = dc_n.to_vec();
+    // Projection only: dĥ of every step (for dW_hr), du of the current step, and the
+    // unprojected output o·tanh(c) of every step (o is overwritten by dz).
+    let with_proj = |len: usize| vec![T::ZERO; if projection { len } else { 0 }];
+    let mut d_projected = with_proj(rows * p);
+    let mut d_unprojected = with_proj(batch * h);
+    let mut unprojected = with_proj(rows * h);
+    let shared = |v: &mut Vec<T>| Shared(v.as_mut_ptr());
+    let (dh_s, dc_s, dproj_s, du_s, u_s) = (
+        shared(&mut d_hidden),
+        shared(&mut d_cell),
+        shared(&mut d_projected),
+        shared(&mut d_unprojected),
+        shared(&mut unprojected),
+    );
+    let (gates_s, tanh_s, cprev_s) = (
+        shared(&mut tape.gates),
+        shared(&mut tape.tanh_cell),
+        shared(&mut tape.cell_prev),
+    );
+    let valid = |t: usize, b: usize| lengths.is_none_or(|l| t < l[b]);
+
+    run_team(units.len(), |member| {
+        let own = units[member.id].clone();
+        let nu = own.len();
+        let cols = if projection {
+            own_cols.get(member.id).cloned()
+        } else {
+            Some(own.clone())
+        };
+        // dh = dz · W_hh: B(k, n) = W_hh[k, n], this member's columns of dh.
+        let packed_hh = cols.clone().map(|c| PackedB::pack(g4, &[c], w.w_hh, p, 1));
+        // du = dĥ · W_hr: B(k, n) = W_hr[k, n], this member's units.
+        let packed_hr = w
+            .w_hr
+            .map(|w_hr| PackedB::pack(p, core::slice::from_ref(&own), w_hr, h, 1));
+        let mut du_row = vec![T::ZERO; nu];
+        let mut u_row = vec![T::ZERO; nu];
+        for step in 0..seq {
+            // Against the processing order.
+            let t = dims.time(seq - 1 - step, reverse);
+            let (cur, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
+            let dy_at = |b: usize| (t * batch + b) * dirs * p + direction * p;
+            if let Some(packed_hr) = &packed_hr {
+                if let Some(cols) = &cols {
+                    for b in 0..batch {
+                        let n = cols.len();
+                        unsafe {
+                            let dst = dproj_s.slice((t * batch + b) * p + cols.start, n);
+                            if valid(t, b) {
+                                let dh = dh_s.slice(cur + b * p + cols.start, n);
+                                let dy_t = &dy[dy_at(b) + cols.start..][..n];
+                                for j in 0..n {
+                                    dst[j] = dh[j] + dy_t[j];
+                                }
+                            } else {
+                                dst.fill(T::ZERO);
+                            }
+                        }
+                    }
+                }
+                member.sync();
+                for b in 0..batch {
+                    unsafe { du_s.slice(b * h + own.start, nu).fill(T::ZERO) };
+                }
+                // SAFETY: dĥ of step t is complete (barrier above); this member writes
+                // only its units of du.
+                unsafe {
+                    gemm(
+                        batch,
+                        dproj_s.at(t * batch * p),
+                        p,
+                        1,
+                        packed_hr,
+                        du_s.at(0),
+                        h,
+                    )
+                };
+            }
+            for b in 0..batch {
+                let row = (t * batch + b) * g4;
+                let at = (t * batch + b) * h + own.start;
+                unsafe {
+                    let gates = [0, 1, 2, 3].map(|g| gates_s.slice(row + g * h + own.start, nu));
+                    if !valid(t, b) {
+                        for gate in gates {
+                            gate.fill(T::ZERO);
+                        }
+                        if projection {
+                            u_s.slice(at, nu).fill(T::ZERO);
+                        }
+                        continue;
+                    }
+                    let du: &[T] = if projection {
+                        du_s.slice(b * h + own.start, nu)
+                    } else {
+                        let dh = dh_s.slice(cur + b * p + own.start, nu);
+                        let dy_t = &dy[dy_at(b) + own.start..][..nu];
+                        for j in 0..nu {
+                            du_row[j] = dh[j] + dy_t[j];
+                        }
+                        &du_row
+                    };
+                    let u = if projection {
+                        u_s.slice(at, nu)
+                    } else {
+                        &mut u_row[..]
+                    };
+                    gate_grads(
+                        gates,
+                        tanh_s.slice(at, nu),
+                        cprev_s.slice(at, nu),
+                        du,
+                        dc_s.slice(b * h + own.start, nu),
+                        u,
+                    );
+                }
+            }
+            member.sync();
+            if let (Some(cols), Some(packed_hh)) = (&cols, &packed_hh) {
+                for b in 0..batch {
+                    unsafe {
+                        let dst = dh_s.slice(next + b * p + cols.start, cols.len());
+                        if valid(t, b) {
+                            dst.fill(T::ZERO);
+                        } else {
+                            // Past its length a row passes dh through untouched.
+                            dst.copy_from_slice(dh_s.slice(cur + b * p + cols.start, cols.len()));
+                        }
+                    }
+                }
+                // SAFETY: dz of step t is complete (barrier above); this member writes
+                // only its columns of dh.
+                unsafe {
+                    gemm(
+                        batch,
+                        gates_s.at(t * batch * g4),
+                        g4,
+                        1,
+                        packed_hh,
+                        dh_s.at(next),
+                        p,
+                    )
+                };
+            }
+        }
+    });
+    let last = (seq % 2) * batch * p;
+    grads
+        .d_h0
+        .copy_from_slice(&d_hidden[last..last + batch * p]);
+    grads.d_c0.copy_from_slice(&d_cell);
+
+    // Whole-sequence products. dz is [T·B, 4H] in tape.gates.
+    let dz = tape.gates.as_ptr();
+    let layout = grads.layout;
+    let in_size = w.input_size;
+    let d_weights = grads.d_weights.as_mut_ptr();
+    unsafe {
+        // dW_ih = dzᵀ · X, dW_hh = dzᵀ · H_prev: A(i, k) = dz[k, i].
+        let x = PackedB::pack_all(rows, in_size, input, in_size, 1);
+        par_gemm(
+            threads,
+            g4,
+            dz,
+            1,
+            g4,
+            &x,
+            d_weights.add(layout.weight_ih.start),
+            in_size,
+        );
+        let h_prev = PackedB::pack_all(rows, p, &tape.hidden_prev, p, 1);
+        par_gemm(
+            threads,
+            g4,
+            dz,
+            1,
+            g4,
+            &h_prev,
+            d_weights.add(layout.weight_hh.start),
+            p,
+        );
+        // dX += dz · W_ih.
+        let w_ih = PackedB::pack_all(g4, in_size, w.w_ih, in_size, 1);
+        par_gemm(
+            threads,
+            rows,
+            dz,
+            g4,
+            1,
+            &w_ih,
+            grads.d_input.as_mut_ptr(),
+            in_size,
+        );
+        if let Some(range) = &layout.weight_hr {
+            // dW_hr = dĥᵀ · U.
+            let u = PackedB::pack_all(rows, h, &unprojected, h, 1);
+            par_gemm(
+                threads,
+                p,
+                d_projected.as_ptr(),
+                1,
+                p,
+                &u,
+                d_weights.add(range.start),
+                h,
+            );
+        }
+    }
+    if let (Some(ih), Some(hh)) = (&layout.bias_ih, &layout.bias_hh) {
+        let mut d_bias = vec![T::ZERO; g4];
+        for row in tape.gates.chunks_exact(g4) {
+            for (acc, &v) in d_bias.iter_mut().zip(row) {
+                *acc += v;
+            }
+        }
+        grads.d_weights[ih.clone()].copy_from_slice(&d_bias);
+        grads.d_weights[hh.clone()].copy_from_slice(&d_bias);
+    }
+}
+
+/// The gate gradients of one row's units (see the module docs), written over the gate
+/// activations; `d_cell` becomes the gradient of the previous cell state and `u` the
+/// unprojected output `o · tanh(c)`.
+fn gate_grads<T: Real>(
+    gates: [&mut [T]; 4],
+    tanh_cell: &[T],
+    cell_prev: &[T],
+    du: &[T],
+    d_cell: &mut [T],
+    u: &mut [T],
+) {
+    if simd::avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        unsafe { gate_grads_avx2(gates, tanh_cell, cell_prev, du, d_cell, u) }
+    } else {
+        gate_grads_body(gates, tanh_cell, cell_prev, du, d_cell, u)
+    }
+}
+
+#[cfg_attr(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature(enable = "avx2,fma")
+)]
+unsafe fn gate_grads_avx2<T: Real>(
+    gates: [&mut [T]; 4],
+    tanh_cell: &[T],
+    cell_prev: &[T],
+    du: &[T],
+    d_cell: &mut [T],
+    u: &mut [T],
+) {
+    gate_grads_body(gates, tanh_cell, cell_prev, du, d_cell, u)
+}
+
+#[inline(always)]
+fn gate_grads_body<T: Real>(
+    gates: [&mut [T]; 4],
+    tanh_cell: &[T],
+    cell_prev: &[T],
+    du: &[T],
+    d_cell: &mut [T],
+    u: &mut [T],
+) {
+    let n = d_cell.len();
+    let [gi, gf, gg, go] = gates;
+    let (gi, gf, gg, go) = (&mut gi[..n], &mut gf[..n], &mut gg[..n], &mut go[..n]);
+    let (tanh_cell, cell_prev, du, u) = (&tanh_cell[..n], &cell_prev[..n], &du[..n], &mut u[..n]);
+    let one = T::ONE;
+    for j in 0..n {
+        let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
+        let tc = tanh_cell[j];
+        let dc = d_cell[j] + du[j] * o * (one - tc * tc);
+        gi[j] = dc * g * i * (one - i);
+        gf[j] = dc * cell_prev[j] * f * (one - f);
+        gg[j] = dc * i * (one - g * g);
+        go[j] = du[j] * tc * o * (one - o);
+        d_cell[j] = dc * f;
+        u[j] = o * tc;
+    }
+}

@@ -1,0 +1,221 @@
+//! What one call of the kernel takes and returns, and the checks of its arguments.
+
+use core::fmt;
+
+use crate::arch::LstmArch;
+
+/// One call of the kernel: a whole layer stack over a whole (padded) batch.
+/// Layouts are sequence-major and row-major, as in the rest of the workspace.
+#[derive(Clone, Copy, Debug)]
+pub struct LstmCall<'a, T> {
+    /// The layer stack.
+    pub arch: &'a LstmArch,
+    /// Time steps `T` (the padded length when `lengths` is set).
+    pub seq_len: usize,
+    /// Batch rows `B`.
+    pub batch: usize,
+    /// Valid steps of each row of a right-padded batch, each in `1..=T`; `None` when
+    /// every row is full.
+    pub lengths: Option<&'a [usize]>,
+    /// Input sequence `[T, B, I]`.
+    pub input: &'a [T],
+    /// Flat parameters in the canonical layout ([`LstmArch::direction_layout`]).
+    pub weights: &'a [T],
+    /// Initial hidden state `[layers * dirs, B, H_out]`.
+    pub h0: &'a [T],
+    /// Initial cell state `[layers * dirs, B, H]`.
+    pub c0: &'a [T],
+    /// Inverted-dropout masks (`0` or `1/(1−p)`) multiplied into the input of every layer
+    /// above the first (`[T, B, dirs * H_out]` each), or empty for no dropout.
+    pub dropout_masks: &'a [&'a [T]],
+    /// Threads the call may use (at least 1). Small shapes use fewer: see
+    /// `docs/fused-cpu.md`.
+    pub threads: usize,
+}
+
+/// Results of a forward call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LstmOutputs<T> {
+    /// Output of the last layer `[T, B, dirs * H_out]`, zero past each row's length.
+    pub y: Vec<T>,
+    /// Final hidden state of every layer and direction `[layers * dirs, B, H_out]`.
+    pub h_n: Vec<T>,
+    /// Final cell state of every layer and direction `[layers * dirs, B, H]`.
+    pub c_n: Vec<T>,
+}
+
+/// Upstream gradients of a forward's three outputs (their shapes).
+#[derive(Clone, Copy, Debug)]
+pub struct OutputGrads<'a, T> {
+    /// Gradient of `y`.
+    pub dy: &'a [T],
+    /// Gradient of `h_n`.
+    pub dh_n: &'a [T],
+    /// Gradient of `c_n`.
+    pub dc_n: &'a [T],
+}
+
+/// Gradients of a call's inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LstmGradients<T> {
+    /// Of `input`, `[T, B, I]`.
+    pub input: Vec<T>,
+    /// Of the flat parameters, same layout.
+    pub weights: Vec<T>,
+    /// Of `h0`.
+    pub h0: Vec<T>,
+    /// Of `c0`.
+    pub c0: Vec<T>,
+}
+
+/// An argument of a call that does not fit the others.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallError {
+    /// The argument.
+    pub argument: &'static str,
+    /// What it should have been.
+    pub expected: String,
+    /// What it was.
+    pub actual: String,
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid `{}`: expected {}, got {}",
+            self.argument, self.expected, self.actual
+        )
+    }
+}
+
+impl std::error::Error for CallError {}
+
+fn len_check(
+    argument: &'static str,
+    what: &str,
+    expected: usize,
+    actual: usize,
+) -> Result<(), CallError> {
+    if expected == actual {
+        Ok(())
+    } else {
+        Err(CallError {
+            argument,
+            expected: format!("{expected} values ({what})"),
+            actual: format!("{actual} values"),
+        })
+    }
+}
+
+impl<T> LstmCall<'_, T> {
+    /// Checks every slice length and every length against the architecture and shape.
+    pub fn check(&self) -> Result<(), CallError> {
+        let a = self.arch;
+        let (t, b) = (self.seq_len, self.batch);
+        let positive = |argument, value: usize| {
+            if value == 0 {
+                Err(CallError {
+                    argument,
+                    expected: "at least 1".into(),
+                    actual: "0".into(),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        positive("seq_len", t)?;
+        positive("batch", b)?;
+        positive("threads", self.threads)?;
+        positive("arch.num_layers", a.num_layers)?;
+        positive("arch.hidden_size", a.hidden_size)?;
+        positive("arch.input_size", a.input_size)?;
+        let (h, p, cells) = (a.hidden_size, a.output_size(), a.cells());
+        len_check(
+            "input",
+            &format!("[T={t}, B={b}, I={}]", a.input_size),
+            t * b * a.input_size,
+            self.input.len(),
+        )?;
+        len_check(
+            "weights",
+            "the canonical flat layout",
+            a.weight_count(),
+            self.weights.len(),
+        )?;
+        len_check(
+            "h0",
+            &format!("[{cells}, B={b}, {p}]"),
+            cells * b * p,
+            self.h0.len(),
+        )?;
+        len_check(
+            "c0",
+            &format!("[{cells}, B={b}, {h}]"),
+            cells * b * h,
+            self.c0.len(),
+        )?;
+        if let Some(lengths) = self.lengths {
+            len_check("lengths", "one per batch row", b, lengths.len())?;
+            if let Some((row, &len)) = lengths
+                .iter()
+                .enumerate()
+                .find(|(_, l)| **l == 0 || **l > t)
+            {
+                return Err(CallError {
+                    argument: "lengths",
+                    expected: format!("every length in 1..={t}"),
+                    actual: format!("{len} at row {row}"),
+                });
+            }
+        }
+        if !self.dropout_masks.is_empty() {
+            len_check(
+                "dropout_masks",
+                "one per layer above the first",
+                a.num_layers - 1,
+                self.dropout_masks.len(),
+            )?;
+            for mask in self.dropout_masks {
+                len_check(
+                    "dropout_masks",
+                    "[T, B, dirs * H_out] each",
+                    t * b * a.dirs() * p,
+                    mask.len(),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The lengths when some row is shorter than `seq_len` (else no masking is needed).
+    pub(crate) fn padding(&self) -> Option<&[usize]> {
+        self.lengths
+            .filter(|l| l.iter().any(|&len| len < self.seq_len))
+    }
+}
+
+impl<T> OutputGrads<'_, T> {
+    pub(crate) fn check<U>(&self, call: &LstmCall<'_, U>) -> Result<(), CallError> {
+        let a = call.arch;
+        let rows = call.seq_len * call.batch;
+        len_check(
+            "dy",
+            "[T, B, dirs * H_out]",
+            rows * a.dirs() * a.output_size(),
+            self.dy.len(),
+        )?;
+        len_check(
+            "dh_n",
+            "[layers * dirs, B, H_out]",
+            a.cells() * call.batch * a.output_size(),
+            self.dh_n.len(),
+        )?;
+        len_check(
+            "dc_n",
+            "[layers * dirs, B, H]",
+            a.cells() * call.batch * a.hidden_size,
+            self.dc_n.len(),
+        )
+    }
+}

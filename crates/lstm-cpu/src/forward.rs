@@ -1,0 +1,432 @@
+//! The forward pass: per layer and direction, the input projection of every step as one
+//! parallel GEMM, then the recurrence, where a team of threads splits the hidden units
+//! (all four gates of a unit stay on one thread, so the gate math needs no exchange) and
+//! meets once per step (twice with a projection).
+
+use crate::arch::DirectionLayout;
+use crate::call::{CallError, LstmCall, LstmOutputs};
+use crate::gemm::{PackedB, gemm, par_gemm};
+use crate::real::Real;
+use crate::simd;
+use crate::tape::{CellTape, LayerTape, Tape};
+use crate::team::{Shared, run_team, split_aligned};
+
+/// Inference: outputs only.
+pub fn forward<T: Real>(call: &LstmCall<'_, T>) -> Result<LstmOutputs<T>, CallError> {
+    run(call, false).map(|(outputs, _)| outputs)
+}
+
+/// Training: outputs and the [`Tape`] that [`backward`](crate::backward) needs.
+pub fn forward_train<T: Real>(
+    call: &LstmCall<'_, T>,
+) -> Result<(LstmOutputs<T>, Tape<T>), CallError> {
+    run(call, true).map(|(outputs, tape)| (outputs, tape.expect("a training run keeps its tape")))
+}
+
+/// One (layer, direction)'s parameters.
+pub(crate) struct CellWeights<'a, T> {
+    pub w_ih: &'a [T],
+    pub w_hh: &'a [T],
+    pub bias: Option<(&'a [T], &'a [T])>,
+    pub w_hr: Option<&'a [T]>,
+    pub input_size: usize,
+}
+
+impl<'a, T> CellWeights<'a, T> {
+    pub fn new(flat: &'a [T], layout: &DirectionLayout) -> Self {
+        Self {
+            w_ih: &flat[layout.weight_ih.clone()],
+            w_hh: &flat[layout.weight_hh.clone()],
+            bias: layout
+                .bias_ih
+                .clone()
+                .zip(layout.bias_hh.clone())
+                .map(|(ih, hh)| (&flat[ih], &flat[hh])),
+            w_hr: layout.weight_hr.clone().map(|r| &flat[r]),
+            input_size: layout.input_size,
+        }
+    }
+}
+
+/// Sizes shared by every cell of a call.
+#[derive(Clone, Copy)]
+pub(crate) struct Dims {
+    pub seq: usize,
+    pub batch: usize,
+    pub hidden: usize,
+    pub out: usize,
+    pub dirs: usize,
+}
+
+impl Dims {
+    pub fn of<T>(call: &LstmCall<'_, T>) -> Self {
+        Self {
+            seq: call.seq_len,
+            batch: call.batch,
+            hidden: call.arch.hidden_size,
+            out: call.arch.output_size(),
+            dirs: call.arch.dirs(),
+        }
+    }
+
+    /// Time index of the `step`-th step a direction processes.
+    #[inline]
+    pub fn time(&self, step: usize, reverse: bool) -> usize {
+        if reverse { self.seq - 1 - step } else { step }
+    }
+
+    /// Threads for the recurrence: a step of fewer than ~64 K multiply-adds per thread
+    /// is faster on one thread than split with a barrier.
+    pub fn loop_threads(&self, threads: usize) -> usize {
+        let per_step = self.batch * self.out * 4 * self.hidden;
+        threads.min(per_step >> 16).max(1)
+    }
+}
+
+fn run<T: Real>(
+    call: &LstmCall<'_, T>,
+    save: bool,
+) -> Result<(LstmOutputs<T>, Option<Tape<T>>), CallError> {
+    call.check()?;
+    let arch = call.arch;
+    let dims = Dims::of(call);
+    let (rows, h, p) = (dims.seq * dims.batch, dims.hidden, dims.out);
+    let mut h_n = vec![T::ZERO; call.h0.len()];
+    let mut c_n = vec![T::ZERO; call.c0.len()];
+    let mut tape = Vec::new();
+    let mut scratch_gates = Vec::new();
+    let mut below: Option<Vec<T>> = None;
+    for layer in 0..arch.num_layers {
+        let mask = (layer > 0)
+            .then(|| call.dropout_masks.get(layer - 1))
+            .flatten();
+        let input: Vec<T>;
+        let input: &[T] = match (&below, mask) {
+            (None, _) => call.input,
+            (Some(below), None) => below,
+            (Some(below), Some(mask)) => {
+                input = below
+                    .iter()
+                    .zip(mask.iter())
+                    .map(|(&v, &m)| v * m)
+                    .collect();
+                &input
+            }
+        };
+        let mut output = vec![T::ZERO; rows * dims.dirs * p];
+        let mut cells = Vec::new();
+        for direction in 0..dims.dirs {
+            let cell = layer * dims.dirs + direction;
+            let weights = CellWeights::new(call.weights, &arch.direction_layout(layer, direction));
+            let mut cell_tape = save.then(|| CellTape {
+                gates: vec![T::ZERO; rows * 4 * h],
+                cell_prev: vec![T::ZERO; rows * h],
+                hidden_prev: vec![T::ZERO; rows * p],
+                tanh_cell: vec![T::ZERO; rows * h],
+            });
+            let gates = match cell_tape.as_mut() {
+                Some(tape) => &mut tape.gates,
+                None => {
+                    scratch_gates.resize(rows * 4 * h, T::ZERO);
+                    &mut scratch_gates
+                }
+            };
+            let gates = Shared(gates.as_mut_ptr());
+            forward_cell(
+                &CellRun {
+                    dims,
+                    threads: call.threads,
+                    input,
+                    weights: &weights,
+                    lengths: call.padding(),
+                    direction,
+                    h0: &call.h0[cell * dims.batch * p..(cell + 1) * dims.batch * p],
+                    c0: &call.c0[cell * dims.batch * h..(cell + 1) * dims.batch * h],
+                },
+                CellOut {
+                    y: Shared(output.as_mut_ptr()),
+                    h_n: &mut h_n[cell * dims.batch * p..(cell + 1) * dims.batch * p],
+                    c_n: &mut c_n[cell * dims.batch * h..(cell + 1) * dims.batch * h],
+                    gates,
+                    tape: cell_tape.as_mut().map(|t| {
+                        (
+                            Shared(t.cell_prev.as_mut_ptr()),
+                            Shared(t.hidden_prev.as_mut_ptr()),
+                            Shared(t.tanh_cell.as_mut_ptr()),
+                        )
+                    }),
+                },
+            );
+            cells.extend(cell_tape);
+        }
+        if save {
+            tape.push(LayerTape {
+                input: (layer > 0).then(|| input.to_vec()),
+                mask: mask.map(|m| m.to_vec()),
+                cells,
+            });
+        }
+        below = Some(output);
+    }
+    let outputs = LstmOutputs {
+        y: below.expect("at least one layer"),
+        h_n,
+        c_n,
+    };
+    Ok((outputs, save.then_some(Tape { layers: tape })))
+}
+
+/// Read-only inputs of one (layer, direction).
+pub(crate) struct CellRun<'a, T> {
+    pub dims: Dims,
+    pub threads: usize,
+    pub input: &'a [T],
+    pub weights: &'a CellWeights<'a, T>,
+    pub lengths: Option<&'a [usize]>,
+    pub direction: usize,
+    pub h0: &'a [T],
+    pub c0: &'a [T],
+}
+
+/// Where one (layer, direction) writes.
+struct CellOut<'a, T> {
+    /// The layer's output `[T, B, dirs * H_out]` (this direction's columns).
+    y: Shared<T>,
+    h_n: &'a mut [T],
+    c_n: &'a mut [T],
+    /// `[T, B, 4H]`: pre-activations, then (training) activations.
+    gates: Shared<T>,
+    /// Training: `cell_prev`, `hidden_prev`, `tanh_cell`.
+    tape: Option<(Shared<T>, Shared<T>, Shared<T>)>,
+}
+
+fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
+    let CellRun {
+        dims,
+        threads,
+        input,
+        weights: w,
+        lengths,
+        direction,
+        h0,
+        c0,
+    } = *run;
+    let Dims {
+        seq,
+        batch,
+        hidden: h,
+        out: p,
+        dirs,
+    } = dims;
+    let g4 = 4 * h;
+    let rows = seq * batch;
+    let reverse = direction == 1;
+
+    // Pre-activations of every step: bias, then + X · W_ihᵀ.
+    let gates = unsafe { out.gates.slice(0, rows * g4) };
+    match w.bias {
+        Some((b_ih, b_hh)) => {
+            let bias: Vec<T> = b_ih.iter().zip(b_hh).map(|(&a, &b)| a + b).collect();
+            for row in gates.chunks_exact_mut(g4) {
+                row.copy_from_slice(&bias);
+            }
+        }
+        None => gates.fill(T::ZERO),
+    }
+    let packed_ih = PackedB::pack_all(w.input_size, g4, w.w_ih, 1, w.input_size);
+    unsafe {
+        par_gemm(
+            threads,
+            rows,
+            input.as_ptr(),
+            w.input_size,
+            1,
+            &packed_ih,
+            gates.as_mut_ptr(),
+            g4,
+        );
+    }
+
+    // The recurrence.
+    let team = dims.loop_threads(threads);
+    let units = split_aligned(h, team, T::PANEL);
+    let projected = split_aligned(p, units.len(), T::PANEL);
+    let mut hidden = vec![T::ZERO; 2 * batch * p];
+    hidden[..batch * p].copy_from_slice(h0);
+    let mut cell = c0.to_vec();
+    let mut unprojected = vec![T::ZERO; if w.w_hr.is_some() { batch * h } else { 0 }];
+    let (hidden_s, cell_s, unproj_s) = (
+        Shared(hidden.as_mut_ptr()),
+        Shared(cell.as_mut_ptr()),
+        Shared(unprojected.as_mut_ptr()),
+    );
+    let valid = |t: usize, b: usize| lengths.is_none_or(|l| t < l[b]);
+    let y_at = |t: usize, b: usize| (t * batch + b) * dirs * p + direction * p;
+
+    run_team(units.len(), |member| {
+        let own = units[member.id].clone();
+        let nu = own.len();
+        // Without a projection a member owns the same columns of h as of c.
+        let own_h = if w.w_hr.is_some() {
+            projected.get(member.id).cloned()
+        } else {
+            Some(own.clone())
+        };
+        let gate_cols: Vec<_> = (0..4).map(|g| g * h + own.start..g * h + own.end).collect();
+        let packed_hh = PackedB::pack(p, &gate_cols, w.w_hh, 1, p);
+        let packed_hr = w
+            .w_hr
+            .zip(own_h.clone())
+            .map(|(w_hr, cols)| PackedB::pack(h, &[cols], w_hr, 1, h));
+        let mut tanh_row = vec![T::ZERO; nu];
+        for step in 0..seq {
+            let t = dims.time(step, reverse);
+            let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
+            let z = t * batch * g4;
+            // SAFETY: this member writes only its gate columns of step t; h_prev is
+            // complete (barrier at the end of the previous step).
+            unsafe {
+                gemm(
+                    batch,
+                    hidden_s.at(prev),
+                    p,
+                    1,
+                    &packed_hh,
+                    out.gates.at(z),
+                    g4,
+                )
+            };
+            for b in 0..batch {
+                let row = z + b * g4;
+                let c_at = b * h + own.start;
+                unsafe {
+                    if let Some((cell_prev, _, _)) = out.tape {
+                        cell_prev
+                            .slice((t * batch + b) * h + own.start, nu)
+                            .copy_from_slice(cell_s.slice(c_at, nu));
+                    }
+                    if valid(t, b) {
+                        let tanh_c = match out.tape {
+                            Some((_, _, tanh_cell)) => {
+                                tanh_cell.slice((t * batch + b) * h + own.start, nu)
+                            }
+                            None => &mut tanh_row[..],
+                        };
+                        let h_dst = if w.w_hr.is_some() {
+                            unproj_s.slice(c_at, nu)
+                        } else {
+                            hidden_s.slice(next + b * p + own.start, nu)
+                        };
+                        cell_update(
+                            [
+                                out.gates.slice(row + own.start, nu),
+                                out.gates.slice(row + h + own.start, nu),
+                                out.gates.slice(row + 2 * h + own.start, nu),
+                                out.gates.slice(row + 3 * h + own.start, nu),
+                            ],
+                            cell_s.slice(c_at, nu),
+                            tanh_c,
+                            h_dst,
+                        );
+                    }
+                }
+            }
+            if let Some(packed_hr) = &packed_hr {
+                member.sync();
+                let cols = own_h.clone().expect("a projection part");
+                for b in 0..batch {
+                    unsafe {
+                        hidden_s
+                            .slice(next + b * p + cols.start, cols.len())
+                            .fill(T::ZERO)
+                    };
+                }
+                // SAFETY: every member's unprojected units are complete (barrier above).
+                unsafe { gemm(batch, unproj_s.at(0), h, 1, packed_hr, hidden_s.at(next), p) };
+            }
+            if let Some(cols) = &own_h {
+                for b in 0..batch {
+                    let n = cols.len();
+                    unsafe {
+                        let h_prev = hidden_s.slice(prev + b * p + cols.start, n);
+                        let h_next = hidden_s.slice(next + b * p + cols.start, n);
+                        let y = out.y.slice(y_at(t, b) + cols.start, n);
+                        if valid(t, b) {
+                            y.copy_from_slice(h_next);
+                        } else {
+                            // Past its length a row keeps its state and emits zeros.
+                            h_next.copy_from_slice(h_prev);
+                            y.fill(T::ZERO);
+                        }
+                        if let Some((_, hidden_prev, _)) = out.tape {
+                            hidden_prev
+                                .slice((t * batch + b) * p + cols.start, n)
+                                .copy_from_slice(h_prev);
+                        }
+                    }
+                }
+            }
+            member.sync();
+        }
+    });
+    let last = (seq % 2) * batch * p;
+    out.h_n.copy_from_slice(&hidden[last..last + batch * p]);
+    out.c_n.copy_from_slice(&cell);
+}
+
+/// The gate math of one row's units: activations written back over the
+/// pre-activations, the new cell state, `tanh(c)` and `h = o · tanh(c)`.
+fn cell_update<T: Real>(
+    gates: [&mut [T]; 4],
+    cell: &mut [T],
+    tanh_cell: &mut [T],
+    hidden: &mut [T],
+) {
+    if simd::avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        unsafe { cell_update_avx2(gates, cell, tanh_cell, hidden) }
+    } else {
+        cell_update_body(gates, cell, tanh_cell, hidden)
+    }
+}
+
+#[cfg_attr(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature(enable = "avx2,fma")
+)]
+unsafe fn cell_update_avx2<T: Real>(
+    gates: [&mut [T]; 4],
+    cell: &mut [T],
+    tanh_cell: &mut [T],
+    hidden: &mut [T],
+) {
+    cell_update_body(gates, cell, tanh_cell, hidden)
+}
+
+#[inline(always)]
+fn cell_update_body<T: Real>(
+    gates: [&mut [T]; 4],
+    cell: &mut [T],
+    tanh_cell: &mut [T],
+    hidden: &mut [T],
+) {
+    let n = cell.len();
+    let [zi, zf, zg, zo] = gates;
+    let (zi, zf, zg, zo) = (&mut zi[..n], &mut zf[..n], &mut zg[..n], &mut zo[..n]);
+    let (tanh_cell, hidden) = (&mut tanh_cell[..n], &mut hidden[..n]);
+    for j in 0..n {
+        let i = zi[j].sigmoid();
+        let f = zf[j].sigmoid();
+        let g = zg[j].tanh();
+        let o = zo[j].sigmoid();
+        let c = f * cell[j] + i * g;
+        let tc = c.tanh();
+        zi[j] = i;
+        zf[j] = f;
+        zg[j] = g;
+        zo[j] = o;
+        cell[j] = c;
+        tanh_cell[j] = tc;
+        hidden[j] = o * tc;
+    }
+}

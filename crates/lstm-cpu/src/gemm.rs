@@ -1,0 +1,360 @@
+//! The GEMM of the kernel: `C += A · B` with `B` packed once into panels of
+//! [`Real::PANEL`] columns and a register-blocked micro-kernel for up to [`ROWS`] rows
+//! of `A`.
+//!
+//! Why our own: the recurrent step multiplies a short `A` (the batch, often 1 to 64
+//! rows) by the same `W_hhᵀ` at every step. General GEMM crates re-pack `B` on every
+//! call and are tuned for large square products; here `B` is packed once per sequence
+//! (see `docs/fused-cpu.md`), `A` is read in place through strides (so transposed
+//! operands of the backward need no copy), and a one-row kernel with four independent
+//! accumulator banks serves batch 1 as a matrix-vector product.
+//!
+//! The micro-kernel is plain Rust over fixed-size arrays; it is compiled twice, once
+//! with AVX2+FMA enabled (chosen at run time when the CPU has them) and once for the
+//! baseline target, so the crate runs everywhere.
+
+use core::ops::Range;
+
+use crate::real::Real;
+use crate::simd;
+use crate::team::{Shared, run_team};
+
+/// Rows of `A` per micro-kernel call (6 × 2 accumulator registers of AVX2).
+pub(crate) const ROWS: usize = 6;
+/// Depth of one pass over `A` and a panel (the panel slice stays in L1).
+const DEPTH_BLOCK: usize = 256;
+/// Rows of `A` per pass (`A`'s block stays in L2 while the panels stream past).
+const ROW_BLOCK: usize = 96;
+
+#[derive(Clone, Copy, Debug)]
+struct Panel {
+    /// Column of `B` (and of `C`) where the panel starts.
+    col: usize,
+    /// Valid columns (the rest of the panel is zero padding).
+    width: usize,
+}
+
+/// Some columns of a `K × N` matrix `B`, packed in panels: for each panel, `K` rows of
+/// `PANEL` consecutive values.
+#[derive(Debug)]
+pub(crate) struct PackedB<T> {
+    depth: usize,
+    data: Vec<T>,
+    panels: Vec<Panel>,
+}
+
+impl<T: Real> PackedB<T> {
+    /// Packs every column `0..cols` of `B`, whose entry `(k, n)` is `src[k * rs + n * cs]`.
+    pub fn pack_all(depth: usize, cols: usize, src: &[T], rs: usize, cs: usize) -> Self {
+        Self::pack(depth, core::slice::from_ref(&(0..cols)), src, rs, cs)
+    }
+
+    /// Packs the columns `cols` of `B`, whose entry `(k, n)` is `src[k * rs + n * cs]`.
+    pub fn pack(depth: usize, cols: &[Range<usize>], src: &[T], rs: usize, cs: usize) -> Self {
+        let nr = T::PANEL;
+        let mut panels = Vec::new();
+        for range in cols {
+            let mut col = range.start;
+            while col < range.end {
+                let width = nr.min(range.end - col);
+                panels.push(Panel { col, width });
+                col += width;
+            }
+        }
+        let mut data = vec![T::ZERO; panels.len() * depth * nr];
+        for (p, panel) in panels.iter().enumerate() {
+            let dst = &mut data[p * depth * nr..(p + 1) * depth * nr];
+            for n in 0..panel.width {
+                let base = (panel.col + n) * cs;
+                for k in 0..depth {
+                    dst[k * nr + n] = src[base + k * rs];
+                }
+            }
+        }
+        Self {
+            depth,
+            data,
+            panels,
+        }
+    }
+}
+
+/// Arguments of one micro-kernel call.
+struct Micro<T> {
+    depth: usize,
+    a: *const T,
+    rs: usize,
+    cs: usize,
+    b: *const T,
+    c: *mut T,
+    ldc: usize,
+    width: usize,
+}
+
+/// `C[rows × cols(B)] += A · B`, where `A(i, k) = a[i * rs + k * cs]` and column `n` of
+/// `B` lands in column `n` of `C` (`C(i, n) = c[i * ldc + n]`).
+///
+/// # Safety
+/// `a` covers every `A(i, k)` for `i < rows`, `k < depth`; `c` covers every `C(i, n)`
+/// for the packed columns; nobody else writes those entries of `C` meanwhile.
+pub(crate) unsafe fn gemm<T: Real>(
+    rows: usize,
+    a: *const T,
+    rs: usize,
+    cs: usize,
+    b: &PackedB<T>,
+    c: *mut T,
+    ldc: usize,
+) {
+    let nr = T::PANEL;
+    let avx2 = simd::avx2_fma();
+    let mut k0 = 0;
+    while k0 < b.depth {
+        let depth = DEPTH_BLOCK.min(b.depth - k0);
+        let mut m0 = 0;
+        while m0 < rows {
+            let block_rows = ROW_BLOCK.min(rows - m0);
+            for (p, panel) in b.panels.iter().enumerate() {
+                // SAFETY: offsets stay inside the panel and the caller's A and C.
+                let bp = unsafe { b.data.as_ptr().add((p * b.depth + k0) * nr) };
+                let mut i = 0;
+                while i < block_rows {
+                    let r = ROWS.min(block_rows - i);
+                    let row = m0 + i;
+                    let args = Micro {
+                        depth,
+                        a: unsafe { a.add(row * rs + k0 * cs) },
+                        rs,
+                        cs,
+                        b: bp,
+                        c: unsafe { c.add(row * ldc + panel.col) },
+                        ldc,
+                        width: panel.width,
+                    };
+                    unsafe { micro::<T>(r, avx2, args) };
+                    i += r;
+                }
+            }
+            m0 += block_rows;
+        }
+        k0 += depth;
+    }
+}
+
+/// [`gemm`] with the rows of `A` and `C` split over up to `threads` threads.
+///
+/// # Safety
+/// As [`gemm`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn par_gemm<T: Real>(
+    threads: usize,
+    rows: usize,
+    a: *const T,
+    rs: usize,
+    cs: usize,
+    b: &PackedB<T>,
+    c: *mut T,
+    ldc: usize,
+) {
+    let columns: usize = b.panels.iter().map(|p| p.width).sum();
+    let work = rows * columns * b.depth;
+    // Below ~2 M multiply-adds a thread costs more than it gives.
+    let threads = threads.min(work / (1 << 21)).max(1);
+    let parts = crate::team::split_aligned(rows, threads, ROWS);
+    let (a, c) = (Shared(a as *mut T), Shared(c));
+    run_team(parts.len(), |member| {
+        let range = parts[member.id].clone();
+        // SAFETY: each member writes only its rows of C.
+        unsafe {
+            gemm(
+                range.len(),
+                a.at(range.start * rs),
+                rs,
+                cs,
+                b,
+                c.at(range.start * ldc),
+                ldc,
+            )
+        };
+    });
+}
+
+#[inline(always)]
+unsafe fn micro<T: Real>(rows: usize, avx2: bool, args: Micro<T>) {
+    unsafe {
+        match (T::PANEL, avx2) {
+            (16, true) => rows_dispatch::<T, 16, true>(rows, args),
+            (16, false) => rows_dispatch::<T, 16, false>(rows, args),
+            (8, true) => rows_dispatch::<T, 8, true>(rows, args),
+            (8, false) => rows_dispatch::<T, 8, false>(rows, args),
+            (panel, _) => unreachable!("no micro-kernel for panels of {panel}"),
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn rows_dispatch<T: Real, const NR: usize, const AVX2: bool>(rows: usize, args: Micro<T>) {
+    unsafe {
+        match rows {
+            1 => kernel::<T, 1, NR, AVX2>(args),
+            2 => kernel::<T, 2, NR, AVX2>(args),
+            3 => kernel::<T, 3, NR, AVX2>(args),
+            4 => kernel::<T, 4, NR, AVX2>(args),
+            5 => kernel::<T, 5, NR, AVX2>(args),
+            _ => kernel::<T, ROWS, NR, AVX2>(args),
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn kernel<T: Real, const MR: usize, const NR: usize, const AVX2: bool>(args: Micro<T>) {
+    if AVX2 {
+        // SAFETY: AVX2 is only true when the CPU reported avx2 and fma.
+        unsafe { kernel_avx2::<T, MR, NR>(args) }
+    } else {
+        unsafe { kernel_body::<T, MR, NR, false>(args) }
+    }
+}
+
+#[cfg_attr(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature(enable = "avx2,fma")
+)]
+unsafe fn kernel_avx2<T: Real, const MR: usize, const NR: usize>(args: Micro<T>) {
+    unsafe { kernel_body::<T, MR, NR, true>(args) }
+}
+
+#[inline(always)]
+fn fmadd<T: Real, const FMA: bool>(a: T, b: T, c: T) -> T {
+    if FMA { a.mul_add(b, c) } else { a * b + c }
+}
+
+#[inline(always)]
+unsafe fn load<T: Real, const NR: usize>(p: *const T) -> [T; NR] {
+    // SAFETY: the caller's panel holds NR values at p.
+    unsafe { core::ptr::read_unaligned(p as *const [T; NR]) }
+}
+
+#[inline(always)]
+unsafe fn kernel_body<T: Real, const MR: usize, const NR: usize, const FMA: bool>(m: Micro<T>) {
+    let mut acc = [[T::ZERO; NR]; MR];
+    unsafe {
+        if MR == 1 {
+            // Matrix-vector: four banks hide the FMA latency a single chain would expose.
+            let mut banks = [[T::ZERO; NR]; 4];
+            let mut k = 0;
+            while k + 4 <= m.depth {
+                for (u, bank) in banks.iter_mut().enumerate() {
+                    let av = *m.a.add((k + u) * m.cs);
+                    let bv = load::<T, NR>(m.b.add((k + u) * NR));
+                    for j in 0..NR {
+                        bank[j] = fmadd::<T, FMA>(av, bv[j], bank[j]);
+                    }
+                }
+                k += 4;
+            }
+            while k < m.depth {
+                let av = *m.a.add(k * m.cs);
+                let bv = load::<T, NR>(m.b.add(k * NR));
+                for j in 0..NR {
+                    banks[0][j] = fmadd::<T, FMA>(av, bv[j], banks[0][j]);
+                }
+                k += 1;
+            }
+            for j in 0..NR {
+                acc[0][j] = (banks[0][j] + banks[1][j]) + (banks[2][j] + banks[3][j]);
+            }
+        } else {
+            for k in 0..m.depth {
+                let bv = load::<T, NR>(m.b.add(k * NR));
+                let a_col = m.a.add(k * m.cs);
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let av = *a_col.add(i * m.rs);
+                    for j in 0..NR {
+                        row[j] = fmadd::<T, FMA>(av, bv[j], row[j]);
+                    }
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            let c_row = m.c.add(i * m.ldc);
+            for (j, value) in row.iter().enumerate().take(m.width) {
+                *c_row.add(j) += *value;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference(m: usize, k: usize, n: usize, a: &[f64], b: &[f64]) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+            }
+        }
+        c
+    }
+
+    fn values(len: usize, seed: u64) -> Vec<f64> {
+        let mut s = seed;
+        (0..len)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 33) as f64 / (1u64 << 31) as f64) - 0.5
+            })
+            .collect()
+    }
+
+    fn check<T: Real + Into<f64>>(
+        m: usize,
+        k: usize,
+        n: usize,
+        threads: usize,
+        cast: fn(f64) -> T,
+    ) {
+        let a64 = values(m * k, 1);
+        let b64 = values(k * n, 2);
+        let expected = reference(m, k, n, &a64, &b64);
+        let a: Vec<T> = a64.iter().map(|&v| cast(v)).collect();
+        let b: Vec<T> = b64.iter().map(|&v| cast(v)).collect();
+        // Pack B through its transpose's strides, as the kernel packs Wᵀ from W, in two
+        // column ranges to exercise partial panels.
+        let bt: Vec<T> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+        let split = n / 3;
+        let packed = PackedB::pack(k, &[0..split, split..n], &bt, 1, k);
+        // Row-major A, and A read through transposed strides from Aᵀ.
+        let at: Vec<T> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+        for (src, rs, cs) in [(&a, k, 1), (&at, 1, m)] {
+            let mut c = vec![cast(1.0); m * n];
+            unsafe { par_gemm(threads, m, src.as_ptr(), rs, cs, &packed, c.as_mut_ptr(), n) };
+            let worst = c
+                .iter()
+                .zip(&expected)
+                .map(|(&got, &want)| (got.into() - 1.0 - want).abs())
+                .fold(0.0, f64::max);
+            assert!(worst < 1e-3, "{m}x{k}x{n} threads {threads}: error {worst}");
+        }
+    }
+
+    #[test]
+    fn matches_reference_on_awkward_shapes() {
+        for (m, k, n) in [
+            (1, 1, 1),
+            (1, 37, 50),
+            (7, 300, 33),
+            (13, 5, 17),
+            (200, 520, 40),
+        ] {
+            check::<f32>(m, k, n, 1, |v| v as f32);
+            check::<f64>(m, k, n, 1, |v| v);
+        }
+        check::<f32>(400, 300, 64, 2, |v| v as f32);
+        check::<f64>(400, 300, 64, 2, |v| v);
+    }
+}

@@ -1,0 +1,83 @@
+//! What a training forward keeps for the backward. Buffers are indexed by time step
+//! (not processing order), so the weight gradients are single GEMMs over all steps.
+
+use crate::call::{CallError, LstmCall};
+
+/// The residuals of [`forward_train`](crate::forward_train), consumed by
+/// [`backward`](crate::backward) (which overwrites the gate activations with their
+/// gradients in place).
+#[derive(Clone, Debug)]
+pub struct Tape<T> {
+    pub(crate) layers: Vec<LayerTape<T>>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct LayerTape<T> {
+    /// The layer's input after dropout (layers above the first; the first reads the call's).
+    pub input: Option<Vec<T>>,
+    /// The dropout mask applied to that input.
+    pub mask: Option<Vec<T>>,
+    /// One per direction.
+    pub cells: Vec<CellTape<T>>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct CellTape<T> {
+    /// Gate activations `i, f, g, o`, `[T, B, 4H]`.
+    pub gates: Vec<T>,
+    /// Cell state entering each step, `[T, B, H]`.
+    pub cell_prev: Vec<T>,
+    /// Hidden state entering each step, `[T, B, H_out]`.
+    pub hidden_prev: Vec<T>,
+    /// `tanh(c_t)`, `[T, B, H]`.
+    pub tanh_cell: Vec<T>,
+}
+
+impl<T> Tape<T> {
+    /// Bytes held (the kernel's training memory beyond inputs and outputs).
+    pub fn bytes(&self) -> usize {
+        let values: usize = self
+            .layers
+            .iter()
+            .map(|l| {
+                l.input.as_ref().map_or(0, Vec::len)
+                    + l.mask.as_ref().map_or(0, Vec::len)
+                    + l.cells
+                        .iter()
+                        .map(|c| {
+                            c.gates.len()
+                                + c.cell_prev.len()
+                                + c.hidden_prev.len()
+                                + c.tanh_cell.len()
+                        })
+                        .sum::<usize>()
+            })
+            .sum();
+        values * core::mem::size_of::<T>()
+    }
+
+    pub(crate) fn check<U>(&self, call: &LstmCall<'_, U>) -> Result<(), CallError> {
+        let a = call.arch;
+        let rows = call.seq_len * call.batch;
+        let fits = self.layers.len() == a.num_layers
+            && self.layers.iter().all(|l| {
+                l.cells.len() == a.dirs()
+                    && l.cells.iter().all(|c| {
+                        c.gates.len() == rows * 4 * a.hidden_size
+                            && c.hidden_prev.len() == rows * a.output_size()
+                    })
+            });
+        if fits {
+            Ok(())
+        } else {
+            Err(CallError {
+                argument: "tape",
+                expected: format!(
+                    "the tape of a forward_train with this architecture, T={} and B={}",
+                    call.seq_len, call.batch
+                ),
+                actual: "a tape of another call".into(),
+            })
+        }
+    }
+}

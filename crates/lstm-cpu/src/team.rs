@@ -1,0 +1,170 @@
+//! A team of threads that runs one closure each and meets at a spinning barrier.
+//!
+//! The recurrent loop needs every thread's slice of `h_t` before any thread starts step
+//! `t + 1`: one barrier per step. A futex-based barrier costs several microseconds per
+//! crossing, which is the whole step for small shapes; this one spins briefly and then
+//! yields, so an oversubscribed machine (tests running in parallel) still makes progress.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A raw pointer shared by the members of a team. Each member writes a disjoint part
+/// (columns or rows it owns); reads of other members' parts are separated from their
+/// writes by [`Member::sync`].
+#[derive(Clone, Copy)]
+pub(crate) struct Shared<T>(pub *mut T);
+
+// SAFETY: the pointer is only dereferenced under the disjointness and barrier discipline
+// documented on the type; every user states which part it owns.
+unsafe impl<T: Send> Send for Shared<T> {}
+unsafe impl<T: Send> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    /// Pointer to element `offset`.
+    ///
+    /// # Safety
+    /// `offset` is inside the allocation the pointer came from.
+    #[inline(always)]
+    pub unsafe fn at(self, offset: usize) -> *mut T {
+        unsafe { self.0.add(offset) }
+    }
+
+    /// `len` elements from `offset` as a mutable slice.
+    ///
+    /// # Safety
+    /// The range is inside the allocation and no other member touches it until the next
+    /// barrier.
+    #[inline(always)]
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn slice(self, offset: usize, len: usize) -> &'static mut [T] {
+        unsafe { core::slice::from_raw_parts_mut(self.0.add(offset), len) }
+    }
+}
+
+struct SpinBarrier {
+    size: usize,
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+impl SpinBarrier {
+    fn wait(&self) {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.size {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+            return;
+        }
+        let mut spins = 0u32;
+        while self.generation.load(Ordering::Acquire) == generation {
+            if spins < 4096 {
+                core::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// One thread of a team.
+pub(crate) struct Member<'a> {
+    /// Index in `0..size`.
+    pub id: usize,
+    barrier: Option<&'a SpinBarrier>,
+}
+
+impl Member<'_> {
+    /// Waits until every member has reached this point.
+    #[inline]
+    pub fn sync(&self) {
+        if let Some(barrier) = self.barrier {
+            barrier.wait();
+        }
+    }
+}
+
+/// Runs `work` on `size` threads (the caller's thread is member 0) and returns when all
+/// are done. `size == 1` runs on the caller's thread with no synchronisation at all.
+pub(crate) fn run_team(size: usize, work: impl Fn(Member<'_>) + Sync) {
+    if size <= 1 {
+        work(Member {
+            id: 0,
+            barrier: None,
+        });
+        return;
+    }
+    let barrier = SpinBarrier {
+        size,
+        arrived: AtomicUsize::new(0),
+        generation: AtomicUsize::new(0),
+    };
+    let (barrier, work) = (&barrier, &work);
+    std::thread::scope(|scope| {
+        for id in 1..size {
+            scope.spawn(move || {
+                work(Member {
+                    id,
+                    barrier: Some(barrier),
+                })
+            });
+        }
+        work(Member {
+            id: 0,
+            barrier: Some(barrier),
+        });
+    });
+}
+
+/// Splits `0..len` into at most `parts` contiguous ranges whose starts are multiples of
+/// `align` (so each range packs into whole GEMM panels), dropping empty ones.
+pub(crate) fn split_aligned(
+    len: usize,
+    parts: usize,
+    align: usize,
+) -> Vec<core::ops::Range<usize>> {
+    let parts = parts.max(1);
+    let chunk = len.div_ceil(parts).div_ceil(align).max(1) * align;
+    (0..parts)
+        .map(|k| (k * chunk).min(len)..((k + 1) * chunk).min(len))
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn split_covers_everything_once() {
+        for (len, parts, align) in [(128, 2, 8), (100, 3, 8), (5, 4, 8), (512, 2, 16), (1, 1, 6)] {
+            let ranges = split_aligned(len, parts, align);
+            assert!(ranges.len() <= parts);
+            assert_eq!(ranges[0].start, 0);
+            assert_eq!(ranges.last().unwrap().end, len);
+            for pair in ranges.windows(2) {
+                assert_eq!(pair[0].end, pair[1].start);
+                assert_eq!(pair[1].start % align, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn barrier_orders_phases() {
+        // Each member adds its id in phase 1; after the barrier every member must see
+        // the full sum, in each of many rounds.
+        let sum = AtomicU64::new(0);
+        let seen = AtomicU64::new(0);
+        run_team(3, |m| {
+            for round in 0..200u64 {
+                sum.fetch_add(m.id as u64 + 1, Ordering::Relaxed);
+                m.sync();
+                if sum.load(Ordering::Relaxed) == 6 * (round + 1) {
+                    seen.fetch_add(1, Ordering::Relaxed);
+                }
+                m.sync();
+            }
+        });
+        assert_eq!(seen.load(Ordering::Relaxed), 600);
+    }
+}
