@@ -17,7 +17,7 @@
 
 use crate::call::{CallError, LstmCall, LstmGradients, OutputGrads};
 use crate::forward::{CellRun, CellWeights, Dims};
-use crate::gemm::{PackedB, gemm, par_gemm};
+use crate::gemm::{PackedB, gemm, panel, par_gemm};
 use crate::real::Real;
 use crate::simd;
 use crate::tape::{CellTape, Tape};
@@ -126,8 +126,8 @@ fn backward_cell<T: Real>(
     let projection = w.w_hr.is_some();
 
     let team = dims.loop_threads(threads);
-    let units = split_aligned(h, team, T::PANEL);
-    let own_cols = split_aligned(p, units.len(), T::PANEL);
+    let units = split_aligned(h, team, panel::<T>());
+    let own_cols = split_aligned(p, units.len(), panel::<T>());
     let mut d_hidden = vec![T::ZERO; 2 * batch * p];
     d_hidden[..batch * p].copy_from_slice(dh_n);
     let mut d_cell = dc_n.to_vec();
@@ -351,38 +351,20 @@ fn backward_cell<T: Real>(
     }
 }
 
-/// The gate gradients of one row's units (see the module docs), written over the gate
-/// activations; `d_cell` becomes the gradient of the previous cell state and `u` the
-/// unprojected output `o · tanh(c)`.
-fn gate_grads<T: Real>(
-    gates: [&mut [T]; 4],
-    tanh_cell: &[T],
-    cell_prev: &[T],
-    du: &[T],
-    d_cell: &mut [T],
-    u: &mut [T],
-) {
-    if simd::avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        unsafe { gate_grads_avx2(gates, tanh_cell, cell_prev, du, d_cell, u) }
-    } else {
+simd::dispatch! {
+    /// The gate gradients of one row's units (see the module docs), written over the
+    /// gate activations; `d_cell` becomes the gradient of the previous cell state and `u`
+    /// the unprojected output `o · tanh(c)`.
+    fn gate_grads<T: Real>(
+        gates: [&mut [T]; 4],
+        tanh_cell: &[T],
+        cell_prev: &[T],
+        du: &[T],
+        d_cell: &mut [T],
+        u: &mut [T],
+    ) {
         gate_grads_body(gates, tanh_cell, cell_prev, du, d_cell, u)
     }
-}
-
-#[cfg_attr(
-    any(target_arch = "x86", target_arch = "x86_64"),
-    target_feature(enable = "avx2,fma")
-)]
-unsafe fn gate_grads_avx2<T: Real>(
-    gates: [&mut [T]; 4],
-    tanh_cell: &[T],
-    cell_prev: &[T],
-    du: &[T],
-    d_cell: &mut [T],
-    u: &mut [T],
-) {
-    gate_grads_body(gates, tanh_cell, cell_prev, du, d_cell, u)
 }
 
 #[inline(always)]

@@ -5,7 +5,7 @@
 
 use crate::arch::DirectionLayout;
 use crate::call::{CallError, LstmCall, LstmOutputs};
-use crate::gemm::{PackedB, gemm, par_gemm};
+use crate::gemm::{PackedB, gemm, panel};
 use crate::real::Real;
 use crate::simd;
 use crate::tape::{CellTape, LayerTape, Tape};
@@ -94,7 +94,6 @@ fn run<T: Real>(
     let mut h_n = vec![T::ZERO; call.h0.len()];
     let mut c_n = vec![T::ZERO; call.c0.len()];
     let mut tape = Vec::new();
-    let mut scratch_gates = Vec::new();
     let mut below: Option<Vec<T>> = None;
     for layer in 0..arch.num_layers {
         let mask = (layer > 0)
@@ -124,14 +123,7 @@ fn run<T: Real>(
                 hidden_prev: vec![T::ZERO; rows * p],
                 tanh_cell: vec![T::ZERO; rows * h],
             });
-            let gates = match cell_tape.as_mut() {
-                Some(tape) => &mut tape.gates,
-                None => {
-                    scratch_gates.resize(rows * 4 * h, T::ZERO);
-                    &mut scratch_gates
-                }
-            };
-            let gates = Shared(gates.as_mut_ptr());
+            let gates = cell_tape.as_mut().map(|t| Shared(t.gates.as_mut_ptr()));
             forward_cell(
                 &CellRun {
                     dims,
@@ -194,10 +186,17 @@ struct CellOut<'a, T> {
     y: Shared<T>,
     h_n: &'a mut [T],
     c_n: &'a mut [T],
-    /// `[T, B, 4H]`: pre-activations, then (training) activations.
-    gates: Shared<T>,
+    /// Training: the tape's `[T, B, 4H]` gate activations. Inference keeps only a few
+    /// steps' pre-activations at a time.
+    gates: Option<Shared<T>>,
     /// Training: `cell_prev`, `hidden_prev`, `tanh_cell`.
     tape: Option<(Shared<T>, Shared<T>, Shared<T>)>,
+}
+
+/// Time steps whose input projection is computed at once: enough rows for an efficient
+/// GEMM, few enough that the pre-activations are still in cache when their steps run.
+fn chunk_steps(seq: usize, batch: usize) -> usize {
+    (256 / batch).clamp(1, seq)
 }
 
 fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
@@ -219,38 +218,27 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         dirs,
     } = dims;
     let g4 = 4 * h;
-    let rows = seq * batch;
     let reverse = direction == 1;
+    let bias: Vec<T> = match w.bias {
+        Some((b_ih, b_hh)) => b_ih.iter().zip(b_hh).map(|(&a, &b)| a + b).collect(),
+        None => vec![T::ZERO; g4],
+    };
 
-    // Pre-activations of every step: bias, then + X · W_ihᵀ.
-    let gates = unsafe { out.gates.slice(0, rows * g4) };
-    match w.bias {
-        Some((b_ih, b_hh)) => {
-            let bias: Vec<T> = b_ih.iter().zip(b_hh).map(|(&a, &b)| a + b).collect();
-            for row in gates.chunks_exact_mut(g4) {
-                row.copy_from_slice(&bias);
-            }
-        }
-        None => gates.fill(T::ZERO),
-    }
-    let packed_ih = PackedB::pack_all(w.input_size, g4, w.w_ih, 1, w.input_size);
-    unsafe {
-        par_gemm(
-            threads,
-            rows,
-            input.as_ptr(),
-            w.input_size,
-            1,
-            &packed_ih,
-            gates.as_mut_ptr(),
-            g4,
-        );
-    }
-
-    // The recurrence.
+    // A team splits the hidden units; each member owns all four gates of its units, so
+    // it projects its own gate columns and needs no barrier between projection and step.
     let team = dims.loop_threads(threads);
-    let units = split_aligned(h, team, T::PANEL);
-    let projected = split_aligned(p, units.len(), T::PANEL);
+    let units = split_aligned(h, team, panel::<T>());
+    let projected = split_aligned(p, units.len(), panel::<T>());
+    let chunk = chunk_steps(seq, batch);
+    let mut chunk_gates = vec![
+        T::ZERO;
+        if out.gates.is_some() {
+            0
+        } else {
+            chunk * batch * g4
+        }
+    ];
+    let chunk_s = Shared(chunk_gates.as_mut_ptr());
     let mut hidden = vec![T::ZERO; 2 * batch * p];
     hidden[..batch * p].copy_from_slice(h0);
     let mut cell = c0.to_vec();
@@ -273,100 +261,117 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
             Some(own.clone())
         };
         let gate_cols: Vec<_> = (0..4).map(|g| g * h + own.start..g * h + own.end).collect();
+        let packed_ih = PackedB::pack(w.input_size, &gate_cols, w.w_ih, 1, w.input_size);
         let packed_hh = PackedB::pack(p, &gate_cols, w.w_hh, 1, p);
         let packed_hr = w
             .w_hr
             .zip(own_h.clone())
             .map(|(w_hr, cols)| PackedB::pack(h, &[cols], w_hr, 1, h));
         let mut tanh_row = vec![T::ZERO; nu];
-        for step in 0..seq {
-            let t = dims.time(step, reverse);
-            let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
-            let z = t * batch * g4;
-            // SAFETY: this member writes only its gate columns of step t; h_prev is
-            // complete (barrier at the end of the previous step).
+        let mut first = 0;
+        while first < seq {
+            let steps = chunk.min(seq - first);
+            // Times of this chunk, in processing order: t_lo..t_lo + steps.
+            let t_lo = if reverse { seq - first - steps } else { first };
+            // Row of time t in the gate buffer.
+            let (gates, base) = match out.gates {
+                Some(tape) => (tape, 0),
+                None => (chunk_s, t_lo),
+            };
+            let z_at = |t: usize| (t - base) * batch * g4;
+            for r in 0..steps * batch {
+                let row = unsafe { gates.slice(z_at(t_lo) + r * g4, g4) };
+                for cols in &gate_cols {
+                    row[cols.clone()].copy_from_slice(&bias[cols.clone()]);
+                }
+            }
+            // SAFETY: this member writes only its gate columns of these rows.
             unsafe {
                 gemm(
-                    batch,
-                    hidden_s.at(prev),
-                    p,
+                    steps * batch,
+                    input.as_ptr().add(t_lo * batch * w.input_size),
+                    w.input_size,
                     1,
-                    &packed_hh,
-                    out.gates.at(z),
+                    &packed_ih,
+                    gates.at(z_at(t_lo)),
                     g4,
                 )
             };
-            for b in 0..batch {
-                let row = z + b * g4;
-                let c_at = b * h + own.start;
-                unsafe {
-                    if let Some((cell_prev, _, _)) = out.tape {
-                        cell_prev
-                            .slice((t * batch + b) * h + own.start, nu)
-                            .copy_from_slice(cell_s.slice(c_at, nu));
-                    }
-                    if valid(t, b) {
-                        let tanh_c = match out.tape {
-                            Some((_, _, tanh_cell)) => {
-                                tanh_cell.slice((t * batch + b) * h + own.start, nu)
-                            }
-                            None => &mut tanh_row[..],
-                        };
-                        let h_dst = if w.w_hr.is_some() {
-                            unproj_s.slice(c_at, nu)
-                        } else {
-                            hidden_s.slice(next + b * p + own.start, nu)
-                        };
-                        cell_update(
-                            [
-                                out.gates.slice(row + own.start, nu),
-                                out.gates.slice(row + h + own.start, nu),
-                                out.gates.slice(row + 2 * h + own.start, nu),
-                                out.gates.slice(row + 3 * h + own.start, nu),
-                            ],
-                            cell_s.slice(c_at, nu),
-                            tanh_c,
-                            h_dst,
-                        );
-                    }
-                }
-            }
-            if let Some(packed_hr) = &packed_hr {
-                member.sync();
-                let cols = own_h.clone().expect("a projection part");
+            for step in first..first + steps {
+                let t = dims.time(step, reverse);
+                let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
+                let z = z_at(t);
+                // SAFETY: this member writes only its gate columns of step t; h_prev is
+                // complete (barrier at the end of the previous step).
+                unsafe { gemm(batch, hidden_s.at(prev), p, 1, &packed_hh, gates.at(z), g4) };
                 for b in 0..batch {
+                    let row = z + b * g4;
+                    let c_at = b * h + own.start;
                     unsafe {
-                        hidden_s
-                            .slice(next + b * p + cols.start, cols.len())
-                            .fill(T::ZERO)
-                    };
-                }
-                // SAFETY: every member's unprojected units are complete (barrier above).
-                unsafe { gemm(batch, unproj_s.at(0), h, 1, packed_hr, hidden_s.at(next), p) };
-            }
-            if let Some(cols) = &own_h {
-                for b in 0..batch {
-                    let n = cols.len();
-                    unsafe {
-                        let h_prev = hidden_s.slice(prev + b * p + cols.start, n);
-                        let h_next = hidden_s.slice(next + b * p + cols.start, n);
-                        let y = out.y.slice(y_at(t, b) + cols.start, n);
+                        if let Some((cell_prev, _, _)) = out.tape {
+                            cell_prev
+                                .slice((t * batch + b) * h + own.start, nu)
+                                .copy_from_slice(cell_s.slice(c_at, nu));
+                        }
                         if valid(t, b) {
-                            y.copy_from_slice(h_next);
-                        } else {
-                            // Past its length a row keeps its state and emits zeros.
-                            h_next.copy_from_slice(h_prev);
-                            y.fill(T::ZERO);
-                        }
-                        if let Some((_, hidden_prev, _)) = out.tape {
-                            hidden_prev
-                                .slice((t * batch + b) * p + cols.start, n)
-                                .copy_from_slice(h_prev);
+                            let tanh_c = match out.tape {
+                                Some((_, _, tanh_cell)) => {
+                                    tanh_cell.slice((t * batch + b) * h + own.start, nu)
+                                }
+                                None => &mut tanh_row[..],
+                            };
+                            let h_dst = if w.w_hr.is_some() {
+                                unproj_s.slice(c_at, nu)
+                            } else {
+                                hidden_s.slice(next + b * p + own.start, nu)
+                            };
+                            cell_update(
+                                [0, 1, 2, 3].map(|g| gates.slice(row + g * h + own.start, nu)),
+                                cell_s.slice(c_at, nu),
+                                tanh_c,
+                                h_dst,
+                            );
                         }
                     }
                 }
+                if let Some(packed_hr) = &packed_hr {
+                    member.sync();
+                    let cols = own_h.clone().expect("a projection part");
+                    for b in 0..batch {
+                        unsafe {
+                            hidden_s
+                                .slice(next + b * p + cols.start, cols.len())
+                                .fill(T::ZERO)
+                        };
+                    }
+                    // SAFETY: every member's unprojected units are complete (barrier above).
+                    unsafe { gemm(batch, unproj_s.at(0), h, 1, packed_hr, hidden_s.at(next), p) };
+                }
+                if let Some(cols) = &own_h {
+                    for b in 0..batch {
+                        let n = cols.len();
+                        unsafe {
+                            let h_prev = hidden_s.slice(prev + b * p + cols.start, n);
+                            let h_next = hidden_s.slice(next + b * p + cols.start, n);
+                            let y = out.y.slice(y_at(t, b) + cols.start, n);
+                            if valid(t, b) {
+                                y.copy_from_slice(h_next);
+                            } else {
+                                // Past its length a row keeps its state and emits zeros.
+                                h_next.copy_from_slice(h_prev);
+                                y.fill(T::ZERO);
+                            }
+                            if let Some((_, hidden_prev, _)) = out.tape {
+                                hidden_prev
+                                    .slice((t * batch + b) * p + cols.start, n)
+                                    .copy_from_slice(h_prev);
+                            }
+                        }
+                    }
+                }
+                member.sync();
             }
-            member.sync();
+            first += steps;
         }
     });
     let last = (seq % 2) * batch * p;
@@ -374,33 +379,17 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     out.c_n.copy_from_slice(&cell);
 }
 
-/// The gate math of one row's units: activations written back over the
-/// pre-activations, the new cell state, `tanh(c)` and `h = o · tanh(c)`.
-fn cell_update<T: Real>(
-    gates: [&mut [T]; 4],
-    cell: &mut [T],
-    tanh_cell: &mut [T],
-    hidden: &mut [T],
-) {
-    if simd::avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        unsafe { cell_update_avx2(gates, cell, tanh_cell, hidden) }
-    } else {
+simd::dispatch! {
+    /// The gate math of one row's units: activations written back over the
+    /// pre-activations, the new cell state, `tanh(c)` and `h = o · tanh(c)`.
+    fn cell_update<T: Real>(
+        gates: [&mut [T]; 4],
+        cell: &mut [T],
+        tanh_cell: &mut [T],
+        hidden: &mut [T],
+    ) {
         cell_update_body(gates, cell, tanh_cell, hidden)
     }
-}
-
-#[cfg_attr(
-    any(target_arch = "x86", target_arch = "x86_64"),
-    target_feature(enable = "avx2,fma")
-)]
-unsafe fn cell_update_avx2<T: Real>(
-    gates: [&mut [T]; 4],
-    cell: &mut [T],
-    tanh_cell: &mut [T],
-    hidden: &mut [T],
-) {
-    cell_update_body(gates, cell, tanh_cell, hidden)
 }
 
 #[inline(always)]

@@ -1,6 +1,6 @@
-//! The GEMM of the kernel: `C += A · B` with `B` packed once into panels of
-//! [`Real::PANEL`] columns and a register-blocked micro-kernel for up to [`ROWS`] rows
-//! of `A`.
+//! The GEMM of the kernel: `C += A · B` with `B` packed once into panels of two vector
+//! registers' width ([`panel`]) and a register-blocked micro-kernel for up to [`kernel_rows`]
+//! rows of `A`.
 //!
 //! Why our own: the recurrent step multiplies a short `A` (the batch, often 1 to 64
 //! rows) by the same `W_hhᵀ` at every step. General GEMM crates re-pack `B` on every
@@ -9,21 +9,33 @@
 //! operands of the backward need no copy), and a one-row kernel with four independent
 //! accumulator banks serves batch 1 as a matrix-vector product.
 //!
-//! The micro-kernel is plain Rust over fixed-size arrays; it is compiled twice, once
-//! with AVX2+FMA enabled (chosen at run time when the CPU has them) and once for the
-//! baseline target, so the crate runs everywhere.
+//! The micro-kernel is plain Rust over fixed-size arrays; it is compiled three times,
+//! for AVX-512, for AVX2+FMA and for the baseline target, and the best one the CPU runs
+//! is chosen at run time, so the crate runs everywhere.
 
 use core::ops::Range;
 
 use crate::real::Real;
-use crate::simd;
+use crate::simd::{self, Isa};
 use crate::team::{Shared, run_team};
 
-/// Rows of `A` per micro-kernel call (6 × 2 accumulator registers of AVX2).
-pub(crate) const ROWS: usize = 6;
+/// Columns of a packed panel: two vector registers of `T`.
+pub(crate) fn panel<T>() -> usize {
+    2 * simd::isa().vector_bytes() / core::mem::size_of::<T>()
+}
+
+/// Rows of `A` per micro-kernel call: the accumulators (`rows × 2` registers) fill
+/// most of the register file (16 registers on AVX2, 32 on AVX-512).
+pub(crate) fn kernel_rows() -> usize {
+    match simd::isa() {
+        Isa::Avx512 => 8,
+        Isa::Avx2 | Isa::Baseline => 6,
+    }
+}
 /// Depth of one pass over `A` and a panel (the panel slice stays in L1).
 const DEPTH_BLOCK: usize = 256;
-/// Rows of `A` per pass (`A`'s block stays in L2 while the panels stream past).
+/// Rows of `A` per pass (`A`'s block stays in L2 while the panels stream past); a
+/// multiple of every [`kernel_rows`].
 const ROW_BLOCK: usize = 96;
 
 #[derive(Clone, Copy, Debug)]
@@ -35,7 +47,7 @@ struct Panel {
 }
 
 /// Some columns of a `K × N` matrix `B`, packed in panels: for each panel, `K` rows of
-/// `PANEL` consecutive values.
+/// [`panel`] consecutive values.
 #[derive(Debug)]
 pub(crate) struct PackedB<T> {
     depth: usize,
@@ -51,7 +63,7 @@ impl<T: Real> PackedB<T> {
 
     /// Packs the columns `cols` of `B`, whose entry `(k, n)` is `src[k * rs + n * cs]`.
     pub fn pack(depth: usize, cols: &[Range<usize>], src: &[T], rs: usize, cs: usize) -> Self {
-        let nr = T::PANEL;
+        let nr = panel::<T>();
         let mut panels = Vec::new();
         for range in cols {
             let mut col = range.start;
@@ -80,6 +92,7 @@ impl<T: Real> PackedB<T> {
 }
 
 /// Arguments of one micro-kernel call.
+#[derive(Clone, Copy)]
 struct Micro<T> {
     depth: usize,
     a: *const T,
@@ -106,8 +119,8 @@ pub(crate) unsafe fn gemm<T: Real>(
     c: *mut T,
     ldc: usize,
 ) {
-    let nr = T::PANEL;
-    let avx2 = simd::avx2_fma();
+    let nr = panel::<T>();
+    let (isa, max_rows) = (simd::isa(), kernel_rows());
     let mut k0 = 0;
     while k0 < b.depth {
         let depth = DEPTH_BLOCK.min(b.depth - k0);
@@ -119,7 +132,7 @@ pub(crate) unsafe fn gemm<T: Real>(
                 let bp = unsafe { b.data.as_ptr().add((p * b.depth + k0) * nr) };
                 let mut i = 0;
                 while i < block_rows {
-                    let r = ROWS.min(block_rows - i);
+                    let r = max_rows.min(block_rows - i);
                     let row = m0 + i;
                     let args = Micro {
                         depth,
@@ -131,7 +144,7 @@ pub(crate) unsafe fn gemm<T: Real>(
                         ldc,
                         width: panel.width,
                     };
-                    unsafe { micro::<T>(r, avx2, args) };
+                    unsafe { micro::<T>(r, isa, nr, args) };
                     i += r;
                 }
             }
@@ -160,7 +173,7 @@ pub(crate) unsafe fn par_gemm<T: Real>(
     let work = rows * columns * b.depth;
     // Below ~2 M multiply-adds a thread costs more than it gives.
     let threads = threads.min(work / (1 << 21)).max(1);
-    let parts = crate::team::split_aligned(rows, threads, ROWS);
+    let parts = crate::team::split_aligned(rows, threads, kernel_rows());
     let (a, c) = (Shared(a as *mut T), Shared(c));
     run_team(parts.len(), |member| {
         let range = parts[member.id].clone();
@@ -179,49 +192,156 @@ pub(crate) unsafe fn par_gemm<T: Real>(
     });
 }
 
+const BASELINE: u8 = 0;
+const AVX2: u8 = 1;
+const AVX512: u8 = 2;
+
 #[inline(always)]
-unsafe fn micro<T: Real>(rows: usize, avx2: bool, args: Micro<T>) {
+unsafe fn micro<T: Real>(rows: usize, isa: Isa, panel: usize, args: Micro<T>) {
     unsafe {
-        match (T::PANEL, avx2) {
-            (16, true) => rows_dispatch::<T, 16, true>(rows, args),
-            (16, false) => rows_dispatch::<T, 16, false>(rows, args),
-            (8, true) => rows_dispatch::<T, 8, true>(rows, args),
-            (8, false) => rows_dispatch::<T, 8, false>(rows, args),
-            (panel, _) => unreachable!("no micro-kernel for panels of {panel}"),
+        match (isa, panel) {
+            (Isa::Avx512, 32) => rows_dispatch::<T, 32, AVX512>(rows, args),
+            (Isa::Avx512, 16) => rows_dispatch::<T, 16, AVX512>(rows, args),
+            (Isa::Avx2, 16) => rows_dispatch::<T, 16, AVX2>(rows, args),
+            (Isa::Avx2, 8) => rows_dispatch::<T, 8, AVX2>(rows, args),
+            (Isa::Baseline, 16) => rows_dispatch::<T, 16, BASELINE>(rows, args),
+            (Isa::Baseline, 8) => rows_dispatch::<T, 8, BASELINE>(rows, args),
+            (isa, panel) => unreachable!("no micro-kernel for {isa:?} panels of {panel}"),
         }
     }
 }
 
 #[inline(always)]
-unsafe fn rows_dispatch<T: Real, const NR: usize, const AVX2: bool>(rows: usize, args: Micro<T>) {
+unsafe fn rows_dispatch<T: Real, const NR: usize, const ISA: u8>(rows: usize, args: Micro<T>) {
     unsafe {
         match rows {
-            1 => kernel::<T, 1, NR, AVX2>(args),
-            2 => kernel::<T, 2, NR, AVX2>(args),
-            3 => kernel::<T, 3, NR, AVX2>(args),
-            4 => kernel::<T, 4, NR, AVX2>(args),
-            5 => kernel::<T, 5, NR, AVX2>(args),
-            _ => kernel::<T, ROWS, NR, AVX2>(args),
+            1 => kernel::<T, 1, NR, ISA>(args),
+            2 => kernel::<T, 2, NR, ISA>(args),
+            3 => kernel::<T, 3, NR, ISA>(args),
+            4 => kernel::<T, 4, NR, ISA>(args),
+            5 => kernel::<T, 5, NR, ISA>(args),
+            6 => kernel::<T, 6, NR, ISA>(args),
+            7 => kernel::<T, 7, NR, ISA>(args),
+            _ => kernel::<T, 8, NR, ISA>(args),
         }
     }
 }
 
 #[inline(always)]
-unsafe fn kernel<T: Real, const MR: usize, const NR: usize, const AVX2: bool>(args: Micro<T>) {
-    if AVX2 {
-        // SAFETY: AVX2 is only true when the CPU reported avx2 and fma.
-        unsafe { kernel_avx2::<T, MR, NR>(args) }
-    } else {
-        unsafe { kernel_body::<T, MR, NR, false>(args) }
+unsafe fn kernel<T: Real, const MR: usize, const NR: usize, const ISA: u8>(args: Micro<T>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::vector::{F32x8, F32x16, F64x4, F64x8};
+        let f32 = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
+        // SAFETY (all arms): ISA names a feature set the CPU reported, and the element
+        // type matches the vector's.
+        unsafe {
+            match (ISA, f32) {
+                (AVX512, true) => return kernel_avx512::<F32x16, MR>(args.cast()),
+                (AVX512, false) => return kernel_avx512::<F64x8, MR>(args.cast()),
+                (AVX2, true) => return kernel_avx2::<F32x8, MR>(args.cast()),
+                (AVX2, false) => return kernel_avx2::<F64x4, MR>(args.cast()),
+                _ => {}
+            }
+        }
+    }
+    unsafe { kernel_body::<T, MR, NR, false>(args) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn kernel_avx512<S: crate::vector::Vector, const MR: usize>(args: Micro<S::E>) {
+    unsafe { vector_body::<S, MR>(args) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn kernel_avx2<S: crate::vector::Vector, const MR: usize>(args: Micro<S::E>) {
+    unsafe { vector_body::<S, MR>(args) }
+}
+
+/// The micro-kernel on explicit vector registers: an `MR × 2·LANES` tile.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn vector_body<S: crate::vector::Vector, const MR: usize>(m: Micro<S::E>) {
+    let lanes = S::LANES;
+    let nr = 2 * lanes;
+    unsafe {
+        let mut acc = [[S::zero(); 2]; MR];
+        if MR == 1 {
+            // Matrix-vector: four banks hide the FMA latency a single chain would expose.
+            let mut banks = [[S::zero(); 2]; 4];
+            let mut k = 0;
+            while k + 4 <= m.depth {
+                for (u, bank) in banks.iter_mut().enumerate() {
+                    let a = S::splat(*m.a.add((k + u) * m.cs));
+                    let b = m.b.add((k + u) * nr);
+                    bank[0] = S::fma(a, S::load(b), bank[0]);
+                    bank[1] = S::fma(a, S::load(b.add(lanes)), bank[1]);
+                }
+                k += 4;
+            }
+            while k < m.depth {
+                let a = S::splat(*m.a.add(k * m.cs));
+                let b = m.b.add(k * nr);
+                banks[0][0] = S::fma(a, S::load(b), banks[0][0]);
+                banks[0][1] = S::fma(a, S::load(b.add(lanes)), banks[0][1]);
+                k += 1;
+            }
+            for h in 0..2 {
+                acc[0][h] = S::add(
+                    S::add(banks[0][h], banks[1][h]),
+                    S::add(banks[2][h], banks[3][h]),
+                );
+            }
+        } else {
+            for k in 0..m.depth {
+                let b = m.b.add(k * nr);
+                let (b0, b1) = (S::load(b), S::load(b.add(lanes)));
+                let mut a_col = m.a.add(k * m.cs);
+                for row in acc.iter_mut() {
+                    let a = S::splat(*a_col);
+                    row[0] = S::fma(a, b0, row[0]);
+                    row[1] = S::fma(a, b1, row[1]);
+                    a_col = a_col.add(m.rs);
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            let c = m.c.add(i * m.ldc);
+            if m.width == nr {
+                S::store(c, S::add(S::load(c), row[0]));
+                S::store(c.add(lanes), S::add(S::load(c.add(lanes)), row[1]));
+            } else {
+                // A partial panel: spill the tile row and add its valid columns.
+                let mut tile = [<S::E as Real>::ZERO; 64];
+                S::store(tile.as_mut_ptr(), row[0]);
+                S::store(tile.as_mut_ptr().add(lanes), row[1]);
+                for (j, value) in tile.iter().enumerate().take(m.width) {
+                    *c.add(j) += *value;
+                }
+            }
+        }
     }
 }
 
-#[cfg_attr(
-    any(target_arch = "x86", target_arch = "x86_64"),
-    target_feature(enable = "avx2,fma")
-)]
-unsafe fn kernel_avx2<T: Real, const MR: usize, const NR: usize>(args: Micro<T>) {
-    unsafe { kernel_body::<T, MR, NR, true>(args) }
+impl<T> Micro<T> {
+    /// The same call on another element type of the same values (the caller checked that
+    /// the types are the same).
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn cast<U>(self) -> Micro<U> {
+        Micro {
+            depth: self.depth,
+            a: self.a as *const U,
+            rs: self.rs,
+            cs: self.cs,
+            b: self.b as *const U,
+            c: self.c as *mut U,
+            ldc: self.ldc,
+            width: self.width,
+        }
+    }
 }
 
 #[inline(always)]

@@ -29,10 +29,12 @@ mod backward;
 mod call;
 mod forward;
 mod gemm;
+mod pool;
 mod real;
 mod simd;
 mod tape;
 mod team;
+mod vector;
 
 pub use arch::{DirectionLayout, LstmArch};
 pub use backward::backward;

@@ -29,8 +29,6 @@ pub trait Real:
     const ZERO: Self;
     /// `1`.
     const ONE: Self;
-    /// Columns of one packed panel of the GEMM (two vector registers of AVX2).
-    const PANEL: usize;
 
     /// The nearest value of this type.
     fn from_f64(value: f64) -> Self;
@@ -47,7 +45,6 @@ pub trait Real:
 impl Real for f32 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
-    const PANEL: usize = 16;
 
     #[inline(always)]
     fn from_f64(value: f64) -> Self {
@@ -88,7 +85,6 @@ impl Real for f32 {
 impl Real for f64 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
-    const PANEL: usize = 8;
 
     #[inline(always)]
     fn from_f64(value: f64) -> Self {

@@ -1,22 +1,78 @@
-//! Run-time CPU feature detection, read once per process.
+//! Run-time choice of the instruction set, read once per process.
 
 use std::sync::OnceLock;
 
-/// Whether this CPU runs AVX2 and FMA instructions (x86-64 only; `false` elsewhere).
-/// `LSTM_CPU_NO_SIMD=1` forces the baseline code, to test it on any machine.
-pub(crate) fn avx2_fma() -> bool {
-    static DETECTED: OnceLock<bool> = OnceLock::new();
+/// The vector instruction sets the kernels are compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// AVX-512F (with FMA): 512-bit vectors, 32 registers.
+    Avx512,
+    /// AVX2 with FMA: 256-bit vectors.
+    Avx2,
+    /// Whatever the compilation target guarantees (SSE2 on x86-64).
+    Baseline,
+}
+
+impl Isa {
+    /// Bytes per vector register (the baseline keeps AVX2's panel shape).
+    pub fn vector_bytes(self) -> usize {
+        match self {
+            Isa::Avx512 => 64,
+            Isa::Avx2 | Isa::Baseline => 32,
+        }
+    }
+}
+
+/// The best instruction set this CPU runs. `LSTM_CPU_ISA=avx2` or `=baseline` caps it,
+/// to compare or to test the other code paths on any machine.
+pub(crate) fn isa() -> Isa {
+    static DETECTED: OnceLock<Isa> = OnceLock::new();
     *DETECTED.get_or_init(|| {
-        if std::env::var_os("LSTM_CPU_NO_SIMD").is_some_and(|v| v == "1") {
-            return false;
-        }
-        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-        {
-            std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-        }
-        #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
-        {
-            false
+        let cap = std::env::var("LSTM_CPU_ISA").unwrap_or_default();
+        let detected = detect();
+        match (cap.as_str(), detected) {
+            ("baseline", _) => Isa::Baseline,
+            ("avx2", Isa::Avx512) => Isa::Avx2,
+            _ => detected,
         }
     })
 }
+
+fn detect() -> Isa {
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    {
+        let avx2 = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+        if avx2 && std::is_x86_feature_detected!("avx512f") {
+            return Isa::Avx512;
+        }
+        if avx2 {
+            return Isa::Avx2;
+        }
+    }
+    Isa::Baseline
+}
+
+/// Calls `$body` (an expression using only `#[inline(always)]` code) compiled for the
+/// best instruction set of this CPU: the same source, three code paths.
+macro_rules! dispatch {
+    ($(#[$meta:meta])* fn $name:ident<$t:ident: Real>($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$meta])*
+        fn $name<$t: Real>($($arg: $ty),*) {
+            #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                unsafe fn avx512<$t: Real>($($arg: $ty),*) $body
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn avx2<$t: Real>($($arg: $ty),*) $body
+                match crate::simd::isa() {
+                    // SAFETY: the CPU reported these features.
+                    crate::simd::Isa::Avx512 => return unsafe { avx512::<$t>($($arg),*) },
+                    crate::simd::Isa::Avx2 => return unsafe { avx2::<$t>($($arg),*) },
+                    crate::simd::Isa::Baseline => {}
+                }
+            }
+            $body
+        }
+    };
+}
+pub(crate) use dispatch;

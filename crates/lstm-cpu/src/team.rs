@@ -83,8 +83,8 @@ impl Member<'_> {
     }
 }
 
-/// Runs `work` on `size` threads (the caller's thread is member 0) and returns when all
-/// are done. `size == 1` runs on the caller's thread with no synchronisation at all.
+/// Runs `work` on `size` threads (the caller's thread is member 0, the others come from
+/// the persistent pool, see `pool.rs`) and returns when all are done. `size == 1` runs on the caller's thread with no synchronisation at all.
 pub(crate) fn run_team(size: usize, work: impl Fn(Member<'_>) + Sync) {
     if size <= 1 {
         work(Member {
@@ -99,19 +99,21 @@ pub(crate) fn run_team(size: usize, work: impl Fn(Member<'_>) + Sync) {
         generation: AtomicUsize::new(0),
     };
     let (barrier, work) = (&barrier, &work);
+    let member = move |id: usize| {
+        work(Member {
+            id,
+            barrier: Some(barrier),
+        })
+    };
+    if crate::pool::try_run(size, &member) {
+        return;
+    }
+    // The pool serves another team: this call brings its own threads.
     std::thread::scope(|scope| {
         for id in 1..size {
-            scope.spawn(move || {
-                work(Member {
-                    id,
-                    barrier: Some(barrier),
-                })
-            });
+            scope.spawn(move || member(id));
         }
-        work(Member {
-            id: 0,
-            barrier: Some(barrier),
-        });
+        member(0);
     });
 }
 

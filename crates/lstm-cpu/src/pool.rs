@@ -1,0 +1,137 @@
+//! Persistent worker threads for the teams of [`run_team`](crate::team::run_team).
+//!
+//! Spawning a thread per call costs tens of microseconds and, worse, Linux often starts
+//! it on its parent's CPU and moves it only milliseconds later: for a few-millisecond
+//! LSTM call the two threads then share one core and spin at every barrier (measured
+//! here: 16×50×256 took 3.3 ms or 11 ms at random with spawned threads). Workers that
+//! live for the whole process keep their CPU. Between jobs they spin briefly (calls
+//! often come back to back: the next direction or layer), then sleep on a condvar.
+//!
+//! One team at a time uses the pool; a caller that finds it busy (several threads
+//! running inference at once) spawns its own scoped threads instead.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+/// A job: `work(member_id)` for every member id in `1..size` (the caller runs 0).
+#[derive(Clone, Copy)]
+struct Job {
+    work: *const (dyn Fn(usize) + Sync),
+    size: usize,
+}
+
+struct State {
+    /// Bumped once per job; workers run each epoch's job once.
+    epoch: AtomicUsize,
+    job: UnsafeCell<Option<Job>>,
+    /// Workers of the current job that have not finished it.
+    remaining: AtomicUsize,
+    panicked: AtomicBool,
+    sleep: Mutex<()>,
+    wake: Condvar,
+}
+
+// SAFETY: `job` is written only by the caller holding `Pool::busy`, before the epoch is
+// published (Release), and read by workers after they observe it (Acquire).
+unsafe impl Sync for State {}
+unsafe impl Send for State {}
+
+struct Pool {
+    state: Arc<State>,
+    /// Held by the caller whose team is running; also guards the worker count.
+    busy: Mutex<usize>,
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(|| Pool {
+        state: Arc::new(State {
+            epoch: AtomicUsize::new(0),
+            job: UnsafeCell::new(None),
+            remaining: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            sleep: Mutex::new(()),
+            wake: Condvar::new(),
+        }),
+        busy: Mutex::new(0),
+    })
+}
+
+/// Spins before sleeping: about 100 µs.
+const SPINS: u32 = 20_000;
+
+fn worker(state: Arc<State>, id: usize, mut seen: usize) {
+    loop {
+        let mut spins = 0;
+        while state.epoch.load(Ordering::Acquire) == seen {
+            if spins < SPINS {
+                core::hint::spin_loop();
+                spins += 1;
+            } else {
+                let guard = state.sleep.lock().unwrap_or_else(|e| e.into_inner());
+                if state.epoch.load(Ordering::Acquire) == seen {
+                    drop(state.wake.wait(guard).unwrap_or_else(|e| e.into_inner()));
+                }
+            }
+        }
+        seen = state.epoch.load(Ordering::Acquire);
+        // SAFETY: published before the epoch this worker just observed.
+        let job = unsafe { (*state.job.get()).expect("a published job") };
+        if id < job.size {
+            // SAFETY: the caller waits for `remaining` to reach zero before the closure
+            // goes out of scope.
+            let work = unsafe { &*job.work };
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(id))).is_err() {
+                state.panicked.store(true, Ordering::Relaxed);
+            }
+            state.remaining.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Runs `work(id)` for `id` in `0..size` at the same time, `0` on the caller's thread,
+/// the rest on pool workers. Returns `false` (running nothing) when another team holds
+/// the pool.
+pub(crate) fn try_run(size: usize, work: &(dyn Fn(usize) + Sync)) -> bool {
+    let pool = pool();
+    let Ok(mut workers) = pool.busy.try_lock() else {
+        return false;
+    };
+    let state = &pool.state;
+    while *workers < size - 1 {
+        *workers += 1;
+        let (state, id, seen) = (state.clone(), *workers, state.epoch.load(Ordering::Acquire));
+        std::thread::Builder::new()
+            .name(format!("lstm-cpu-{id}"))
+            .spawn(move || worker(state, id, seen))
+            .expect("spawning an lstm-cpu worker thread");
+    }
+    // SAFETY: the lifetime is erased only until `remaining` is zero, below.
+    let erased: *const (dyn Fn(usize) + Sync + 'static) = unsafe { core::mem::transmute(work) };
+    unsafe { *state.job.get() = Some(Job { work: erased, size }) };
+    state.remaining.store(size - 1, Ordering::Release);
+    state.panicked.store(false, Ordering::Relaxed);
+    {
+        let _guard = state.sleep.lock().unwrap_or_else(|e| e.into_inner());
+        state.epoch.fetch_add(1, Ordering::AcqRel);
+        state.wake.notify_all();
+    }
+    let mine = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(0)));
+    let mut spins = 0u32;
+    while state.remaining.load(Ordering::Acquire) != 0 {
+        if spins < SPINS {
+            core::hint::spin_loop();
+            spins += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    let worker_panicked = state.panicked.load(Ordering::Relaxed);
+    drop(workers);
+    if let Err(payload) = mine {
+        std::panic::resume_unwind(payload);
+    }
+    assert!(!worker_panicked, "an lstm-cpu worker thread panicked");
+    true
+}
