@@ -8,7 +8,7 @@ use burn_lstm::{CudnnCompatibleLstmConfig, LstmBackend, LstmKernel};
 use crate::args::{Args, Mode};
 
 /// Implementations built into this binary.
-pub const NAMES: &[&str] = &["burn-lstm", "portable", "fused-cpu"];
+pub const NAMES: &[&str] = &["burn-lstm", "portable", "fused-cpu", "lstm-cpu"];
 
 /// One timed call.
 pub type Call = Box<dyn FnMut()>;
@@ -27,6 +27,7 @@ pub fn build(args: &Args) -> Result<Call, String> {
         ("fused-cpu", Mode::Train) => Ok(ours::<Autodiff<NdArray>>(args, LstmKernel::FusedCpu)),
         ("burn-lstm", Mode::Infer) => Ok(burn_nn::<NdArray>(args)),
         ("burn-lstm", Mode::Train) => Ok(burn_nn::<Autodiff<NdArray>>(args)),
+        ("lstm-cpu", mode) => Ok(kernel_alone(args, mode)),
         (other, _) => Err(format!(
             "--impl {other}: not built in; available: {}",
             NAMES.join(", ")
@@ -43,11 +44,13 @@ fn input<B: Backend>(args: &Args) -> Tensor<B, 3> {
     )
 }
 
-/// Forward, and with autodiff the backward of `sum(y)`, then wait for the device.
+/// Inference ends with the output (as the peers' calls do); training adds the backward
+/// of `sum(y)`. Then wait for the device.
 fn finish<B: Backend>(y: Tensor<B, 3>) {
-    let loss = y.sum();
-    let device = loss.device();
-    backward_hook::<B>(loss);
+    let device = y.device();
+    if B::ad_enabled(&device) {
+        backward_hook::<B>(y.sum());
+    }
     B::sync(&device).expect("device sync");
 }
 
@@ -113,4 +116,62 @@ fn backward_hook<B: Backend>(loss: Tensor<B, 1>) {
     if let Ok(loss) = any.downcast::<Tensor<Autodiff<NdArray>, 1>>() {
         loss.backward();
     }
+}
+
+/// The fused CPU kernel on plain slices, without Burn (no tensor copies, no parameter
+/// concatenation): what the kernel itself costs. Training runs `forward_train` and
+/// `backward` with `dy = 1` (the gradient of `sum(y)`).
+fn kernel_alone(args: &Args, mode: Mode) -> Call {
+    let arch = lstm_cpu::LstmArch {
+        input_size: args.input,
+        hidden_size: args.hidden,
+        proj_size: 0,
+        num_layers: args.layers,
+        bidirectional: args.bidirectional,
+        bias: true,
+    };
+    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut uniform = move |scale: f32| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+    };
+    let bound = 1.0 / (args.hidden as f32).sqrt();
+    let weights: Vec<f32> = (0..arch.weight_count()).map(|_| uniform(bound)).collect();
+    let input: Vec<f32> = (0..args.seq * args.batch * args.input)
+        .map(|_| uniform(1.7))
+        .collect();
+    let state_len = arch.cells() * args.batch * args.hidden;
+    let zeros = vec![0.0f32; state_len];
+    let dy = vec![1.0f32; args.seq * args.batch * arch.dirs() * args.hidden];
+    let (seq_len, batch, threads) = (args.seq, args.batch, args.threads);
+    Box::new(move || {
+        let call = lstm_cpu::LstmCall {
+            arch: &arch,
+            seq_len,
+            batch,
+            lengths: None,
+            input: &input,
+            weights: &weights,
+            h0: &zeros,
+            c0: &zeros,
+            dropout_masks: &[],
+            threads,
+        };
+        match mode {
+            Mode::Infer => {
+                std::hint::black_box(lstm_cpu::forward(&call).expect("valid call"));
+            }
+            Mode::Train => {
+                let (_, tape) = lstm_cpu::forward_train(&call).expect("valid call");
+                let grads = lstm_cpu::OutputGrads {
+                    dy: &dy,
+                    dh_n: &zeros,
+                    dc_n: &zeros,
+                };
+                std::hint::black_box(lstm_cpu::backward(&call, tape, grads).expect("valid"));
+            }
+        }
+    })
 }

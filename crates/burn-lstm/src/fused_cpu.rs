@@ -98,6 +98,10 @@ struct Saved<T> {
 /// Burn's `into_data` walks a shared (reference-counted) array element by element, about
 /// 25 ns per value, which cost more than the whole kernel at small shapes.
 fn to_host<B: Backend, T: Element, const D: usize>(t: FloatTensor<B>) -> Vec<T> {
+    let t = match take_unique_ndarray::<B, T>(t) {
+        Ok(values) => return values,
+        Err(t) => t,
+    };
     if let Some(values) = ndarray_host::<T>(&t) {
         return values;
     }
@@ -106,6 +110,51 @@ fn to_host<B: Backend, T: Element, const D: usize>(t: FloatTensor<B>) -> Vec<T> 
         .convert::<T>()
         .into_vec::<T>()
         .expect("converted to the kernel's element type")
+}
+
+/// The values of an NdArray tensor nobody else holds, in row-major layout, without a copy
+/// (the module's flat parameter buffer, built fresh by each inference call, is one: for a
+/// large model a copy is a large share of the call).
+fn take_unique_ndarray<B: Backend, T: 'static>(
+    t: FloatTensor<B>,
+) -> Result<Vec<T>, FloatTensor<B>> {
+    let back = |tensor: NdArrayTensor| {
+        let boxed: Box<dyn Any> = Box::new(tensor);
+        *boxed
+            .downcast::<FloatTensor<B>>()
+            .expect("FloatTensor<B> is NdArrayTensor")
+    };
+    let boxed: Box<dyn Any> = Box::new(t);
+    let tensor = match boxed.downcast::<NdArrayTensor>() {
+        Ok(tensor) => *tensor,
+        Err(other) => return Err(*other.downcast::<FloatTensor<B>>().expect("unchanged")),
+    };
+    macro_rules! take {
+        ($storage:expr) => {{
+            let (mut values, offset) = $storage.into_owned().into_owned().into_raw_vec_and_offset();
+            values.drain(..offset.unwrap_or(0));
+            Box::new(values) as Box<dyn Any>
+        }};
+    }
+    let wanted = core::any::TypeId::of::<T>();
+    let taken = match tensor {
+        NdArrayTensor::F32(s)
+            if wanted == core::any::TypeId::of::<f32>()
+                && s.is_unique()
+                && s.view().is_standard_layout() =>
+        {
+            take!(s)
+        }
+        NdArrayTensor::F64(s)
+            if wanted == core::any::TypeId::of::<f64>()
+                && s.is_unique()
+                && s.view().is_standard_layout() =>
+        {
+            take!(s)
+        }
+        other => return Err(back(other)),
+    };
+    Ok(*taken.downcast::<Vec<T>>().expect("checked element type"))
 }
 
 fn ndarray_host<T: 'static>(t: &dyn Any) -> Option<Vec<T>> {
@@ -184,8 +233,11 @@ pub(crate) fn forward<B: Backend, T: Real + Element>(
     spec: &LstmSpec,
     save: bool,
 ) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
-    let [x, w, h0, c0] = inputs.clone();
-    let device = B::float_device(&x);
+    let device = B::float_device(&inputs[0]);
+    // A training forward keeps its inputs for the backward; inference lets them go, so
+    // a buffer built for this call alone moves to the host without a copy.
+    let kept = save.then(|| inputs.clone());
+    let [x, w, h0, c0] = inputs;
     let arch = &spec.arch;
     let masks = if spec.dropout_active() {
         let shape = [spec.seq_len, spec.batch, arch.dirs() * arch.output_size()];
@@ -229,7 +281,7 @@ pub(crate) fn forward<B: Backend, T: Real + Element>(
     let saved = tape.map(|tape| LstmSaved {
         spec: spec.clone(),
         kernel: LstmKernel::FusedCpu,
-        inputs,
+        inputs: kept.expect("a training forward keeps its inputs"),
         residuals: Vec::new(),
         host: Some(HostResiduals(Arc::new(std::sync::Mutex::new(Some(
             Saved {

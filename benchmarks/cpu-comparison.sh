@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One run, every CPU implementation on the shapes of docs/benchmarks.md, interleaved, 2
+# threads, f32: the fused CPU kernel alone (`lstm-cpu`, plain slices) and through the
+# module (`fused-cpu`), the portable kernel, Burn's nn::Lstm, and the peers
+# (PyTorch, ONNX Runtime) through ../shared/peers/lstm_peers.py. Each line is the JSON of
+# one run followed by {"max_rss_kib": ...}, the peak memory of that process (GNU time).
+#
+#   PYTHON=/path/to/python-with-torch-onnxruntime benchmarks/cpu-comparison.sh > results.jsonl
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+PEERS=${PEERS:-../shared/peers/lstm_peers.py}
+cargo build --release -p lstm-bench >&2
+for mode in infer train; do
+  for shape in "1 100 128 1" "16 50 256 1" "64 100 512 1" "20 35 1500 2"; do
+    set -- $shape
+    iters=20; [ "$3" -ge 512 ] && iters=7
+    args="--device cpu --mode $mode --batch $1 --seq $2 --input $3 --hidden $3 --layers $4 --threads 2 --iters $iters"
+    for impl in lstm-cpu fused-cpu portable burn-lstm; do
+      # nn::Lstm at 1500 wide takes minutes per call.
+      if [ "$impl" = burn-lstm ] && [ "$3" = 1500 ]; then continue; fi
+      /usr/bin/time -f '{"max_rss_kib":%M}' ./target/release/lstm-bench --impl $impl $args
+    done
+    for impl in torch onnxruntime; do
+      if [ "$impl" = onnxruntime ] && [ "$mode" = train ]; then continue; fi
+      /usr/bin/time -f '{"max_rss_kib":%M}' "$PYTHON" "$PEERS" --impl $impl $args
+    done
+  done
+done
