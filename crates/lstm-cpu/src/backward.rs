@@ -17,11 +17,11 @@
 
 use crate::call::{CallError, LstmCall, LstmGradients, OutputGrads};
 use crate::forward::{CellRun, CellWeights, Dims};
-use crate::gemm::{PackedB, gemm, panel, par_gemm};
+use crate::gemm::{PackedB, gemm, par_gemm};
 use crate::real::Real;
 use crate::simd;
 use crate::tape::{CellTape, Tape};
-use crate::team::{Shared, run_team, split_aligned};
+use crate::team::{Shared, run_team};
 
 /// Gradients of the call's inputs from the upstream gradients of its outputs.
 pub fn backward<T: Real>(
@@ -125,9 +125,7 @@ fn backward_cell<T: Real>(
     let reverse = direction == 1;
     let projection = w.w_hr.is_some();
 
-    let team = dims.loop_threads(threads);
-    let units = split_aligned(h, team, panel::<T>());
-    let own_cols = split_aligned(p, units.len(), panel::<T>());
+    let (units, own_cols) = dims.team::<T>(threads);
     let mut d_hidden = vec![T::ZERO; 2 * batch * p];
     d_hidden[..batch * p].copy_from_slice(dh_n);
     let mut d_cell = dc_n.to_vec();

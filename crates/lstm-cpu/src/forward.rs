@@ -3,6 +3,8 @@
 //! (all four gates of a unit stay on one thread, so the gate math needs no exchange) and
 //! meets once per step (twice with a projection).
 
+use core::ops::Range;
+
 use crate::arch::DirectionLayout;
 use crate::call::{CallError, LstmCall, LstmOutputs};
 use crate::gemm::{PackedB, gemm, panel};
@@ -75,11 +77,16 @@ impl Dims {
         if reverse { self.seq - 1 - step } else { step }
     }
 
-    /// Threads for the recurrence: a step of fewer than ~64 K multiply-adds per thread
-    /// is faster on one thread than split with a barrier.
-    pub fn loop_threads(&self, threads: usize) -> usize {
+    /// The recurrence's team: each member's hidden units (all four gates of them) and
+    /// its columns of the projected state `h` (used with a projection). A step of fewer
+    /// than ~64 K multiply-adds per thread is faster on one thread than split with a
+    /// barrier.
+    pub fn team<T>(&self, threads: usize) -> (Vec<Range<usize>>, Vec<Range<usize>>) {
         let per_step = self.batch * self.out * 4 * self.hidden;
-        threads.min(per_step >> 16).max(1)
+        let size = threads.min(per_step >> 16).max(1);
+        let units = split_aligned(self.hidden, size, panel::<T>());
+        let projected = split_aligned(self.out, units.len(), panel::<T>());
+        (units, projected)
     }
 }
 
@@ -226,9 +233,7 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
 
     // A team splits the hidden units; each member owns all four gates of its units, so
     // it projects its own gate columns and needs no barrier between projection and step.
-    let team = dims.loop_threads(threads);
-    let units = split_aligned(h, team, panel::<T>());
-    let projected = split_aligned(p, units.len(), panel::<T>());
+    let (units, projected) = dims.team::<T>(threads);
     let chunk = chunk_steps(seq, batch);
     let mut chunk_gates = vec![
         T::ZERO;
