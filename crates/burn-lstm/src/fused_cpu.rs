@@ -62,14 +62,14 @@ pub(crate) fn choice(dtype: DType, spec: &LstmSpec) -> KernelChoice {
     }
 }
 
-/// Host copies of one call's inputs, and the tape of a training forward.
+/// Host copies of one call's inputs (the dropout masks, which only the forward reads,
+/// are not kept: the tape holds what the backward needs of them).
 struct HostCall<T> {
     spec: LstmSpec,
     input: Vec<T>,
     weights: Vec<T>,
     h0: Vec<T>,
     c0: Vec<T>,
-    masks: Vec<Vec<T>>,
 }
 
 impl<T: Real> HostCall<T> {
@@ -239,7 +239,7 @@ pub(crate) fn forward<B: Backend, T: Real + Element>(
     let kept = save.then(|| inputs.clone());
     let [x, w, h0, c0] = inputs;
     let arch = &spec.arch;
-    let masks = if spec.dropout_active() {
+    let masks: Vec<Vec<T>> = if spec.dropout_active() {
         let shape = [spec.seq_len, spec.batch, arch.dirs() * arch.output_size()];
         (1..arch.num_layers)
             .map(|layer| {
@@ -257,9 +257,8 @@ pub(crate) fn forward<B: Backend, T: Real + Element>(
         weights: to_host::<B, T, 1>(w),
         h0: to_host::<B, T, 3>(h0),
         c0: to_host::<B, T, 3>(c0),
-        masks,
     };
-    let mask_refs: Vec<&[T]> = host_call.masks.iter().map(Vec::as_slice).collect();
+    let mask_refs: Vec<&[T]> = masks.iter().map(Vec::as_slice).collect();
     let call = LstmCall {
         dropout_masks: &mask_refs,
         ..host_call.call()

@@ -361,33 +361,21 @@ simd::dispatch! {
         d_cell: &mut [T],
         u: &mut [T],
     ) {
-        gate_grads_body(gates, tanh_cell, cell_prev, du, d_cell, u)
-    }
-}
-
-#[inline(always)]
-fn gate_grads_body<T: Real>(
-    gates: [&mut [T]; 4],
-    tanh_cell: &[T],
-    cell_prev: &[T],
-    du: &[T],
-    d_cell: &mut [T],
-    u: &mut [T],
-) {
-    let n = d_cell.len();
-    let [gi, gf, gg, go] = gates;
-    let (gi, gf, gg, go) = (&mut gi[..n], &mut gf[..n], &mut gg[..n], &mut go[..n]);
-    let (tanh_cell, cell_prev, du, u) = (&tanh_cell[..n], &cell_prev[..n], &du[..n], &mut u[..n]);
-    let one = T::ONE;
-    for j in 0..n {
-        let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
-        let tc = tanh_cell[j];
-        let dc = d_cell[j] + du[j] * o * (one - tc * tc);
-        gi[j] = dc * g * i * (one - i);
-        gf[j] = dc * cell_prev[j] * f * (one - f);
-        gg[j] = dc * i * (one - g * g);
-        go[j] = du[j] * tc * o * (one - o);
-        d_cell[j] = dc * f;
-        u[j] = o * tc;
+        let n = d_cell.len();
+        let [gi, gf, gg, go] = gates;
+        let (gi, gf, gg, go) = (&mut gi[..n], &mut gf[..n], &mut gg[..n], &mut go[..n]);
+        let (tanh_cell, cell_prev, du, u) = (&tanh_cell[..n], &cell_prev[..n], &du[..n], &mut u[..n]);
+        let one = T::ONE;
+        for j in 0..n {
+            let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
+            let tc = tanh_cell[j];
+            let dc = d_cell[j] + du[j] * o * (one - tc * tc);
+            gi[j] = dc * g * i * (one - i);
+            gf[j] = dc * cell_prev[j] * f * (one - f);
+            gg[j] = dc * i * (one - g * g);
+            go[j] = du[j] * tc * o * (one - o);
+            d_cell[j] = dc * f;
+            u[j] = o * tc;
+        }
     }
 }

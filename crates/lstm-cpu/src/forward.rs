@@ -106,19 +106,17 @@ fn run<T: Real>(
         let mask = (layer > 0)
             .then(|| call.dropout_masks.get(layer - 1))
             .flatten();
-        let input: Vec<T>;
-        let input: &[T] = match (&below, mask) {
-            (None, _) => call.input,
-            (Some(below), None) => below,
-            (Some(below), Some(mask)) => {
-                input = below
-                    .iter()
-                    .zip(mask.iter())
-                    .map(|(&v, &m)| v * m)
-                    .collect();
-                &input
+        // Above the first layer the input is the output below (times its dropout mask),
+        // owned, so the tape keeps it without a copy.
+        let owned_input = below.take().map(|mut values| {
+            if let Some(mask) = mask {
+                for (v, &m) in values.iter_mut().zip(mask.iter()) {
+                    *v = *v * m;
+                }
             }
-        };
+            values
+        });
+        let input: &[T] = owned_input.as_deref().unwrap_or(call.input);
         let mut output = vec![T::ZERO; rows * dims.dirs * p];
         let mut cells = Vec::new();
         for direction in 0..dims.dirs {
@@ -160,7 +158,7 @@ fn run<T: Real>(
         }
         if save {
             tape.push(LayerTape {
-                input: (layer > 0).then(|| input.to_vec()),
+                input: owned_input,
                 mask: mask.map(|m| m.to_vec()),
                 cells,
             });
@@ -393,34 +391,24 @@ simd::dispatch! {
         tanh_cell: &mut [T],
         hidden: &mut [T],
     ) {
-        cell_update_body(gates, cell, tanh_cell, hidden)
-    }
-}
-
-#[inline(always)]
-fn cell_update_body<T: Real>(
-    gates: [&mut [T]; 4],
-    cell: &mut [T],
-    tanh_cell: &mut [T],
-    hidden: &mut [T],
-) {
-    let n = cell.len();
-    let [zi, zf, zg, zo] = gates;
-    let (zi, zf, zg, zo) = (&mut zi[..n], &mut zf[..n], &mut zg[..n], &mut zo[..n]);
-    let (tanh_cell, hidden) = (&mut tanh_cell[..n], &mut hidden[..n]);
-    for j in 0..n {
-        let i = zi[j].sigmoid();
-        let f = zf[j].sigmoid();
-        let g = zg[j].tanh();
-        let o = zo[j].sigmoid();
-        let c = f * cell[j] + i * g;
-        let tc = c.tanh();
-        zi[j] = i;
-        zf[j] = f;
-        zg[j] = g;
-        zo[j] = o;
-        cell[j] = c;
-        tanh_cell[j] = tc;
-        hidden[j] = o * tc;
+        let n = cell.len();
+        let [zi, zf, zg, zo] = gates;
+        let (zi, zf, zg, zo) = (&mut zi[..n], &mut zf[..n], &mut zg[..n], &mut zo[..n]);
+        let (tanh_cell, hidden) = (&mut tanh_cell[..n], &mut hidden[..n]);
+        for j in 0..n {
+            let i = zi[j].sigmoid();
+            let f = zf[j].sigmoid();
+            let g = zg[j].tanh();
+            let o = zo[j].sigmoid();
+            let c = f * cell[j] + i * g;
+            let tc = c.tanh();
+            zi[j] = i;
+            zf[j] = f;
+            zg[j] = g;
+            zo[j] = o;
+            cell[j] = c;
+            tanh_cell[j] = tc;
+            hidden[j] = o * tc;
+        }
     }
 }

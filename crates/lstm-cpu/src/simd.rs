@@ -52,8 +52,9 @@ fn detect() -> Isa {
     Isa::Baseline
 }
 
-/// Calls `$body` (an expression using only `#[inline(always)]` code) compiled for the
-/// best instruction set of this CPU: the same source, three code paths.
+/// Defines `fn $name` whose body is compiled three times (AVX-512, AVX2+FMA, baseline)
+/// and runs the best one this CPU has: the same source, three code paths. Functions the
+/// body calls must be `#[inline(always)]` to be compiled with the features too.
 macro_rules! dispatch {
     ($(#[$meta:meta])* fn $name:ident<$t:ident: Real>($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
         $(#[$meta])*

@@ -42,13 +42,7 @@ pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B
     let affine = GateAffine::<B>::new(arch.hidden_size, &device, dtype);
     // d act / d z for all four gates: s²·(1 − tanh²).
     let affine_slope = affine.scale.clone() * affine.scale.clone();
-    let masks = step_masks::<B>(
-        spec.lengths.as_deref(),
-        spec.seq_len,
-        spec.batch,
-        &device,
-        dtype,
-    );
+    let masks = step_masks::<B>(&spec, &device, dtype);
     let layers = unflatten(&spec, saved.residuals);
     let dh_n = tensor::<B, 3>(grads.dh_n);
     let dc_n = tensor::<B, 3>(grads.dc_n);

@@ -25,13 +25,7 @@ pub(crate) fn forward<B: Backend>(
     // Constants take the input's dtype (Burn's device default may differ, see docs/numerics.md).
     let dtype = x.dtype();
     let affine = GateAffine::<B>::new(arch.hidden_size, &device, dtype);
-    let masks = step_masks::<B>(
-        spec.lengths.as_deref(),
-        spec.seq_len,
-        spec.batch,
-        &device,
-        dtype,
-    );
+    let masks = step_masks::<B>(spec, &device, dtype);
 
     let mut layer_input = x;
     let mut h_n = Vec::with_capacity(arch.cells());

@@ -3,7 +3,7 @@
 
 use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
 
-use crate::spec::{DirectionLayout, LstmArch};
+use crate::spec::{DirectionLayout, LstmArch, LstmSpec};
 
 /// The affine map from `tanh(scaled pre-activation)` to the four gate activations:
 /// `act = tanh(s·z)·s + b` with `s = [½, ½, 1, ½]` and `b = [½, ½, 0, ½]` per gate
@@ -102,13 +102,12 @@ impl<B: Backend> CellWeights<B> {
 
 /// Per-row validity masks `[T, B, 1]` (1 where `t < length`), or `None` without padding.
 pub(crate) fn step_masks<B: Backend>(
-    lengths: Option<&[usize]>,
-    seq_len: usize,
-    batch: usize,
+    spec: &LstmSpec,
     device: &B::Device,
     dtype: DType,
 ) -> Option<Tensor<B, 3>> {
-    let lengths = lengths.filter(|l| l.iter().any(|&len| len < seq_len))?;
+    let (seq_len, batch) = (spec.seq_len, spec.batch);
+    let lengths = spec.lengths.as_deref().filter(|_| spec.has_padding())?;
     let data: Vec<f32> = (0..seq_len)
         .flat_map(|t| {
             lengths
