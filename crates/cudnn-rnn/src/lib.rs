@@ -1,1 +1,36 @@
+#![warn(missing_docs)]
+//! A safe wrapper of cuDNN 9's RNN API (the v8 calls) for LSTMs, layered like cudarc:
+//! checked calls ([`CudnnRnnError`] names the call and the status), then RAII types.
+//!
+//! - [`check_cudnn`]: is libcudnn there, version >= 9, sub-libraries consistent.
+//! - [`CudnnHandle`]: a cuDNN handle bound to one stream.
+//! - [`DropoutState`]: the inter-layer dropout descriptor with its generator states.
+//! - [`Lstm`]: a configured LSTM ([`RnnConfig`]), its weight-space layout read from
+//!   `cudnnGetRNNWeightParams` ([`WeightSpaceLayout`]), `forward` (inference or training
+//!   with a [`ReserveSpace`]) and `backward` (data, then weights).
+//! - [`SeqShape`]: sequence length, batch and right-padded row lengths (zero-length rows
+//!   are refused before cuDNN sees them).
+//! - [`CopyPlan`]: merged device copies between the weight space and another layout.
+//!
+//! libcuda and libcudnn are loaded at run time (cudarc's dynamic loading): the crate
+//! builds without CUDA, and a missing library is an error, never a panic.
 
+mod config;
+mod descriptor;
+mod dropout;
+mod error;
+mod handle;
+mod library;
+mod lstm;
+mod shape;
+mod status;
+mod weights;
+
+pub use config::{DataType, MathMode, RnnConfig};
+pub use dropout::DropoutState;
+pub use error::{CudnnRnnError, Result};
+pub use handle::CudnnHandle;
+pub use library::{CudnnVersion, REQUIRED_CUDNN_MAJOR, check_cudnn, driver_present};
+pub use lstm::{BackwardBuffers, DeviceBuffer, ForwardBuffers, Lstm, ReserveSpace};
+pub use shape::SeqShape;
+pub use weights::{CopyPlan, CopyRun, WeightKind, WeightRegion, WeightSpaceLayout};

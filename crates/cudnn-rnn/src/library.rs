@@ -1,0 +1,112 @@
+//! Is cuDNN (and the CUDA driver) there, and new enough? Checked once per process,
+//! before any symbol is looked up: cudarc's loader panics on a missing library or symbol,
+//! so nothing else in this crate touches cuDNN until [`check_cudnn`] has succeeded.
+
+use core::fmt;
+use std::sync::OnceLock;
+
+use cudarc::cudnn::sys;
+
+use crate::error::{CudnnRnnError, Result};
+use crate::status::check;
+
+/// The lowest cuDNN major version whose RNN API (`cudnnRNNForward`,
+/// `cudnnRNNBackwardData_v8`, `cudnnRNNBackwardWeights_v8`, `cudnnAdvVersionCheck`)
+/// this crate calls.
+pub const REQUIRED_CUDNN_MAJOR: usize = 9;
+
+/// A cuDNN version, as `cudnnGetVersion` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CudnnVersion {
+    /// Major version.
+    pub major: usize,
+    /// Minor version.
+    pub minor: usize,
+    /// Patch level.
+    pub patch: usize,
+}
+
+impl CudnnVersion {
+    /// Decodes `cudnnGetVersion`'s number: `major * 10000 + minor * 100 + patch` since
+    /// cuDNN 9, `major * 1000 + minor * 100 + patch` before.
+    pub fn from_raw(raw: usize) -> Self {
+        let (major, rest) = if raw >= 90_000 {
+            (raw / 10_000, raw % 10_000)
+        } else {
+            (raw / 1_000, raw % 1_000)
+        };
+        Self {
+            major,
+            minor: rest / 100,
+            patch: rest % 100,
+        }
+    }
+}
+
+impl fmt::Display for CudnnVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// Whether the CUDA driver library can be loaded.
+pub fn driver_present() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    // SAFETY: only tries to open the library.
+    *PRESENT.get_or_init(|| unsafe { cudarc::driver::sys::is_culib_present() })
+}
+
+/// Loads libcudnn, checks that it is cuDNN >= 9 and that its sub-libraries agree
+/// (`cudnnAdvVersionCheck`). The result is computed once per process.
+pub fn check_cudnn() -> Result<CudnnVersion> {
+    static CHECKED: OnceLock<Result<CudnnVersion>> = OnceLock::new();
+    CHECKED.get_or_init(load_and_check).clone()
+}
+
+fn load_and_check() -> Result<CudnnVersion> {
+    // SAFETY: only tries to open the library.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(CudnnRnnError::CudnnMissing {
+            candidates: cudarc::get_lib_name_candidates("cudnn").join(", "),
+        });
+    }
+    // SAFETY: the library is loaded; cudnnGetVersion exists in every cuDNN.
+    let version = CudnnVersion::from_raw(unsafe { sys::cudnnGetVersion() });
+    if version.major < REQUIRED_CUDNN_MAJOR {
+        return Err(CudnnRnnError::CudnnTooOld {
+            found: version,
+            required: REQUIRED_CUDNN_MAJOR,
+        });
+    }
+    // SAFETY: cuDNN 9 exports it; it checks that libcudnn_adv matches libcudnn.
+    check("cudnnAdvVersionCheck", unsafe {
+        sys::cudnnAdvVersionCheck()
+    })?;
+    Ok(version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_both_version_schemes() {
+        assert_eq!(
+            CudnnVersion::from_raw(91_002),
+            CudnnVersion {
+                major: 9,
+                minor: 10,
+                patch: 2
+            }
+        );
+        assert_eq!(
+            CudnnVersion::from_raw(8_906),
+            CudnnVersion {
+                major: 8,
+                minor: 9,
+                patch: 6
+            }
+        );
+        assert_eq!(CudnnVersion::from_raw(90_100).to_string(), "9.1.0");
+    }
+}

@@ -1,0 +1,516 @@
+//! A configured cuDNN LSTM: forward for inference and for training (reserve space), then
+//! `cudnnRNNBackwardData_v8` and `cudnnRNNBackwardWeights_v8`.
+//!
+//! Tensors are given as raw device addresses ([`DeviceBuffer`]) because they belong to
+//! someone else's allocator (CubeCL's in burn-lstm); every size is checked against the
+//! shape before cuDNN sees it. Work space, reserve space and the device copy of the
+//! lengths are allocated here on the handle's stream.
+
+use cudarc::cudnn::sys;
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, result as driver};
+
+use crate::config::{DataType, RnnConfig};
+use crate::descriptor::{RnnDataDescriptor, RnnDescriptor, TensorDescriptor};
+use crate::dropout::DropoutState;
+use crate::error::{CudnnRnnError, Result};
+use crate::handle::CudnnHandle;
+use crate::shape::SeqShape;
+use crate::status::check;
+use crate::weights::WeightSpaceLayout;
+
+/// `CUDNN_RNN_PADDED_IO_ENABLED` (a `#define` in cudnn_adv.h): needed for the unpacked
+/// (padded) data layouts.
+const PADDED_IO_ENABLED: u32 = 1;
+
+/// A device allocation (or part of one) holding `bytes` bytes at address `ptr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceBuffer {
+    /// Device address (`CUdeviceptr`).
+    pub ptr: u64,
+    /// Usable bytes from `ptr`.
+    pub bytes: usize,
+}
+
+/// The tensors of a forward call. Layouts: `x` `[T, B, input]` and `y`
+/// `[T, B, dirs * H_out]` sequence-major and right-padded; `hx`/`hy`
+/// `[layers * dirs, B, H_out]`; `cx`/`cy` `[layers * dirs, B, H]`; `weights` a weight
+/// space of [`Lstm::weight_space_bytes`] bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct ForwardBuffers {
+    /// Input sequence.
+    pub x: DeviceBuffer,
+    /// Output sequence (written; zero past each row's length).
+    pub y: DeviceBuffer,
+    /// Initial hidden state.
+    pub hx: DeviceBuffer,
+    /// Initial cell state.
+    pub cx: DeviceBuffer,
+    /// Final hidden state (written).
+    pub hy: DeviceBuffer,
+    /// Final cell state (written).
+    pub cy: DeviceBuffer,
+    /// Weight space.
+    pub weights: DeviceBuffer,
+}
+
+/// The tensors of a backward call (layouts as in [`ForwardBuffers`]); `d*` are gradients.
+#[derive(Clone, Copy, Debug)]
+pub struct BackwardBuffers {
+    /// The forward's input.
+    pub x: DeviceBuffer,
+    /// The forward's output.
+    pub y: DeviceBuffer,
+    /// The forward's initial hidden state.
+    pub hx: DeviceBuffer,
+    /// The forward's initial cell state.
+    pub cx: DeviceBuffer,
+    /// The forward's weight space.
+    pub weights: DeviceBuffer,
+    /// Gradient of `y`.
+    pub dy: DeviceBuffer,
+    /// Gradient of the final hidden state.
+    pub dhy: DeviceBuffer,
+    /// Gradient of the final cell state.
+    pub dcy: DeviceBuffer,
+    /// Gradient of `x` (written; zero past each row's length).
+    pub dx: DeviceBuffer,
+    /// Gradient of `hx` (written).
+    pub dhx: DeviceBuffer,
+    /// Gradient of `cx` (written).
+    pub dcx: DeviceBuffer,
+    /// Gradient of the weight space (overwritten: zeroed, then accumulated by cuDNN).
+    pub dweights: DeviceBuffer,
+}
+
+/// What a training forward leaves for its backward: cuDNN's reserve space, the device
+/// copy of the lengths, and the shape.
+#[derive(Debug)]
+pub struct ReserveSpace {
+    reserve: CudaSlice<u8>,
+    dev_lengths: CudaSlice<i32>,
+    shape: SeqShape,
+}
+
+impl ReserveSpace {
+    /// The shape of the forward call.
+    pub fn shape(&self) -> &SeqShape {
+        &self.shape
+    }
+
+    /// Bytes of the reserve space.
+    pub fn bytes(&self) -> usize {
+        self.reserve.len()
+    }
+}
+
+/// A cuDNN LSTM descriptor for one architecture, with its weight-space layout.
+#[derive(Debug)]
+pub struct Lstm {
+    desc: RnnDescriptor,
+    config: RnnConfig,
+    layout: WeightSpaceLayout,
+}
+
+impl Lstm {
+    /// Configures an LSTM (`cudnnSetRNNDescriptor_v8`: standard algorithm, linear input,
+    /// padded I/O) and reads its weight-space layout.
+    pub fn new(handle: &CudnnHandle, config: RnnConfig, dropout: &DropoutState) -> Result<Self> {
+        config.validate()?;
+        handle.bind_to_thread()?;
+        let desc = RnnDescriptor::new()?;
+        set_descriptor(&desc, &config, dropout)?;
+        let mut bytes = 0usize;
+        // SAFETY: live handle and descriptor, valid out-pointer.
+        check("cudnnGetRNNWeightSpaceSize", unsafe {
+            sys::cudnnGetRNNWeightSpaceSize(handle.raw(), desc.raw(), &mut bytes)
+        })?;
+        // cudnnGetRNNWeightParams computes addresses inside a real weight space.
+        // SAFETY: the buffer is only used as a base address, never read.
+        let probe = unsafe { handle.stream().alloc::<u8>(bytes.max(1)) }
+            .map_err(|e| CudnnRnnError::driver("cuMemAlloc (weight-space probe)", e))?;
+        let layout = {
+            let (base, _sync) = probe.device_ptr(handle.stream());
+            // SAFETY: `probe` holds `bytes` bytes on this device; the descriptor is set.
+            unsafe { WeightSpaceLayout::query(handle.raw(), desc.raw(), &config, base, bytes)? }
+        };
+        Ok(Self {
+            desc,
+            config,
+            layout,
+        })
+    }
+
+    /// Points the descriptor at `dropout` again (after its rate changed).
+    pub fn set_dropout(&mut self, dropout: &DropoutState) -> Result<()> {
+        set_descriptor(&self.desc, &self.config, dropout)
+    }
+
+    /// The architecture.
+    pub fn config(&self) -> &RnnConfig {
+        &self.config
+    }
+
+    /// Bytes of the weight space (`cudnnGetRNNWeightSpaceSize`).
+    pub fn weight_space_bytes(&self) -> usize {
+        self.layout.bytes
+    }
+
+    /// Where each parameter lies in the weight space.
+    pub fn weight_layout(&self) -> &WeightSpaceLayout {
+        &self.layout
+    }
+
+    /// Runs `cudnnRNNForward`. With `training`, returns the reserve space the backward
+    /// needs. Work is queued on the handle's stream; the caller synchronises.
+    ///
+    /// # Safety
+    /// Every buffer must be a live device allocation of the handle's context, not written
+    /// by other work until the stream has finished this call.
+    pub unsafe fn forward(
+        &self,
+        handle: &CudnnHandle,
+        shape: &SeqShape,
+        buffers: &ForwardBuffers,
+        training: bool,
+    ) -> Result<Option<ReserveSpace>> {
+        let sizes = self.sizes(shape);
+        for (name, buffer, bytes) in [
+            ("x", buffers.x, sizes.x),
+            ("y", buffers.y, sizes.y),
+            ("hx", buffers.hx, sizes.h),
+            ("cx", buffers.cx, sizes.c),
+            ("hy", buffers.hy, sizes.h),
+            ("cy", buffers.cy, sizes.c),
+            ("weights", buffers.weights, self.layout.bytes),
+        ] {
+            check_buffer(name, buffer, bytes)?;
+        }
+        handle.bind_to_thread()?;
+        let descs = self.call_descriptors(shape)?;
+        let mode = if training {
+            sys::cudnnForwardMode_t::CUDNN_FWD_MODE_TRAINING
+        } else {
+            sys::cudnnForwardMode_t::CUDNN_FWD_MODE_INFERENCE
+        };
+        let (work_bytes, reserve_bytes) = self.temp_sizes(handle, &descs, mode)?;
+        let stream = handle.stream();
+        // SAFETY: scratch memory, written by cuDNN before it is read.
+        let mut work = unsafe { stream.alloc::<u8>(work_bytes.max(1)) }
+            .map_err(|e| CudnnRnnError::driver("cuMemAlloc (work space)", e))?;
+        let mut reserve = if training {
+            // SAFETY: as above.
+            Some(
+                unsafe { stream.alloc::<u8>(reserve_bytes.max(1)) }
+                    .map_err(|e| CudnnRnnError::driver("cuMemAlloc (reserve space)", e))?,
+            )
+        } else {
+            None
+        };
+        let dev_lengths = stream
+            .clone_htod(shape.lengths())
+            .map_err(|e| CudnnRnnError::driver("cuMemcpyHtoD (lengths)", e))?;
+        {
+            let (lengths_ptr, _s1) = dev_lengths.device_ptr(stream);
+            let (work_ptr, _s2) = work.device_ptr_mut(stream);
+            let (reserve_ptr, reserve_len) = match reserve.as_mut() {
+                Some(r) => {
+                    let len = r.len();
+                    (r.device_ptr_mut(stream).0, len)
+                }
+                None => (0, 0),
+            };
+            // SAFETY: descriptors match the shape, buffers were size-checked above, and the
+            // caller guarantees they are live device memory.
+            check("cudnnRNNForward", unsafe {
+                sys::cudnnRNNForward(
+                    handle.raw(),
+                    self.desc.raw(),
+                    mode,
+                    lengths_ptr as *const i32,
+                    descs.x.raw(),
+                    ptr(buffers.x),
+                    descs.y.raw(),
+                    ptr_mut(buffers.y),
+                    descs.h.raw(),
+                    ptr(buffers.hx),
+                    ptr_mut(buffers.hy),
+                    descs.c.raw(),
+                    ptr(buffers.cx),
+                    ptr_mut(buffers.cy),
+                    self.layout.bytes,
+                    ptr(buffers.weights),
+                    work_bytes,
+                    work_ptr as *mut core::ffi::c_void,
+                    if training { reserve_len } else { 0 },
+                    reserve_ptr as *mut core::ffi::c_void,
+                )
+            })?;
+        }
+        Ok(reserve.map(|reserve| ReserveSpace {
+            reserve,
+            dev_lengths,
+            shape: shape.clone(),
+        }))
+    }
+
+    /// Runs `cudnnRNNBackwardData_v8` then `cudnnRNNBackwardWeights_v8` (that order is
+    /// cuDNN's requirement) from a training forward's reserve space. `dweights` is zeroed
+    /// first because cuDNN adds into it; `dx` is zeroed so padded steps read as zero.
+    ///
+    /// # Safety
+    /// As [`Lstm::forward`]; `buffers` must hold the same `x`, `y`, `hx`, `cx` and weights
+    /// the forward that made `reserve` used.
+    pub unsafe fn backward(
+        &self,
+        handle: &CudnnHandle,
+        reserve: &mut ReserveSpace,
+        buffers: &BackwardBuffers,
+    ) -> Result<()> {
+        let shape = reserve.shape.clone();
+        let sizes = self.sizes(&shape);
+        for (name, buffer, bytes) in [
+            ("x", buffers.x, sizes.x),
+            ("y", buffers.y, sizes.y),
+            ("hx", buffers.hx, sizes.h),
+            ("cx", buffers.cx, sizes.c),
+            ("weights", buffers.weights, self.layout.bytes),
+            ("dy", buffers.dy, sizes.y),
+            ("dhy", buffers.dhy, sizes.h),
+            ("dcy", buffers.dcy, sizes.c),
+            ("dx", buffers.dx, sizes.x),
+            ("dhx", buffers.dhx, sizes.h),
+            ("dcx", buffers.dcx, sizes.c),
+            ("dweights", buffers.dweights, self.layout.bytes),
+        ] {
+            check_buffer(name, buffer, bytes)?;
+        }
+        handle.bind_to_thread()?;
+        let descs = self.call_descriptors(&shape)?;
+        let (work_bytes, reserve_bytes) = self.temp_sizes(
+            handle,
+            &descs,
+            sys::cudnnForwardMode_t::CUDNN_FWD_MODE_TRAINING,
+        )?;
+        if reserve_bytes > reserve.reserve.len() {
+            return Err(CudnnRnnError::invalid(
+                "reserve",
+                format!("a reserve space of at least {reserve_bytes} bytes"),
+                format!("{} bytes", reserve.reserve.len()),
+            ));
+        }
+        let stream = handle.stream();
+        let cu_stream = stream.cu_stream();
+        // SAFETY: scratch memory, written by cuDNN before it is read.
+        let mut work = unsafe { stream.alloc::<u8>(work_bytes.max(1)) }
+            .map_err(|e| CudnnRnnError::driver("cuMemAlloc (work space)", e))?;
+        // SAFETY: the caller guarantees both buffers; the sizes were checked.
+        unsafe {
+            driver::memset_d8_async(buffers.dx.ptr, 0, sizes.x, cu_stream)
+                .and_then(|_| {
+                    driver::memset_d8_async(buffers.dweights.ptr, 0, self.layout.bytes, cu_stream)
+                })
+                .map_err(|e| CudnnRnnError::driver("cuMemsetD8Async (gradients)", e))?;
+        }
+        let reserve_len = reserve.reserve.len();
+        let (lengths_ptr, _s1) = reserve.dev_lengths.device_ptr(stream);
+        let (work_ptr, _s2) = work.device_ptr_mut(stream);
+        let (reserve_ptr, _s3) = reserve.reserve.device_ptr_mut(stream);
+        // SAFETY: as in `forward`; the reserve space comes from the matching forward.
+        check("cudnnRNNBackwardData_v8", unsafe {
+            sys::cudnnRNNBackwardData_v8(
+                handle.raw(),
+                self.desc.raw(),
+                lengths_ptr as *const i32,
+                descs.y.raw(),
+                ptr(buffers.y),
+                ptr(buffers.dy),
+                descs.x.raw(),
+                ptr_mut(buffers.dx),
+                descs.h.raw(),
+                ptr(buffers.hx),
+                ptr(buffers.dhy),
+                ptr_mut(buffers.dhx),
+                descs.c.raw(),
+                ptr(buffers.cx),
+                ptr(buffers.dcy),
+                ptr_mut(buffers.dcx),
+                self.layout.bytes,
+                ptr(buffers.weights),
+                work_bytes,
+                work_ptr as *mut core::ffi::c_void,
+                reserve_len,
+                reserve_ptr as *mut core::ffi::c_void,
+            )
+        })?;
+        // SAFETY: as above; runs after the data backward on the same stream.
+        check("cudnnRNNBackwardWeights_v8", unsafe {
+            sys::cudnnRNNBackwardWeights_v8(
+                handle.raw(),
+                self.desc.raw(),
+                sys::cudnnWgradMode_t::CUDNN_WGRAD_MODE_ADD,
+                lengths_ptr as *const i32,
+                descs.x.raw(),
+                ptr(buffers.x),
+                descs.h.raw(),
+                ptr(buffers.hx),
+                descs.y.raw(),
+                ptr(buffers.y),
+                self.layout.bytes,
+                ptr_mut(buffers.dweights),
+                work_bytes,
+                work_ptr as *mut core::ffi::c_void,
+                reserve_len,
+                reserve_ptr as *mut core::ffi::c_void,
+            )
+        })
+    }
+
+    fn sizes(&self, shape: &SeqShape) -> Sizes {
+        let c = &self.config;
+        let elem = c.data_type.size();
+        let (t, b) = (shape.max_seq_len(), shape.batch());
+        Sizes {
+            x: t * b * c.input_size * elem,
+            y: t * b * c.dirs() * c.output_size() * elem,
+            h: c.pseudo_layers() * b * c.output_size() * elem,
+            c: c.pseudo_layers() * b * c.hidden_size * elem,
+        }
+    }
+
+    fn call_descriptors(&self, shape: &SeqShape) -> Result<CallDescriptors> {
+        let c = &self.config;
+        let layers = c.pseudo_layers() as i32;
+        let batch = shape.batch() as i32;
+        Ok(CallDescriptors {
+            x: data_descriptor(c.data_type, shape, c.input_size)?,
+            y: data_descriptor(c.data_type, shape, c.dirs() * c.output_size())?,
+            h: TensorDescriptor::dense_3d(
+                c.data_type.cudnn(),
+                [layers, batch, c.output_size() as i32],
+            )?,
+            c: TensorDescriptor::dense_3d(
+                c.data_type.cudnn(),
+                [layers, batch, c.hidden_size as i32],
+            )?,
+        })
+    }
+
+    fn temp_sizes(
+        &self,
+        handle: &CudnnHandle,
+        descs: &CallDescriptors,
+        mode: sys::cudnnForwardMode_t,
+    ) -> Result<(usize, usize)> {
+        let (mut work, mut reserve) = (0usize, 0usize);
+        // SAFETY: live handle and descriptors, valid out-pointers.
+        check("cudnnGetRNNTempSpaceSizes", unsafe {
+            sys::cudnnGetRNNTempSpaceSizes(
+                handle.raw(),
+                self.desc.raw(),
+                mode,
+                descs.x.raw(),
+                &mut work,
+                &mut reserve,
+            )
+        })?;
+        Ok((work, reserve))
+    }
+}
+
+struct Sizes {
+    x: usize,
+    y: usize,
+    h: usize,
+    c: usize,
+}
+
+struct CallDescriptors {
+    x: RnnDataDescriptor,
+    y: RnnDataDescriptor,
+    h: TensorDescriptor,
+    c: TensorDescriptor,
+}
+
+fn set_descriptor(desc: &RnnDescriptor, config: &RnnConfig, dropout: &DropoutState) -> Result<()> {
+    let bias = if config.bias {
+        sys::cudnnRNNBiasMode_t::CUDNN_RNN_DOUBLE_BIAS
+    } else {
+        sys::cudnnRNNBiasMode_t::CUDNN_RNN_NO_BIAS
+    };
+    let direction = if config.bidirectional {
+        sys::cudnnDirectionMode_t::CUDNN_BIDIRECTIONAL
+    } else {
+        sys::cudnnDirectionMode_t::CUDNN_UNIDIRECTIONAL
+    };
+    // SAFETY: live descriptors; sizes were validated to fit i32.
+    check("cudnnSetRNNDescriptor_v8", unsafe {
+        sys::cudnnSetRNNDescriptor_v8(
+            desc.raw(),
+            sys::cudnnRNNAlgo_t::CUDNN_RNN_ALGO_STANDARD,
+            sys::cudnnRNNMode_t::CUDNN_LSTM,
+            bias,
+            direction,
+            sys::cudnnRNNInputMode_t::CUDNN_LINEAR_INPUT,
+            config.data_type.cudnn(),
+            config.data_type.cudnn(),
+            config.math_type(),
+            config.input_size as i32,
+            config.hidden_size as i32,
+            config.output_size() as i32,
+            config.num_layers as i32,
+            dropout.raw(),
+            PADDED_IO_ENABLED,
+        )
+    })
+}
+
+/// A sequence-major, right-padded data descriptor whose padding reads as zero.
+fn data_descriptor(
+    data_type: DataType,
+    shape: &SeqShape,
+    vector_size: usize,
+) -> Result<RnnDataDescriptor> {
+    let desc = RnnDataDescriptor::new()?;
+    let mut fill_f32 = 0.0f32;
+    let mut fill_f64 = 0.0f64;
+    let fill: *mut core::ffi::c_void = match data_type {
+        DataType::F32 => (&mut fill_f32 as *mut f32).cast(),
+        DataType::F64 => (&mut fill_f64 as *mut f64).cast(),
+    };
+    // SAFETY: `lengths` holds `batch` entries; `fill` points at a value of the data type.
+    check("cudnnSetRNNDataDescriptor", unsafe {
+        sys::cudnnSetRNNDataDescriptor(
+            desc.raw(),
+            data_type.cudnn(),
+            sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED,
+            shape.max_seq_len() as i32,
+            shape.batch() as i32,
+            vector_size as i32,
+            shape.lengths().as_ptr(),
+            fill,
+        )
+    })?;
+    Ok(desc)
+}
+
+fn check_buffer(name: &'static str, buffer: DeviceBuffer, bytes: usize) -> Result<()> {
+    if buffer.ptr == 0 {
+        return Err(CudnnRnnError::invalid(name, "a device address", "null"));
+    }
+    if buffer.bytes < bytes {
+        return Err(CudnnRnnError::invalid(
+            name,
+            format!("{bytes} bytes"),
+            format!("{} bytes", buffer.bytes),
+        ));
+    }
+    Ok(())
+}
+
+fn ptr(buffer: DeviceBuffer) -> *const core::ffi::c_void {
+    buffer.ptr as *const core::ffi::c_void
+}
+
+fn ptr_mut(buffer: DeviceBuffer) -> *mut core::ffi::c_void {
+    buffer.ptr as *mut core::ffi::c_void
+}
