@@ -34,8 +34,12 @@ mod backends;
 mod checkpoint;
 mod config;
 mod convert;
+#[cfg(feature = "cuda")]
+mod cudnn;
 mod error;
 mod fused_cpu;
+#[cfg(feature = "cubecl")]
+mod fusion_op;
 mod kernel;
 mod module;
 mod op;
@@ -45,6 +49,8 @@ mod validate;
 
 pub use backend::{HostResiduals, LstmBackend, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
 pub use config::{CudnnCompatibleLstmConfig, NanPolicy};
+#[cfg(feature = "cuda")]
+pub use cudnn::{CudnnMath, cudnn_math, set_cudnn_math};
 pub use error::LstmError;
 pub use fused_cpu::{cpu_threads, set_cpu_threads};
 pub use kernel::{KernelChoice, LstmKernel};

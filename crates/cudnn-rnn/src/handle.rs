@@ -85,6 +85,23 @@ impl CudnnHandle {
             .map_err(|e| CudnnRnnError::driver("cuStreamSynchronize", e))
     }
 
+    /// Queues zeroing `buffer` on the handle's stream.
+    ///
+    /// # Safety
+    /// `buffer` must be a live device allocation of this handle's context.
+    pub unsafe fn zero(&self, buffer: crate::DeviceBuffer) -> Result<()> {
+        // SAFETY: guaranteed by the caller.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(
+                buffer.ptr,
+                0,
+                buffer.bytes,
+                self.stream.cu_stream(),
+            )
+        }
+        .map_err(|e| CudnnRnnError::driver("cuMemsetD8Async", e))
+    }
+
     pub(crate) fn raw(&self) -> sys::cudnnHandle_t {
         self.raw
     }

@@ -1,0 +1,245 @@
+//! The cuDNN op on `CubeTensor<CudaRuntime>`.
+//!
+//! Interop with CubeCL: the tensors' device addresses come from CubeCL's resources (kept
+//! alive until cuDNN's stream has finished). CubeCL's stream is not public, so the call
+//! synchronises CubeCL before cuDNN reads anything and cuDNN's stream before CubeCL reads
+//! the results: two host round trips per call (docs/cudnn.md).
+
+use std::sync::Mutex;
+
+use burn::tensor::{Shape, backend::Backend};
+use burn_cubecl::{
+    CubeBackend, kernel::into_contiguous, ops::numeric::empty_device_contiguous_dtype,
+    tensor::CubeTensor,
+};
+use cubecl_cuda::CudaRuntime;
+use cudnn_rnn::{
+    BackwardBuffers, DataType, DeviceBuffer, ForwardBuffers, MathMode, ReserveSpace, SeqShape,
+};
+
+use crate::cudnn::choice::data_type;
+use crate::cudnn::device::device;
+use crate::cudnn::settings::cudnn_math;
+use crate::spec::LstmSpec;
+
+/// A tensor of the CUDA runtime.
+pub(crate) type CudaTensor = CubeTensor<CudaRuntime>;
+
+/// What a training forward keeps in host memory for its backward: cuDNN's reserve space
+/// (taken by the backward) and the settings the backward must configure cuDNN with.
+pub(crate) struct CudnnTape {
+    reserve: Mutex<Option<ReserveSpace>>,
+    data_type: DataType,
+    math: MathMode,
+    probability: f32,
+}
+
+/// Results of a forward: `y`, `h_n`, `c_n`, and for training the residual tensors
+/// (`y` and the weight space) and the tape.
+pub(crate) struct CudnnForward {
+    pub outputs: [CudaTensor; 3],
+    pub saved: Option<(Vec<CudaTensor>, CudnnTape)>,
+}
+
+fn empty(like: &CudaTensor, shape: &[usize]) -> CudaTensor {
+    empty_device_contiguous_dtype(
+        like.client.clone(),
+        like.device.clone(),
+        Shape::from(shape.to_vec()),
+        like.dtype,
+    )
+}
+
+fn byte_len(tensor: &CudaTensor) -> usize {
+    tensor.meta.shape().num_elements() * tensor.dtype.size()
+}
+
+/// Waits for every queued CubeCL kernel on `tensor`'s device.
+fn sync_cubecl(tensor: &CudaTensor) -> Result<(), String> {
+    <CubeBackend<CudaRuntime, f32, i32, u8> as Backend>::sync(&tensor.device)
+        .map_err(|e| format!("synchronising CubeCL before cuDNN: {e:?}"))
+}
+
+/// Forward through cuDNN; `save` keeps what [`backward`] needs.
+pub(crate) fn forward(
+    inputs: [CudaTensor; 4],
+    spec: &LstmSpec,
+    save: bool,
+) -> Result<CudnnForward, String> {
+    let [x, weights, h0, c0] = inputs.map(into_contiguous);
+    let data_type = data_type(x.dtype).ok_or_else(|| format!("cuDNN cannot run {:?}", x.dtype))?;
+    let elem = data_type.size();
+    let arch = &spec.arch;
+    let shape = SeqShape::new(spec.seq_len, spec.batch, spec.lengths.as_deref())
+        .map_err(|e| e.to_string())?;
+    let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
+    let y = empty(&x, &[t, b, arch.dirs() * arch.output_size()]);
+    let h_n = empty(&x, &[cells, b, arch.output_size()]);
+    let c_n = empty(&x, &[cells, b, arch.hidden_size]);
+    let probability = if spec.dropout_active() {
+        spec.dropout as f32
+    } else {
+        0.0
+    };
+    let math = cudnn_math();
+
+    let device = device(x.device.index)?;
+    let mut device = device.lock().unwrap_or_else(|e| e.into_inner());
+    let (handle, prepared) = device.lstm(arch, data_type, math, probability, spec.dropout_seed)?;
+    let plan = &prepared.plan;
+    let space = if plan.identity {
+        weights.clone()
+    } else {
+        empty(&x, &[plan.space_len])
+    };
+
+    let mut keep_alive = Vec::new();
+    let mut buffer = |tensor: &CudaTensor| -> Result<DeviceBuffer, String> {
+        let resource = tensor
+            .client
+            .get_resource(tensor.handle.clone())
+            .map_err(|e| format!("reading a CubeCL buffer's address: {e:?}"))?;
+        let buffer = DeviceBuffer {
+            ptr: resource.resource().ptr,
+            bytes: byte_len(tensor),
+        };
+        keep_alive.push(resource);
+        Ok(buffer)
+    };
+    let buffers = ForwardBuffers {
+        x: buffer(&x)?,
+        y: buffer(&y)?,
+        hx: buffer(&h0)?,
+        cx: buffer(&c0)?,
+        hy: buffer(&h_n)?,
+        cy: buffer(&c_n)?,
+        weights: buffer(&space)?,
+    };
+    let canonical = buffer(&weights)?;
+    sync_cubecl(&x)?;
+    let reserve = (|| {
+        // SAFETY: every buffer is a live CubeCL allocation of this device (kept alive by
+        // `keep_alive`) that CubeCL has finished writing (synchronised above), and nothing
+        // else writes them before the stream synchronisation below.
+        unsafe {
+            if !plan.identity {
+                if plan.has_gaps {
+                    handle.zero(buffers.weights)?;
+                }
+                plan.to_cudnn
+                    .copy(handle.stream(), canonical.ptr, buffers.weights.ptr, elem)?;
+            }
+            let reserve = prepared.lstm.forward(handle, &shape, &buffers, save)?;
+            handle.synchronize()?;
+            Ok::<_, cudnn_rnn::CudnnRnnError>(reserve)
+        }
+    })()
+    .map_err(|e| e.to_string())?;
+    drop(keep_alive);
+
+    let saved = reserve.map(|reserve| {
+        (
+            vec![y.clone(), space],
+            CudnnTape {
+                reserve: Mutex::new(Some(reserve)),
+                data_type,
+                math,
+                probability,
+            },
+        )
+    });
+    Ok(CudnnForward {
+        outputs: [y, h_n, c_n],
+        saved,
+    })
+}
+
+/// Backward through cuDNN from a training forward's `inputs` (`[x, weights, h0, c0]`),
+/// `residuals` (`[y, weight space]`), `tape`, and the output gradients `[dy, dh_n, dc_n]`.
+/// Returns the gradients of `[x, weights, h0, c0]`.
+pub(crate) fn backward(
+    inputs: [CudaTensor; 4],
+    residuals: [CudaTensor; 2],
+    tape: &CudnnTape,
+    output_grads: [CudaTensor; 3],
+    spec: &LstmSpec,
+) -> Result<[CudaTensor; 4], String> {
+    let [x, weights, h0, c0] = inputs.map(into_contiguous);
+    let [y, space] = residuals.map(into_contiguous);
+    let [dy, dh_n, dc_n] = output_grads.map(into_contiguous);
+    let mut reserve = tape
+        .reserve
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .ok_or("the cuDNN reserve space was already consumed (a second backward)")?;
+    let elem = tape.data_type.size();
+    let dx = empty(&x, x.meta.shape());
+    let dh0 = empty(&h0, h0.meta.shape());
+    let dc0 = empty(&c0, c0.meta.shape());
+    let dweights = empty(&weights, weights.meta.shape());
+
+    let device = device(x.device.index)?;
+    let mut device = device.lock().unwrap_or_else(|e| e.into_inner());
+    let (handle, prepared) = device.lstm(
+        &spec.arch,
+        tape.data_type,
+        tape.math,
+        tape.probability,
+        None,
+    )?;
+    let plan = &prepared.plan;
+    let dspace = if plan.identity {
+        dweights.clone()
+    } else {
+        empty(&x, &[plan.space_len])
+    };
+
+    let mut keep_alive = Vec::new();
+    let mut buffer = |tensor: &CudaTensor| -> Result<DeviceBuffer, String> {
+        let resource = tensor
+            .client
+            .get_resource(tensor.handle.clone())
+            .map_err(|e| format!("reading a CubeCL buffer's address: {e:?}"))?;
+        let buffer = DeviceBuffer {
+            ptr: resource.resource().ptr,
+            bytes: byte_len(tensor),
+        };
+        keep_alive.push(resource);
+        Ok(buffer)
+    };
+    let buffers = BackwardBuffers {
+        x: buffer(&x)?,
+        y: buffer(&y)?,
+        hx: buffer(&h0)?,
+        cx: buffer(&c0)?,
+        weights: buffer(&space)?,
+        dy: buffer(&dy)?,
+        dhy: buffer(&dh_n)?,
+        dcy: buffer(&dc_n)?,
+        dx: buffer(&dx)?,
+        dhx: buffer(&dh0)?,
+        dcx: buffer(&dc0)?,
+        dweights: buffer(&dspace)?,
+    };
+    let canonical_grad = buffer(&dweights)?;
+    sync_cubecl(&x)?;
+    (|| {
+        // SAFETY: as in `forward`.
+        unsafe {
+            prepared.lstm.backward(handle, &mut reserve, &buffers)?;
+            if !plan.identity {
+                plan.from_cudnn.copy(
+                    handle.stream(),
+                    buffers.dweights.ptr,
+                    canonical_grad.ptr,
+                    elem,
+                )?;
+            }
+            handle.synchronize()
+        }
+    })()
+    .map_err(|e| e.to_string())?;
+    drop(keep_alive);
+    Ok([dx, dweights, dh0, dc0])
+}

@@ -1,0 +1,35 @@
+//! Process-wide cuDNN settings.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use cudnn_rnn::MathMode;
+
+/// 0: unset (read `BURN_LSTM_CUDNN_TF32`), 1: FMA, 2: TF32.
+static MATH: AtomicU8 = AtomicU8::new(0);
+
+/// How cuDNN computes `f32` LSTMs: [`MathMode::Fma`] (exact `f32`, the numbers of the CPU
+/// kernels; the default) or [`MathMode::Tf32`] (tensor cores, faster, about 1e-3 relative
+/// error per product). The environment variable `BURN_LSTM_CUDNN_TF32=1` sets TF32 until
+/// [`set_cudnn_math`] is called.
+pub fn cudnn_math() -> MathMode {
+    match MATH.load(Ordering::Relaxed) {
+        1 => MathMode::Fma,
+        2 => MathMode::Tf32,
+        _ => {
+            if std::env::var("BURN_LSTM_CUDNN_TF32").is_ok_and(|v| v == "1") {
+                MathMode::Tf32
+            } else {
+                MathMode::Fma
+            }
+        }
+    }
+}
+
+/// Sets the cuDNN math mode for calls that start after this one (see [`cudnn_math`]).
+pub fn set_cudnn_math(mode: MathMode) {
+    let value = match mode {
+        MathMode::Fma => 1,
+        MathMode::Tf32 => 2,
+    };
+    MATH.store(value, Ordering::Relaxed);
+}
