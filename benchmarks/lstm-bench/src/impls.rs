@@ -8,23 +8,57 @@ use burn_lstm::{CudnnCompatibleLstmConfig, LstmBackend, LstmKernel};
 use crate::args::{Args, Mode};
 
 /// Implementations built into this binary.
+#[cfg(not(feature = "cuda"))]
 pub const NAMES: &[&str] = &["burn-lstm", "portable", "fused-cpu", "lstm-cpu"];
+/// Implementations built into this binary.
+#[cfg(feature = "cuda")]
+pub const NAMES: &[&str] = &["burn-lstm", "portable", "fused-cpu", "lstm-cpu", "cudnn"];
 
 /// One timed call.
 pub type Call = Box<dyn FnMut()>;
 
 pub fn build(args: &Args) -> Result<Call, String> {
-    if args.device != "cpu" {
-        return Err(format!(
-            "--device {}: this build runs on cpu only (the cuda device comes with the `cuda` feature)",
-            args.device
-        ));
+    match args.device.as_str() {
+        "cpu" => build_cpu(args),
+        "cuda" => build_cuda(args),
+        other => Err(format!("--device {other}: expected cpu or cuda")),
     }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn build_cuda(_args: &Args) -> Result<Call, String> {
+    Err("--device cuda: this build has no CUDA; build with `--features cuda`".into())
+}
+
+/// Everything on Burn's (fused) Cuda backend: `cudnn` (the cuDNN op), `portable` (our
+/// portable kernel) and `burn-lstm` (Burn's `nn::Lstm`).
+#[cfg(feature = "cuda")]
+fn build_cuda(args: &Args) -> Result<Call, String> {
+    use burn::backend::Cuda;
+    burn_lstm::set_cudnn_math(if std::env::var("LSTM_BENCH_TF32").is_ok_and(|v| v == "1") {
+        burn_lstm::CudnnMath::Tf32
+    } else {
+        burn_lstm::CudnnMath::Fma
+    });
     match (args.implementation.as_str(), args.mode) {
-        ("portable", Mode::Infer) => Ok(ours::<NdArray>(args, LstmKernel::Portable)),
-        ("portable", Mode::Train) => Ok(ours::<Autodiff<NdArray>>(args, LstmKernel::Portable)),
-        ("fused-cpu", Mode::Infer) => Ok(ours::<NdArray>(args, LstmKernel::FusedCpu)),
-        ("fused-cpu", Mode::Train) => Ok(ours::<Autodiff<NdArray>>(args, LstmKernel::FusedCpu)),
+        ("cudnn", Mode::Infer) => ours::<Cuda>(args, LstmKernel::Cudnn),
+        ("cudnn", Mode::Train) => ours::<Autodiff<Cuda>>(args, LstmKernel::Cudnn),
+        ("portable", Mode::Infer) => ours::<Cuda>(args, LstmKernel::Portable),
+        ("portable", Mode::Train) => ours::<Autodiff<Cuda>>(args, LstmKernel::Portable),
+        ("burn-lstm", Mode::Infer) => Ok(burn_nn::<Cuda>(args)),
+        ("burn-lstm", Mode::Train) => Ok(burn_nn::<Autodiff<Cuda>>(args)),
+        (other, _) => Err(format!(
+            "--impl {other} --device cuda: not available; on cuda: cudnn, portable, burn-lstm"
+        )),
+    }
+}
+
+fn build_cpu(args: &Args) -> Result<Call, String> {
+    match (args.implementation.as_str(), args.mode) {
+        ("portable", Mode::Infer) => ours::<NdArray>(args, LstmKernel::Portable),
+        ("portable", Mode::Train) => ours::<Autodiff<NdArray>>(args, LstmKernel::Portable),
+        ("fused-cpu", Mode::Infer) => ours::<NdArray>(args, LstmKernel::FusedCpu),
+        ("fused-cpu", Mode::Train) => ours::<Autodiff<NdArray>>(args, LstmKernel::FusedCpu),
         ("burn-lstm", Mode::Infer) => Ok(burn_nn::<NdArray>(args)),
         ("burn-lstm", Mode::Train) => Ok(burn_nn::<Autodiff<NdArray>>(args)),
         ("lstm-cpu", mode) => Ok(kernel_alone(args, mode)),
@@ -55,7 +89,7 @@ fn finish<B: Backend>(y: Tensor<B, 3>) {
 }
 
 /// `CudnnCompatibleLstm` with `kernel` asked for (refused if another would run).
-fn ours<B: LstmBackend + 'static>(args: &Args, kernel: LstmKernel) -> Call {
+fn ours<B: LstmBackend + 'static>(args: &Args, kernel: LstmKernel) -> Result<Call, String> {
     let device = Default::default();
     burn_lstm::set_cpu_threads(args.threads);
     let model = CudnnCompatibleLstmConfig::new(args.input, args.hidden)
@@ -64,9 +98,11 @@ fn ours<B: LstmBackend + 'static>(args: &Args, kernel: LstmKernel) -> Call {
         .init::<B>(&device)
         .with_kernel(Some(kernel));
     let choice = model.kernel(&device, args.batch, args.seq);
-    assert_eq!(choice.kernel, kernel, "--impl {kernel} would run {choice}");
+    if choice.kernel != kernel {
+        return Err(format!("--impl {kernel} would run {choice}"));
+    }
     let x = input::<B>(args);
-    Box::new(move || finish(model.forward(x.clone(), None).0))
+    Ok(Box::new(move || finish(model.forward(x.clone(), None).0)))
 }
 
 enum BurnLayer<B: Backend> {
@@ -108,14 +144,27 @@ fn burn_nn<B: Backend + 'static>(args: &Args) -> Call {
     })
 }
 
-/// Runs the backward when `B` is `Autodiff<NdArray>`, the training backend here
-/// (`backward` exists only on autodiff backends, and the closures are generic).
+/// Runs the backward when `B` is one of the training backends here (`Autodiff<NdArray>`,
+/// `Autodiff<Cuda>`): `backward` exists only on autodiff backends, and the closures are
+/// generic.
 fn backward_hook<B: Backend>(loss: Tensor<B, 1>) {
     use std::any::Any;
     let any: Box<dyn Any> = Box::new(loss);
-    if let Ok(loss) = any.downcast::<Tensor<Autodiff<NdArray>, 1>>() {
+    let any = match any.downcast::<Tensor<Autodiff<NdArray>, 1>>() {
+        Ok(loss) => {
+            loss.backward();
+            return;
+        }
+        Err(other) => other,
+    };
+    #[cfg(feature = "cuda")]
+    if let Ok(loss) = any.downcast::<Tensor<Autodiff<burn::backend::Cuda>, 1>>() {
         loss.backward();
+        return;
     }
+    #[cfg(not(feature = "cuda"))]
+    drop(any);
+    panic!("no backward for this backend");
 }
 
 /// The fused CPU kernel on plain slices, without Burn (no tensor copies, no parameter
