@@ -35,11 +35,13 @@ fn build_cuda(_args: &Args) -> Result<Call, String> {
 #[cfg(feature = "cuda")]
 fn build_cuda(args: &Args) -> Result<Call, String> {
     use burn::backend::Cuda;
-    burn_lstm::set_cudnn_math(if std::env::var("LSTM_BENCH_TF32").is_ok_and(|v| v == "1") {
-        burn_lstm::CudnnMath::Tf32
-    } else {
-        burn_lstm::CudnnMath::Fma
-    });
+    burn_lstm::set_cudnn_math(
+        if std::env::var("LSTM_BENCH_TF32").is_ok_and(|v| v == "1") {
+            burn_lstm::CudnnMath::Tf32
+        } else {
+            burn_lstm::CudnnMath::Fma
+        },
+    );
     match (args.implementation.as_str(), args.mode) {
         ("cudnn", Mode::Infer) => ours::<Cuda>(args, LstmKernel::Cudnn),
         ("cudnn", Mode::Train) => ours::<Autodiff<Cuda>>(args, LstmKernel::Cudnn),

@@ -122,10 +122,20 @@ impl GoldenCase {
 
 /// The fixtures shipped with the crate, plus every case in `$LSTM_GOLDEN_DIR` when set.
 pub fn golden_paths() -> Vec<PathBuf> {
-    let mut dirs = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden")];
-    if let Ok(extra) = std::env::var("LSTM_GOLDEN_DIR") {
-        dirs.push(PathBuf::from(extra));
+    let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden");
+    let extra = std::env::var("LSTM_GOLDEN_DIR").ok().map(PathBuf::from);
+    let mut dirs = Vec::new();
+    // A test binary copied to another machine (the GPU machine) cannot see the fixtures it
+    // was built next to: there `LSTM_GOLDEN_DIR` names the copied cases instead.
+    if extra.is_none() || shipped.is_dir() {
+        dirs.push(shipped);
+    } else {
+        println!(
+            "{} is not here; using LSTM_GOLDEN_DIR only",
+            shipped.display()
+        );
     }
+    dirs.extend(extra);
     let mut paths = Vec::new();
     for dir in dirs {
         let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)

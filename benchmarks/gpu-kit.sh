@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds, on this machine (Rust, no GPU), what the GPU machine (GPU, no Rust) runs:
+# the cuDNN test binaries, lstm-bench with `--features cuda`, the golden cases and the
+# peer script, into .device/ (git-ignored). Then, with the device tool:
+#   run(command="bash .device/gpu-run.sh", carry=[".device"])
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=.device
+rm -rf "$out" && mkdir -p "$out/bin" "$out/golden"
+cargo build --release -p lstm-bench --features cuda
+cp target/release/lstm-bench "$out/bin/"
+for test in cudnn cudnn_f64; do
+  exe=$(cargo test --release -p burn-lstm --features cuda --test "$test" --no-run \
+          --message-format=json 2>/dev/null |
+        python3 -c "import json,sys
+for l in sys.stdin:
+    m=json.loads(l)
+    if m.get('reason')=='compiler-artifact' and m['target']['name']=='$test' and m.get('executable'): print(m['executable'])")
+  cp "$exe" "$out/bin/$test"
+done
+strip "$out"/bin/*
+cp crates/burn-lstm/tests/fixtures/golden/*.safetensors "$out/golden/"
+cp benchmarks/gpu-run.sh "$out/"
+peers="${PEERS:-../shared/peers/lstm_peers.py}"
+[ -f "$peers" ] && cp "$peers" "$out/"
+du -sh "$out"
