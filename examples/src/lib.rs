@@ -1,1 +1,5 @@
-//! Runnable examples live in `examples/`; this library is empty.
+//! Shared code of the runnable examples (`cargo run --release --example NAME` from the
+//! repository root): the sunspot forecaster that `train` trains and `infer` serves.
+
+pub mod flags;
+pub mod sunspots;

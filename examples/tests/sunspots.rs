@@ -1,0 +1,138 @@
+//! The train → save → infer path of the examples on a tiny config (a few steps), and the
+//! errors a user can meet: missing or corrupt checkpoint, a checkpoint from another
+//! config, a missing data file.
+
+use std::path::PathBuf;
+
+use burn::backend::{Autodiff, NdArray};
+use burn::config::Config;
+use lstm_examples::sunspots::{
+    self, CONFIG_FILE, ExampleError, ForecastConfig, MODEL_FILE, TrainOptions,
+};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lstm-examples-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn tiny() -> TrainOptions {
+    TrainOptions {
+        config: ForecastConfig::new()
+            .with_window(12)
+            .with_hidden(6)
+            .with_layers(2)
+            .with_test_months(60),
+        epochs: 1,
+        batch_size: 32,
+        learning_rate: 1e-2,
+        seed: 7,
+        max_steps: Some(4),
+        verbose: false,
+    }
+}
+
+#[test]
+fn trains_saves_and_infers_from_the_saved_files() {
+    let series = sunspots::load_series(&sunspots::default_data_path()).unwrap();
+    assert_eq!(series.values.len(), 3120);
+    assert_eq!(series.dates[0], (1749, 1));
+    let dir = temp_dir("roundtrip");
+    let trained =
+        sunspots::train::<Autodiff<NdArray>>(&series, &tiny(), &dir, &Default::default()).unwrap();
+    assert!(dir.join(MODEL_FILE).is_file() && dir.join(CONFIG_FILE).is_file());
+
+    let device = Default::default();
+    let (model, config) = sunspots::load_forecaster::<NdArray>(&dir, None, &device).unwrap();
+    assert_eq!(
+        (config.window, config.hidden, config.test_months),
+        (12, 6, 60)
+    );
+    // The saved normalisation is the training months' statistics, not the defaults.
+    assert!(config.mean > 10.0 && config.std > 10.0, "{config:?}");
+    let served = sunspots::evaluate(&model, &config, &series, &device).unwrap();
+    assert_eq!(served.forecasts.len(), 60);
+    assert_eq!(served.start, 3120 - 60);
+    // The loaded model is the trained one: the same forecasts, bit for bit.
+    assert_eq!(served.forecasts, trained.forecasts);
+    assert!(served.rmse.is_finite() && served.rmse > 0.0);
+    assert!(served.persistence_rmse > 0.0);
+    let ahead = sunspots::forecast_ahead(&model, &config, &series, 3, &device);
+    assert_eq!(ahead.len(), 3);
+    assert!(ahead.iter().all(|v| v.is_finite() && *v >= 0.0));
+
+    let plot = dir.join("plot.svg");
+    sunspots::write_svg(&plot, &series, &served).unwrap();
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert_eq!(svg.matches("<polyline").count(), 2);
+}
+
+#[test]
+fn user_errors_name_the_file_and_the_problem() {
+    let device = Default::default();
+    let load = |dir: &PathBuf| sunspots::load_forecaster::<NdArray>(dir, None, &device);
+
+    let missing = temp_dir("missing");
+    let err = load(&missing).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ExampleError::Missing {
+                what: "checkpoint",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains(MODEL_FILE), "{err}");
+
+    let series = sunspots::load_series(&sunspots::default_data_path()).unwrap();
+    let good = temp_dir("good");
+    sunspots::train::<Autodiff<NdArray>>(&series, &tiny(), &good, &Default::default()).unwrap();
+
+    // A corrupt checkpoint.
+    let corrupt = temp_dir("corrupt");
+    std::fs::write(corrupt.join(MODEL_FILE), b"not a checkpoint").unwrap();
+    std::fs::copy(good.join(CONFIG_FILE), corrupt.join(CONFIG_FILE)).unwrap();
+    let err = load(&corrupt).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ExampleError::Corrupt {
+                what: "checkpoint",
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    // A checkpoint with another run's config next to it.
+    let other = temp_dir("other");
+    std::fs::copy(good.join(MODEL_FILE), other.join(MODEL_FILE)).unwrap();
+    tiny()
+        .config
+        .with_hidden(9)
+        .save(other.join(CONFIG_FILE))
+        .unwrap();
+    let err = load(&other).unwrap_err();
+    assert!(matches!(err, ExampleError::ConfigMismatch { .. }), "{err}");
+    assert!(err.to_string().contains("the config needs"), "{err}");
+
+    // No config.
+    let no_config = temp_dir("no-config");
+    std::fs::copy(good.join(MODEL_FILE), no_config.join(MODEL_FILE)).unwrap();
+    let err = load(&no_config).unwrap_err();
+    assert!(
+        matches!(err, ExampleError::Missing { what: "config", .. }),
+        "{err}"
+    );
+
+    // A missing or malformed data file.
+    let err = sunspots::load_series(&missing.join("nope.csv")).unwrap_err();
+    assert!(err.to_string().starts_with("data file not found"), "{err}");
+    let bad = missing.join("bad.csv");
+    std::fs::write(&bad, "year,month,sunspots\n1749,1,abc\n").unwrap();
+    let err = sunspots::load_series(&bad).unwrap_err();
+    assert!(err.to_string().contains("line 2"), "{err}");
+}
