@@ -54,6 +54,27 @@ fn byte_len(tensor: &CudaTensor) -> usize {
     tensor.meta.shape().num_elements() * tensor.dtype.size()
 }
 
+/// CubeCL resources whose memory must stay allocated until cuDNN's stream has finished
+/// with it (dropping a resource lets CubeCL reuse the memory).
+#[derive(Default)]
+struct Pinned(Vec<Box<dyn core::any::Any>>);
+
+impl Pinned {
+    /// The device address and size of `tensor` (contiguous), kept alive by `self`.
+    fn buffer(&mut self, tensor: &CudaTensor) -> Result<DeviceBuffer, String> {
+        let resource = tensor
+            .client
+            .get_resource(tensor.handle.clone())
+            .map_err(|e| format!("reading a CubeCL buffer's address: {e:?}"))?;
+        let buffer = DeviceBuffer {
+            ptr: resource.resource().ptr,
+            bytes: byte_len(tensor),
+        };
+        self.0.push(Box::new(resource));
+        Ok(buffer)
+    }
+}
+
 /// Waits for every queued CubeCL kernel on `tensor`'s device.
 fn sync_cubecl(tensor: &CudaTensor) -> Result<(), String> {
     <CubeBackend<CudaRuntime, f32, i32, u8> as Backend>::sync(&tensor.device)
@@ -93,19 +114,8 @@ pub(crate) fn forward(
         empty(&x, &[plan.space_len])
     };
 
-    let mut keep_alive = Vec::new();
-    let mut buffer = |tensor: &CudaTensor| -> Result<DeviceBuffer, String> {
-        let resource = tensor
-            .client
-            .get_resource(tensor.handle.clone())
-            .map_err(|e| format!("reading a CubeCL buffer's address: {e:?}"))?;
-        let buffer = DeviceBuffer {
-            ptr: resource.resource().ptr,
-            bytes: byte_len(tensor),
-        };
-        keep_alive.push(resource);
-        Ok(buffer)
-    };
+    let mut pinned = Pinned::default();
+    let mut buffer = |tensor: &CudaTensor| pinned.buffer(tensor);
     let buffers = ForwardBuffers {
         x: buffer(&x)?,
         y: buffer(&y)?,
@@ -119,7 +129,7 @@ pub(crate) fn forward(
     sync_cubecl(&x)?;
     let reserve = (|| {
         // SAFETY: every buffer is a live CubeCL allocation of this device (kept alive by
-        // `keep_alive`) that CubeCL has finished writing (synchronised above), and nothing
+        // `pinned`) that CubeCL has finished writing (synchronised above), and nothing
         // else writes them before the stream synchronisation below.
         unsafe {
             if !plan.identity {
@@ -135,7 +145,7 @@ pub(crate) fn forward(
         }
     })()
     .map_err(|e| e.to_string())?;
-    drop(keep_alive);
+    drop(pinned);
 
     let saved = reserve.map(|reserve| {
         (
@@ -195,19 +205,8 @@ pub(crate) fn backward(
         empty(&x, &[plan.space_len])
     };
 
-    let mut keep_alive = Vec::new();
-    let mut buffer = |tensor: &CudaTensor| -> Result<DeviceBuffer, String> {
-        let resource = tensor
-            .client
-            .get_resource(tensor.handle.clone())
-            .map_err(|e| format!("reading a CubeCL buffer's address: {e:?}"))?;
-        let buffer = DeviceBuffer {
-            ptr: resource.resource().ptr,
-            bytes: byte_len(tensor),
-        };
-        keep_alive.push(resource);
-        Ok(buffer)
-    };
+    let mut pinned = Pinned::default();
+    let mut buffer = |tensor: &CudaTensor| pinned.buffer(tensor);
     let buffers = BackwardBuffers {
         x: buffer(&x)?,
         y: buffer(&y)?,
@@ -240,6 +239,6 @@ pub(crate) fn backward(
         }
     })()
     .map_err(|e| e.to_string())?;
-    drop(keep_alive);
+    drop(pinned);
     Ok([dx, dweights, dh0, dc0])
 }
