@@ -125,9 +125,7 @@ impl Lstm {
             sys::cudnnGetRNNWeightSpaceSize(handle.raw(), desc.raw(), &mut bytes)
         })?;
         // cudnnGetRNNWeightParams computes addresses inside a real weight space.
-        // SAFETY: the buffer is only used as a base address, never read.
-        let probe = unsafe { handle.stream().alloc::<u8>(bytes.max(1)) }
-            .map_err(|e| CudnnRnnError::driver("cuMemAlloc (weight-space probe)", e))?;
+        let probe = scratch(handle, bytes, "cuMemAlloc (weight-space probe)")?;
         let layout = {
             let (base, _sync) = probe.device_ptr(handle.stream());
             // SAFETY: `probe` holds `bytes` bytes on this device; the descriptor is set.
@@ -194,15 +192,13 @@ impl Lstm {
         };
         let (work_bytes, reserve_bytes) = self.temp_sizes(handle, &descs, mode)?;
         let stream = handle.stream();
-        // SAFETY: scratch memory, written by cuDNN before it is read.
-        let mut work = unsafe { stream.alloc::<u8>(work_bytes.max(1)) }
-            .map_err(|e| CudnnRnnError::driver("cuMemAlloc (work space)", e))?;
+        let mut work = scratch(handle, work_bytes, "cuMemAlloc (work space)")?;
         let mut reserve = if training {
-            // SAFETY: as above.
-            Some(
-                unsafe { stream.alloc::<u8>(reserve_bytes.max(1)) }
-                    .map_err(|e| CudnnRnnError::driver("cuMemAlloc (reserve space)", e))?,
-            )
+            Some(scratch(
+                handle,
+                reserve_bytes,
+                "cuMemAlloc (reserve space)",
+            )?)
         } else {
             None
         };
@@ -300,9 +296,7 @@ impl Lstm {
         }
         let stream = handle.stream();
         let cu_stream = stream.cu_stream();
-        // SAFETY: scratch memory, written by cuDNN before it is read.
-        let mut work = unsafe { stream.alloc::<u8>(work_bytes.max(1)) }
-            .map_err(|e| CudnnRnnError::driver("cuMemAlloc (work space)", e))?;
+        let mut work = scratch(handle, work_bytes, "cuMemAlloc (work space)")?;
         // SAFETY: the caller guarantees both buffers; the sizes were checked.
         unsafe {
             driver::memset_d8_async(buffers.dx.ptr, 0, sizes.x, cu_stream)
@@ -491,6 +485,13 @@ fn data_descriptor(
         )
     })?;
     Ok(desc)
+}
+
+/// Uninitialised device memory of `bytes` bytes (at least 1) on the handle's stream.
+fn scratch(handle: &CudnnHandle, bytes: usize, call: &'static str) -> Result<CudaSlice<u8>> {
+    // SAFETY: every caller gives cuDNN memory it writes before reading, or uses only its
+    // address (the weight-space probe).
+    unsafe { handle.stream().alloc::<u8>(bytes.max(1)) }.map_err(|e| CudnnRnnError::driver(call, e))
 }
 
 fn check_buffer(name: &'static str, buffer: DeviceBuffer, bytes: usize) -> Result<()> {
