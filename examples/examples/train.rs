@@ -104,24 +104,7 @@ fn train_cuda(
     out: &std::path::Path,
 ) -> Result<sunspots::Evaluation, ExampleError> {
     use burn::backend::Cuda;
-    use burn_lstm::LstmBackend;
     let device = burn::backend::cuda::CudaDevice::default();
-    let spec_choice = <Autodiff<Cuda> as LstmBackend>::lstm_kernel(
-        &device,
-        &burn_lstm::LstmSpec {
-            arch: burn_lstm::CudnnCompatibleLstmConfig::new(1, options.config.hidden)
-                .with_num_layers(options.config.layers)
-                .arch(),
-            seq_len: options.config.window,
-            batch: options.batch_size,
-            lengths: None,
-            dropout: options.config.dropout,
-            training: true,
-            dropout_seed: None,
-            kernel: None,
-        },
-    );
-    println!("LSTM kernel on CUDA: {spec_choice}");
     sunspots::train::<Autodiff<Cuda>>(series, options, out, &device)
 }
 

@@ -273,6 +273,10 @@ where
     config.mean = mean;
     config.std = var.sqrt().max(1e-6);
     let mut model = config.init::<B>(device);
+    if options.verbose {
+        let kernel = model.lstm.kernel(device, options.batch_size, config.window);
+        println!("LSTM kernel: {kernel}");
+    }
     let mut optimizer = AdamConfig::new().init();
     let mut order: Vec<usize> = (config.window..test_start).collect();
     let mut rng = options.seed | 1;
