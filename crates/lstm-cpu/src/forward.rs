@@ -337,9 +337,13 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                         }
                     }
                 }
-                if let Some(packed_hr) = &packed_hr {
+                if w.w_hr.is_some() {
+                    // Every member crosses this barrier, also one that owns no columns
+                    // of the projected state (when `out` splits into fewer panels than
+                    // `hidden`): skipping it desynchronised the team and hung the call.
                     member.sync();
-                    let cols = own_h.clone().expect("a projection part");
+                }
+                if let (Some(packed_hr), Some(cols)) = (&packed_hr, &own_h) {
                     for b in 0..batch {
                         unsafe {
                             hidden_s

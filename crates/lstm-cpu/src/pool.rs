@@ -10,7 +10,6 @@
 //! One team at a time uses the pool; a caller that finds it busy (several threads
 //! running inference at once) spawns its own scoped threads instead.
 
-use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
@@ -22,9 +21,15 @@ struct Job {
 }
 
 struct State {
-    /// Bumped once per job; workers run each epoch's job once.
+    /// Bumped once per job, after the job is in `job`: what workers wait on.
     epoch: AtomicUsize,
-    job: UnsafeCell<Option<Job>>,
+    /// The newest job and its epoch, read together under the lock. A worker that was not
+    /// a member of one job can be preempted between seeing its epoch and reading the
+    /// job until the next job is published; reading the epoch and the job separately
+    /// (as this pool first did, through an `UnsafeCell` written while such a worker
+    /// could read it) would then run the newer job twice. Found by reading the code
+    /// while chasing a hang that had another cause (forward.rs, projection barrier).
+    job: Mutex<(usize, Option<Job>)>,
     /// Workers of the current job that have not finished it.
     remaining: AtomicUsize,
     panicked: AtomicBool,
@@ -32,8 +37,8 @@ struct State {
     wake: Condvar,
 }
 
-// SAFETY: `job` is written only by the caller holding `Pool::busy`, before the epoch is
-// published (Release), and read by workers after they observe it (Acquire).
+// SAFETY: the raw closure pointer in `job` is only dereferenced by a member of its job,
+// while the caller that published it waits for `remaining` to reach zero.
 unsafe impl Sync for State {}
 unsafe impl Send for State {}
 
@@ -48,7 +53,7 @@ fn pool() -> &'static Pool {
     POOL.get_or_init(|| Pool {
         state: Arc::new(State {
             epoch: AtomicUsize::new(0),
-            job: UnsafeCell::new(None),
+            job: Mutex::new((0, None)),
             remaining: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
             sleep: Mutex::new(()),
@@ -75,9 +80,9 @@ fn worker(state: Arc<State>, id: usize, mut seen: usize) {
                 }
             }
         }
-        seen = state.epoch.load(Ordering::Acquire);
-        // SAFETY: published before the epoch this worker just observed.
-        let job = unsafe { (*state.job.get()).expect("a published job") };
+        let (epoch, job) = *state.job.lock().unwrap_or_else(|e| e.into_inner());
+        seen = epoch;
+        let job = job.expect("a job is published before its epoch");
         if id < job.size {
             // SAFETY: the caller waits for `remaining` to reach zero before the closure
             // goes out of scope.
@@ -109,12 +114,14 @@ pub(crate) fn try_run(size: usize, work: &(dyn Fn(usize) + Sync)) -> bool {
     }
     // SAFETY: the lifetime is erased only until `remaining` is zero, below.
     let erased: *const (dyn Fn(usize) + Sync + 'static) = unsafe { core::mem::transmute(work) };
-    unsafe { *state.job.get() = Some(Job { work: erased, size }) };
     state.remaining.store(size - 1, Ordering::Release);
     state.panicked.store(false, Ordering::Relaxed);
+    let epoch = state.epoch.load(Ordering::Acquire) + 1;
+    *state.job.lock().unwrap_or_else(|e| e.into_inner()) =
+        (epoch, Some(Job { work: erased, size }));
     {
         let _guard = state.sleep.lock().unwrap_or_else(|e| e.into_inner());
-        state.epoch.fetch_add(1, Ordering::AcqRel);
+        state.epoch.store(epoch, Ordering::Release);
         state.wake.notify_all();
     }
     let mine = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(0)));
@@ -134,4 +141,35 @@ pub(crate) fn try_run(size: usize, work: &(dyn Fn(usize) + Sync)) -> bool {
     }
     assert!(!worker_panicked, "an lstm-cpu worker thread panicked");
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Jobs of changing sizes back to back, so that workers outside one job wake late
+    /// into the next: every member of every job runs exactly once.
+    #[test]
+    fn each_member_of_each_job_runs_once() {
+        let max = 9;
+        let runs: Vec<AtomicUsize> = (0..max).map(|_| AtomicUsize::new(0)).collect();
+        for round in 0..3000 {
+            let size = 2 + (round * 7) % (max - 1);
+            for r in &runs {
+                r.store(0, Ordering::Relaxed);
+            }
+            let ran = try_run(size, &|id| {
+                runs[id].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(ran, "the pool is free in this test");
+            for (id, r) in runs.iter().enumerate() {
+                let expected = usize::from(id < size);
+                assert_eq!(
+                    r.load(Ordering::Relaxed),
+                    expected,
+                    "round {round}, member {id} of {size}"
+                );
+            }
+        }
+    }
 }

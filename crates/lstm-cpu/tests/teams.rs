@@ -1,0 +1,116 @@
+//! Any thread count gives the numbers of one thread, and no team shape hangs: a team
+//! splits the hidden units and, with a projection, the projected state; the projected
+//! state can have fewer panels than the team has members (seen hanging on a 16-core
+//! machine, and with 2 threads when the projection is one panel wide).
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use lstm_cpu::{LstmArch, LstmCall, OutputGrads};
+
+fn uniform(len: usize, scale: f32, seed: u64) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+        })
+        .collect()
+}
+
+/// y, h_n, c_n, and the gradients of the input and the weights of one training call.
+fn run(arch: &LstmArch, batch: usize, seq: usize, threads: usize) -> Vec<Vec<f32>> {
+    let out = if arch.proj_size > 0 {
+        arch.proj_size
+    } else {
+        arch.hidden_size
+    };
+    let cells = arch.num_layers * if arch.bidirectional { 2 } else { 1 };
+    let input = uniform(seq * batch * arch.input_size, 1.0, 1);
+    let weights = uniform(
+        arch.weight_count(),
+        1.0 / (arch.hidden_size as f32).sqrt(),
+        2,
+    );
+    let h0 = uniform(cells * batch * out, 0.5, 3);
+    let c0 = uniform(cells * batch * arch.hidden_size, 0.5, 4);
+    let lengths: Vec<usize> = (0..batch).map(|b| 1 + (b * 5) % seq).collect();
+    let call = LstmCall {
+        arch,
+        seq_len: seq,
+        batch,
+        lengths: Some(&lengths),
+        input: &input,
+        weights: &weights,
+        h0: &h0,
+        c0: &c0,
+        dropout_masks: &[],
+        threads,
+    };
+    let (outputs, tape) = lstm_cpu::forward_train(&call).expect("valid call");
+    let inference = lstm_cpu::forward(&call).expect("valid call");
+    assert_eq!(
+        inference.y, outputs.y,
+        "inference and training forward agree"
+    );
+    let dy = uniform(outputs.y.len(), 1.0, 5);
+    let dh = uniform(outputs.h_n.len(), 1.0, 6);
+    let dc = uniform(outputs.c_n.len(), 1.0, 7);
+    let grads = OutputGrads {
+        dy: &dy,
+        dh_n: &dh,
+        dc_n: &dc,
+    };
+    let gradients = lstm_cpu::backward(&call, tape, grads).expect("valid call");
+    vec![
+        outputs.y,
+        outputs.h_n,
+        outputs.c_n,
+        gradients.input,
+        gradients.weights,
+        gradients.h0,
+        gradients.c0,
+    ]
+}
+
+/// `run` on another thread, failing instead of hanging the test run.
+fn run_within(arch: LstmArch, batch: usize, seq: usize, threads: usize) -> Vec<Vec<f32>> {
+    let (send, receive) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(run(&arch, batch, seq, threads));
+    });
+    receive
+        .recv_timeout(Duration::from_secs(120))
+        .unwrap_or_else(|_| panic!("{threads} threads: the call did not finish in 120 s"))
+}
+
+#[test]
+fn every_thread_count_matches_one_thread() {
+    for (proj_size, bidirectional) in [(16, false), (24, true), (0, true), (200, false)] {
+        let arch = LstmArch {
+            input_size: 48,
+            hidden_size: 256,
+            proj_size,
+            num_layers: 2,
+            bidirectional,
+            bias: true,
+        };
+        let (batch, seq) = (32, 6);
+        let reference = run_within(arch.clone(), batch, seq, 1);
+        for threads in [2, 3, 5, 8, 16] {
+            let got = run_within(arch.clone(), batch, seq, threads);
+            for (k, (a, b)) in got.iter().zip(&reference).enumerate() {
+                let worst = a
+                    .iter()
+                    .zip(b)
+                    .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+                assert!(
+                    worst <= 1e-5,
+                    "proj {proj_size}, bidirectional {bidirectional}, {threads} threads: output {k} differs by {worst}"
+                );
+            }
+        }
+    }
+}
