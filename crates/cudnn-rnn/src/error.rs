@@ -32,6 +32,17 @@ pub enum CudnnRnnError {
         /// Lowest supported major version.
         required: usize,
     },
+    /// The loaded libcudnn and its RNN sub-library (libcudnn_adv) come from different
+    /// cuDNN installations.
+    #[error(
+        "libcudnn {main} was loaded, but its RNN sub-library libcudnn_adv is from another cuDNN installation (cudnnAdvVersionCheck: CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH). The first of {candidates} found on the loader's path is loaded, and libcudnn_adv.so.9 is then looked up on LD_LIBRARY_PATH: put the lib/ directory of one complete cuDNN 9 first on LD_LIBRARY_PATH, with a libcudnn.so link in it if another installation provides libcudnn.so"
+    )]
+    SublibraryMismatch {
+        /// Version of the main library that was loaded.
+        main: CudnnVersion,
+        /// The file names that are tried, in order.
+        candidates: String,
+    },
     /// A cuDNN call returned a status other than success.
     #[error("{call} failed with {status:?}: {message}")]
     Status {

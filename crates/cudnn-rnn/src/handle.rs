@@ -102,6 +102,13 @@ impl CudnnHandle {
         .map_err(|e| CudnnRnnError::driver("cuMemsetD8Async", e))
     }
 
+    /// Free and total memory of the handle's device, in bytes (`cuMemGetInfo`): what a
+    /// caller watches to see that repeated calls do not leak device memory.
+    pub fn memory_info(&self) -> Result<(usize, usize)> {
+        self.bind_to_thread()?;
+        cudarc::driver::result::mem_get_info().map_err(|e| CudnnRnnError::driver("cuMemGetInfo", e))
+    }
+
     pub(crate) fn raw(&self) -> sys::cudnnHandle_t {
         self.raw
     }

@@ -79,9 +79,16 @@ fn load_and_check() -> Result<CudnnVersion> {
         });
     }
     // SAFETY: cuDNN 9 exports it; it checks that libcudnn_adv matches libcudnn.
-    check("cudnnAdvVersionCheck", unsafe {
-        sys::cudnnAdvVersionCheck()
-    })?;
+    let status = unsafe { sys::cudnnAdvVersionCheck() };
+    if status == sys::cudnnStatus_t::CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH {
+        // Seen on a machine with a system libcudnn.so beside a pip cuDNN on
+        // LD_LIBRARY_PATH: cudarc tries `libcudnn.so` before `libcudnn.so.9`.
+        return Err(CudnnRnnError::SublibraryMismatch {
+            main: version,
+            candidates: cudarc::get_lib_name_candidates("cudnn").join(", "),
+        });
+    }
+    check("cudnnAdvVersionCheck", status)?;
     Ok(version)
 }
 
