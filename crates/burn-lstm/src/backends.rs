@@ -151,7 +151,7 @@ mod cube {
         save: bool,
     ) -> ForwardResult<CubeBackend<R, F, I, BT>> {
         use crate::cudnn::{
-            device::log_fallback_once,
+            device::{log_fallback_once, record_runtime_error},
             ops,
             runtime_cast::{from_cuda, to_cuda},
         };
@@ -169,7 +169,7 @@ mod cube {
                     });
                     return (LstmOutput { y, h_n, c_n }, saved);
                 }
-                Err(reason) => log_fallback_once(&reason),
+                Err(reason) => record_runtime_error(&reason),
             }
         } else if let (Some(reason), true) = (
             &choice.fallback_reason,
@@ -195,7 +195,7 @@ mod cube {
         grads: LstmOutputGrads<CubeBackend<R, F, I, BT>>,
     ) -> LstmGrads<CubeBackend<R, F, I, BT>> {
         use crate::cudnn::{
-            device::log_fallback_once,
+            device::record_runtime_error,
             ops,
             runtime_cast::{from_cuda, to_cuda},
         };
@@ -229,7 +229,7 @@ mod cube {
             Err(reason) => {
                 // The portable backward needs its own residuals: recompute the forward.
                 // With inter-layer dropout the masks differ from the forward cuDNN ran.
-                log_fallback_once(&format!(
+                record_runtime_error(&format!(
                     "cuDNN backward failed ({reason}); recomputing with the portable kernel"
                 ));
                 let spec = saved.spec.clone();

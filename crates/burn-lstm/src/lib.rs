@@ -50,7 +50,7 @@ mod validate;
 pub use backend::{HostResiduals, LstmBackend, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
 pub use config::{CudnnCompatibleLstmConfig, NanPolicy};
 #[cfg(feature = "cuda")]
-pub use cudnn::{CudnnMath, cudnn_math, set_cudnn_math};
+pub use cudnn::{CudnnMath, cudnn_math, cudnn_runtime_errors, set_cudnn_math};
 pub use error::LstmError;
 pub use fused_cpu::{cpu_threads, set_cpu_threads};
 pub use kernel::{KernelChoice, LstmKernel};

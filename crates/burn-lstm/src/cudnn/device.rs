@@ -106,6 +106,38 @@ pub(crate) fn device(ordinal: usize) -> Slot {
         .clone()
 }
 
+/// cuDNN calls that failed at run time in this process, each reason once.
+static RUNTIME_ERRORS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Records a cuDNN call that failed at run time (the portable kernel runs instead) and
+/// logs it once. With `BURN_LSTM_CUDNN_STRICT=1` (for GPU test runs, where a silent
+/// fallback would hide the failure behind a slow, correct answer) it panics instead.
+pub(crate) fn record_runtime_error(reason: &str) {
+    if std::env::var("BURN_LSTM_CUDNN_STRICT").is_ok_and(|v| v == "1") {
+        panic!(
+            "cuDNN failed at run time and BURN_LSTM_CUDNN_STRICT=1 forbids the fallback: {reason}"
+        );
+    }
+    let mut errors = RUNTIME_ERRORS.lock().unwrap_or_else(|e| e.into_inner());
+    if !errors.iter().any(|seen| seen == reason) {
+        errors.push(reason.to_owned());
+    }
+    drop(errors);
+    log_fallback_once(reason);
+}
+
+/// Every distinct error of a cuDNN call that failed at run time in this process. Each
+/// such call was answered by the portable kernel instead (same numbers, slower) and the
+/// reason was logged once with `log::warn!`; this list is for programs without a logger
+/// and for tests, which must not pass on a silent fallback. Empty when cuDNN never failed
+/// (or never ran: [`crate::CudnnCompatibleLstm::kernel`] says which kernel a call uses).
+pub fn cudnn_runtime_errors() -> Vec<String> {
+    RUNTIME_ERRORS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}
+
 /// Logs `reason` as a warning the first time it is seen in this process.
 pub(crate) fn log_fallback_once(reason: &str) {
     static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();

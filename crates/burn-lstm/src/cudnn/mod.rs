@@ -15,7 +15,9 @@ pub(crate) mod device;
 pub(crate) mod ops;
 pub(crate) mod runtime_cast;
 mod settings;
+mod trace;
 pub(crate) mod weights;
 
 pub use cudnn_rnn::MathMode as CudnnMath;
+pub use device::cudnn_runtime_errors;
 pub use settings::{cudnn_math, set_cudnn_math};

@@ -20,6 +20,7 @@ use cudnn_rnn::{
 use crate::cudnn::choice::data_type;
 use crate::cudnn::device::device;
 use crate::cudnn::settings::cudnn_math;
+use crate::cudnn::trace::CallTrace;
 use crate::spec::LstmSpec;
 
 /// A tensor of the CUDA runtime.
@@ -87,6 +88,11 @@ pub(crate) fn forward(
     spec: &LstmSpec,
     save: bool,
 ) -> Result<CudnnForward, String> {
+    let mut trace = CallTrace::start(if save {
+        "forward (training)"
+    } else {
+        "forward"
+    });
     let [x, weights, h0, c0] = inputs.map(into_contiguous);
     let data_type = data_type(x.dtype).ok_or_else(|| format!("cuDNN cannot run {:?}", x.dtype))?;
     let elem = data_type.size();
@@ -126,7 +132,9 @@ pub(crate) fn forward(
         weights: buffer(&space)?,
     };
     let canonical = buffer(&weights)?;
+    trace.mark("prepare");
     sync_cubecl(&x)?;
+    trace.mark("wait for CubeCL");
     let reserve = (|| {
         // SAFETY: every buffer is a live CubeCL allocation of this device (kept alive by
         // `pinned`) that CubeCL has finished writing (synchronised above), and nothing
@@ -140,12 +148,20 @@ pub(crate) fn forward(
                     .copy(handle.stream(), canonical.ptr, buffers.weights.ptr, elem)?;
             }
             let reserve = prepared.lstm.forward(handle, &shape, &buffers, save)?;
+            trace.mark("queue copy + cuDNN");
             handle.synchronize()?;
+            trace.mark("wait for cuDNN");
             Ok::<_, cudnn_rnn::CudnnRnnError>(reserve)
         }
     })()
     .map_err(|e| e.to_string())?;
     drop(pinned);
+    trace.finish(|| {
+        format!(
+            "weight copy: {}",
+            if plan.identity { "none" } else { "yes" }
+        )
+    });
 
     let saved = reserve.map(|reserve| {
         (
@@ -174,6 +190,7 @@ pub(crate) fn backward(
     output_grads: [CudaTensor; 3],
     spec: &LstmSpec,
 ) -> Result<[CudaTensor; 4], String> {
+    let mut trace = CallTrace::start("backward");
     let [x, weights, h0, c0] = inputs.map(into_contiguous);
     let [y, space] = residuals.map(into_contiguous);
     let [dy, dh_n, dc_n] = output_grads.map(into_contiguous);
@@ -222,7 +239,9 @@ pub(crate) fn backward(
         dweights: buffer(&dspace)?,
     };
     let canonical_grad = buffer(&dweights)?;
+    trace.mark("prepare");
     sync_cubecl(&x)?;
+    trace.mark("wait for CubeCL");
     (|| {
         // SAFETY: as in `forward`.
         unsafe {
@@ -235,10 +254,19 @@ pub(crate) fn backward(
                     elem,
                 )?;
             }
-            handle.synchronize()
+            trace.mark("queue cuDNN + copy");
+            handle.synchronize()?;
+            trace.mark("wait for cuDNN");
+            Ok::<_, cudnn_rnn::CudnnRnnError>(())
         }
     })()
     .map_err(|e| e.to_string())?;
     drop(pinned);
+    trace.finish(|| {
+        format!(
+            "weight copy: {}",
+            if plan.identity { "none" } else { "yes" }
+        )
+    });
     Ok([dx, dweights, dh0, dc0])
 }
