@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Builds, on this machine (Rust, no GPU), what the GPU machine (GPU, no Rust) runs:
 # the cuDNN test binaries, lstm-bench with `--features cuda`, the golden cases and the
-# peer script, into .device/ (git-ignored). Then, with the device tool:
-#   run(command="bash .device/gpu-run.sh", carry=[".device"])
+# peer script, packed (xz: the stripped binaries are ~120 MB, over the 64 MiB a device
+# call carries) into .device/kit.tar.xz beside gpu-run.sh (.device/ is git-ignored).
+# Then, with the device tool:
+#   run(command="bash .device/gpu-run.sh all", carry=[".device"])
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=.device
-rm -rf "$out" && mkdir -p "$out/bin" "$out/golden"
+out=target/gpu-kit
+rm -rf "$out" .device && mkdir -p "$out/bin" "$out/golden" .device
 cargo build --release -p lstm-bench --features cuda
 cp target/release/lstm-bench "$out/bin/"
 for test in cudnn cudnn_f64; do
@@ -20,7 +22,8 @@ for l in sys.stdin:
 done
 strip "$out"/bin/*
 cp crates/burn-lstm/tests/fixtures/golden/*.safetensors "$out/golden/"
-cp benchmarks/gpu-run.sh "$out/"
 peers="${PEERS:-../shared/peers/lstm_peers.py}"
 [ -f "$peers" ] && cp "$peers" "$out/"
-du -sh "$out"
+tar -C "$out" -cf - . | xz -T0 -6 > .device/kit.tar.xz
+cp benchmarks/gpu-run.sh .device/
+du -sh .device

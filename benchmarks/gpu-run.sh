@@ -1,25 +1,78 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, after benchmarks/gpu-kit.sh:
-# the ignored GPU tests, then the cuDNN op, our portable kernel and Burn's nn::Lstm on
-# Cuda against PyTorch's cuDNN LSTM in the same call (JSON lines to stdout and $OUT).
+#   bash .device/gpu-run.sh tests    the ignored GPU tests (golden FP32/TF32/f64, a larger
+#                                    padded stack vs the CPU kernel, checkpoint, memory)
+#   bash .device/gpu-run.sh bench    cudnn-raw, cudnn, portable and burn-lstm on Burn's
+#                                    Cuda against PyTorch's cuDNN LSTM, in exact FP32 and
+#                                    in TF32, on the shapes of $SHAPES
+#   bash .device/gpu-run.sh all      both
+# Knobs (environment): SHAPES ("B T H L;…"), MODES, ITERS, IMPLS, TF32_IMPLS (may be
+# empty), TORCH=0 (no PyTorch peer), SKIP (a test name filter), TEST_TIMEOUT,
+# BENCH_TIMEOUT.
+# Lines go to stdout and to $OUT/gpu-results.txt.
 set -uo pipefail
+phase="${1:-all}"
 kit=.device
+[ -d "$kit/bin" ] || tar -C "$kit" -xJf "$kit/kit.tar.xz" || exit 1
 cudnn_lib=$(python3 -c "import nvidia.cudnn as m; print(list(m.__path__)[0])")/lib
-export LD_LIBRARY_PATH="$cudnn_lib:${LD_LIBRARY_PATH:-}"
+# cudarc loads the first of libcudnn.so, …, libcudnn.so.9 it finds; pip's cuDNN has only
+# libcudnn.so.9, so a system libcudnn.so (another version) would win and mismatch pip's
+# libcudnn_adv: a libcudnn.so link to pip's copy comes first.
+mkdir -p /tmp/cudnn-link && ln -sf "$cudnn_lib/libcudnn.so.9" /tmp/cudnn-link/libcudnn.so
+export LD_LIBRARY_PATH="/tmp/cudnn-link:$cudnn_lib:${LD_LIBRARY_PATH:-}"
 export LSTM_GOLDEN_DIR="$PWD/$kit/golden"
+# A cuDNN failure panics instead of falling back to the (slow on a fresh GPU, correct)
+# portable kernel.
+export BURN_LSTM_CUDNN_STRICT=1
 results="${OUT:-/tmp}/gpu-results.txt"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$results"
-for test in cudnn cudnn_f64; do
-  "$kit/bin/$test" --ignored --nocapture --test-threads 1 2>&1 | tee -a "$results"
-done
-shapes=("1 100 128 1" "16 50 256 1" "64 100 512 1" "20 35 1500 2")
-for mode in infer train; do
-  for shape in "${shapes[@]}"; do
-    read -r b t h l <<<"$shape"
-    flags=(--device cuda --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --iters 20)
-    for impl in cudnn portable burn-lstm; do
-      timeout 120 "$kit/bin/lstm-bench" --impl "$impl" "${flags[@]}" 2>&1 | tail -1 | tee -a "$results"
-    done
-    [ -f "$kit/lstm_peers.py" ] && timeout 120 python3 "$kit/lstm_peers.py" --impl torch "${flags[@]}" 2>&1 | tail -1 | tee -a "$results"
+log() { tee -a "$results"; }
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  nvcc --version 2>/dev/null | tail -1
+  ls "$cudnn_lib" | grep -m1 -E '^libcudnn\.so\.[0-9]+\.'
+  echo "other cuDNN on the loader's path:"; ldconfig -p | grep -E 'libcudnn(_adv)?\.so' | head -4
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'cudnn.allow_tf32 default', torch.backends.cudnn.allow_tf32)"
+} 2>&1 | log
+
+if [ "$phase" = tests ] || [ "$phase" = all ]; then
+  # The portable kernel's golden run on Cuda is slow (CubeCL autotunes every new matmul
+  # shape); SKIP names tests to leave out.
+  # Each test in its own process and time limit, so that one hang does not hide the rest.
+  for test in $("$kit/bin/cudnn" --ignored --list 2>/dev/null | sed -n 's/: test$//p'); do
+    [ -n "${SKIP:-}" ] && [[ "$test" == *"$SKIP"* ]] && continue
+    timeout "${TEST_TIMEOUT:-240}" "$kit/bin/cudnn" --ignored --nocapture --exact "$test" 2>&1 | log
+    echo "exit ${PIPESTATUS[0]} $test" | log
   done
-done
+  timeout "${TEST_TIMEOUT:-240}" "$kit/bin/cudnn_f64" --ignored --nocapture 2>&1 | log
+fi
+
+# PyTorch's peer script, with cuDNN's TF32 switched as asked ($1: 1 or 0).
+torch_peer() {
+  local tf32=$1
+  shift
+  python3 - "$@" <<PY
+import sys, runpy, torch
+torch.backends.cudnn.allow_tf32 = bool($tf32)
+sys.argv = ["lstm_peers.py"] + sys.argv[1:]
+runpy.run_path("$kit/lstm_peers.py", run_name="__main__")
+PY
+}
+
+if [ "$phase" = bench ] || [ "$phase" = all ]; then
+  IFS=';' read -r -a shapes <<<"${SHAPES:-64 100 512 1;20 35 1500 2;128 25 1024 1;16 50 256 1}"
+  for mode in ${MODES:-infer train}; do
+    for shape in "${shapes[@]}"; do
+      read -r b t h l <<<"$shape"
+      flags=(--device cuda --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --iters "${ITERS:-20}")
+      for impl in ${IMPLS:-cudnn-raw cudnn portable burn-lstm}; do
+        echo "fp32 $(LSTM_BENCH_TF32=0 timeout "${BENCH_TIMEOUT:-120}" "$kit/bin/lstm-bench" --impl "$impl" "${flags[@]}" 2>&1 | tail -1)" | log
+      done
+      [ "${TORCH:-1}" = 1 ] && echo "fp32 $(torch_peer 0 --impl torch "${flags[@]}" 2>&1 | tail -1)" | log
+      for impl in ${TF32_IMPLS-cudnn-raw cudnn}; do
+        echo "tf32 $(LSTM_BENCH_TF32=1 timeout 120 "$kit/bin/lstm-bench" --impl "$impl" "${flags[@]}" 2>&1 | tail -1)" | log
+      done
+      [ "${TORCH:-1}" = 1 ] && echo "tf32 $(torch_peer 1 --impl torch "${flags[@]}" 2>&1 | tail -1)" | log
+    done
+  done
+fi

@@ -12,7 +12,14 @@ use crate::args::{Args, Mode};
 pub const NAMES: &[&str] = &["burn-lstm", "portable", "fused-cpu", "lstm-cpu"];
 /// Implementations built into this binary.
 #[cfg(feature = "cuda")]
-pub const NAMES: &[&str] = &["burn-lstm", "portable", "fused-cpu", "lstm-cpu", "cudnn"];
+pub const NAMES: &[&str] = &[
+    "burn-lstm",
+    "portable",
+    "fused-cpu",
+    "lstm-cpu",
+    "cudnn",
+    "cudnn-raw",
+];
 
 /// One timed call.
 pub type Call = Box<dyn FnMut()>;
@@ -31,7 +38,8 @@ fn build_cuda(_args: &Args) -> Result<Call, String> {
 }
 
 /// Everything on Burn's (fused) Cuda backend: `cudnn` (the cuDNN op), `portable` (our
-/// portable kernel) and `burn-lstm` (Burn's `nn::Lstm`).
+/// portable kernel) and `burn-lstm` (Burn's `nn::Lstm`); `cudnn-raw` is cuDNN without
+/// Burn.
 #[cfg(feature = "cuda")]
 fn build_cuda(args: &Args) -> Result<Call, String> {
     use burn::backend::Cuda;
@@ -49,8 +57,9 @@ fn build_cuda(args: &Args) -> Result<Call, String> {
         ("portable", Mode::Train) => ours::<Autodiff<Cuda>>(args, LstmKernel::Portable),
         ("burn-lstm", Mode::Infer) => Ok(burn_nn::<Cuda>(args)),
         ("burn-lstm", Mode::Train) => Ok(burn_nn::<Autodiff<Cuda>>(args)),
+        ("cudnn-raw", _) => crate::cudnn_raw::build(args),
         (other, _) => Err(format!(
-            "--impl {other} --device cuda: not available; on cuda: cudnn, portable, burn-lstm"
+            "--impl {other} --device cuda: not available; on cuda: cudnn, cudnn-raw, portable, burn-lstm"
         )),
     }
 }

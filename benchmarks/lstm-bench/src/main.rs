@@ -9,6 +9,8 @@
 //! ```
 
 mod args;
+#[cfg(feature = "cuda")]
+mod cudnn_raw;
 mod impls;
 
 use std::time::Instant;

@@ -1,0 +1,122 @@
+//! `--impl cudnn-raw`: the cuDNN LSTM through `cudnn-rnn` alone, on buffers allocated
+//! once, with one stream synchronisation per timed call and nothing from Burn. The gap
+//! between this and `--impl cudnn` (the op through Burn's Cuda backend) is what the Burn
+//! binding costs per call: the two host synchronisations, the weight-space copies, the
+//! parameter concatenation and Burn's own tensor bookkeeping.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use cudnn_rnn::{
+    BackwardBuffers, CudnnHandle, DataType, DeviceBuffer, DropoutState, ForwardBuffers, Lstm,
+    MathMode, RnnConfig, SeqShape,
+};
+
+use crate::args::{Args, Mode};
+use crate::impls::Call;
+
+/// Device memory of `len` f32 values filled from a fixed pseudo-random sequence (never
+/// zeros), kept alive by the returned slice.
+fn random(stream: &Arc<CudaStream>, len: usize, scale: f32) -> Result<CudaSlice<f32>, String> {
+    let mut state = 0x2545_F491_4F6C_DD1D_u64;
+    let host: Vec<f32> = (0..len.max(1))
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+        })
+        .collect();
+    stream
+        .clone_htod(&host)
+        .map_err(|e| format!("copying to the device: {e}"))
+}
+
+fn buffer(stream: &Arc<CudaStream>, slice: &CudaSlice<f32>) -> DeviceBuffer {
+    DeviceBuffer {
+        ptr: slice.device_ptr(stream).0,
+        bytes: slice.len() * 4,
+    }
+}
+
+/// One inference or training call (forward, backward data, backward weights) of the
+/// shape in `args`, f32, on device 0.
+pub fn build(args: &Args) -> Result<Call, String> {
+    let handle = CudnnHandle::for_device(0).map_err(|e| e.to_string())?;
+    let math = if std::env::var("LSTM_BENCH_TF32").is_ok_and(|v| v == "1") {
+        MathMode::Tf32
+    } else {
+        MathMode::Fma
+    };
+    let config = RnnConfig {
+        input_size: args.input,
+        hidden_size: args.hidden,
+        proj_size: 0,
+        num_layers: args.layers,
+        bidirectional: args.bidirectional,
+        bias: true,
+        data_type: DataType::F32,
+        math,
+    };
+    let dropout = DropoutState::new(&handle, 0.0, 0).map_err(|e| e.to_string())?;
+    let lstm = Lstm::new(&handle, config.clone(), &dropout).map_err(|e| e.to_string())?;
+    let shape = SeqShape::full(args.seq, args.batch).map_err(|e| e.to_string())?;
+    let stream = handle.stream().clone();
+    let (t, b) = (args.seq, args.batch);
+    let y_len = t * b * config.dirs() * args.hidden;
+    let state_len = config.pseudo_layers() * b * args.hidden;
+    let bound = 1.0 / (args.hidden as f32).sqrt();
+    let x = random(&stream, t * b * args.input, 1.7)?;
+    let weights = random(&stream, lstm.weight_space_bytes() / 4, bound)?;
+    let states: Vec<CudaSlice<f32>> = (0..4)
+        .map(|_| random(&stream, state_len, 0.5))
+        .collect::<Result<_, _>>()?;
+    let y = random(&stream, y_len, 1.0)?;
+    let dy = random(&stream, y_len, 1.0)?;
+    let dx = random(&stream, t * b * args.input, 1.0)?;
+    let dweights = random(&stream, lstm.weight_space_bytes() / 4, 1.0)?;
+    let dstates: Vec<CudaSlice<f32>> = (0..4)
+        .map(|_| random(&stream, state_len, 1.0))
+        .collect::<Result<_, _>>()?;
+    let forward = ForwardBuffers {
+        x: buffer(&stream, &x),
+        y: buffer(&stream, &y),
+        hx: buffer(&stream, &states[0]),
+        cx: buffer(&stream, &states[1]),
+        hy: buffer(&stream, &states[2]),
+        cy: buffer(&stream, &states[3]),
+        weights: buffer(&stream, &weights),
+    };
+    let backward = BackwardBuffers {
+        x: forward.x,
+        y: forward.y,
+        hx: forward.hx,
+        cx: forward.cx,
+        weights: forward.weights,
+        dy: buffer(&stream, &dy),
+        dhy: buffer(&stream, &dstates[0]),
+        dcy: buffer(&stream, &dstates[1]),
+        dx: buffer(&stream, &dx),
+        dhx: buffer(&stream, &dstates[2]),
+        dcx: buffer(&stream, &dstates[3]),
+        dweights: buffer(&stream, &dweights),
+    };
+    let training = args.mode == Mode::Train;
+    // The slices own the memory the buffers point at: moved into the closure with them.
+    let owned = (x, weights, states, y, dy, dx, dweights, dstates, dropout);
+    Ok(Box::new(move || {
+        let _owned = &owned;
+        // SAFETY: every buffer points into a slice of `owned`, allocated on the handle's
+        // context and sized for this shape; only this stream uses them.
+        unsafe {
+            let reserve = lstm
+                .forward(&handle, &shape, &forward, training)
+                .expect("cudnnRNNForward");
+            if let Some(mut reserve) = reserve {
+                lstm.backward(&handle, &mut reserve, &backward)
+                    .expect("cudnnRNNBackward");
+            }
+        }
+        handle.synchronize().expect("stream synchronisation");
+    }))
+}
