@@ -21,6 +21,7 @@ use crate::cudnn::choice::data_type;
 use crate::cudnn::device::device;
 use crate::cudnn::settings::cudnn_math;
 use crate::cudnn::trace::CallTrace;
+use crate::cudnn::weights::WeightPlan;
 use crate::spec::LstmSpec;
 
 /// A tensor of the CUDA runtime.
@@ -49,6 +50,16 @@ fn empty(like: &CudaTensor, shape: &[usize]) -> CudaTensor {
         Shape::from(shape.to_vec()),
         like.dtype,
     )
+}
+
+/// cuDNN's weight space for `canonical` (flat parameters or their gradient): `canonical`
+/// itself when the layouts coincide, else a new buffer the plan copies into or out of.
+fn weight_space(plan: &WeightPlan, canonical: &CudaTensor) -> CudaTensor {
+    if plan.identity {
+        canonical.clone()
+    } else {
+        empty(canonical, &[plan.space_len])
+    }
 }
 
 fn byte_len(tensor: &CudaTensor) -> usize {
@@ -114,11 +125,7 @@ pub(crate) fn forward(
     let mut device = device.lock().unwrap_or_else(|e| e.into_inner());
     let (handle, prepared) = device.lstm(arch, data_type, math, probability, spec.dropout_seed)?;
     let plan = &prepared.plan;
-    let space = if plan.identity {
-        weights.clone()
-    } else {
-        empty(&x, &[plan.space_len])
-    };
+    let space = weight_space(plan, &weights);
 
     let mut pinned = Pinned::default();
     let mut buffer = |tensor: &CudaTensor| pinned.buffer(tensor);
@@ -156,12 +163,7 @@ pub(crate) fn forward(
     })()
     .map_err(|e| e.to_string())?;
     drop(pinned);
-    trace.finish(|| {
-        format!(
-            "weight copy: {}",
-            if plan.identity { "none" } else { "yes" }
-        )
-    });
+    trace.finish(plan.identity);
 
     let saved = reserve.map(|reserve| {
         (
@@ -216,11 +218,7 @@ pub(crate) fn backward(
         None,
     )?;
     let plan = &prepared.plan;
-    let dspace = if plan.identity {
-        dweights.clone()
-    } else {
-        empty(&x, &[plan.space_len])
-    };
+    let dspace = weight_space(plan, &dweights);
 
     let mut pinned = Pinned::default();
     let mut buffer = |tensor: &CudaTensor| pinned.buffer(tensor);
@@ -262,11 +260,6 @@ pub(crate) fn backward(
     })()
     .map_err(|e| e.to_string())?;
     drop(pinned);
-    trace.finish(|| {
-        format!(
-            "weight copy: {}",
-            if plan.identity { "none" } else { "yes" }
-        )
-    });
+    trace.finish(plan.identity);
     Ok([dx, dweights, dh0, dc0])
 }

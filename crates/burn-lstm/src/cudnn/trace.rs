@@ -36,8 +36,9 @@ impl CallTrace {
         }
     }
 
-    /// Prints the phases and `detail` on one line.
-    pub fn finish(self, detail: impl FnOnce() -> String) {
+    /// Prints the phases on one line, with whether the call copied the parameters
+    /// between the canonical layout and cuDNN's weight space (`identity`: no copy).
+    pub fn finish(self, identity: bool) {
         if self.last.is_some() {
             let phases: Vec<String> = self
                 .phases
@@ -45,10 +46,10 @@ impl CallTrace {
                 .map(|(name, ms)| format!("{name} {ms:.3} ms"))
                 .collect();
             eprintln!(
-                "burn-lstm cuDNN {}: {} ({})",
+                "burn-lstm cuDNN {}: {} (weight copy: {})",
                 self.label,
                 phases.join(", "),
-                detail()
+                if identity { "none" } else { "yes" }
             );
         }
     }
