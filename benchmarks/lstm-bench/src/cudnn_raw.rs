@@ -13,20 +13,13 @@ use cudnn_rnn::{
 };
 
 use crate::args::{Args, Mode};
-use crate::impls::Call;
+use crate::impls::{Call, Lcg};
 
 /// Device memory of `len` f32 values filled from a fixed pseudo-random sequence (never
 /// zeros), kept alive by the returned slice.
 fn random(stream: &Arc<CudaStream>, len: usize, scale: f32) -> Result<CudaSlice<f32>, String> {
-    let mut state = 0x2545_F491_4F6C_DD1D_u64;
-    let host: Vec<f32> = (0..len.max(1))
-        .map(|_| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
-        })
-        .collect();
+    let mut values = Lcg(0x2545_F491_4F6C_DD1D);
+    let host: Vec<f32> = (0..len.max(1)).map(|_| values.uniform(scale)).collect();
     stream
         .clone_htod(&host)
         .map_err(|e| format!("copying to the device: {e}"))

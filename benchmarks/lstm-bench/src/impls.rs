@@ -24,6 +24,21 @@ pub const NAMES: &[&str] = &[
 /// One timed call.
 pub type Call = Box<dyn FnMut()>;
 
+/// A 64-bit linear congruential generator: the same pseudo-random inputs in every run,
+/// without a random-number crate (the inputs of the benches that bypass Burn).
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    /// The next value, uniform in `[-scale, scale)`.
+    pub fn uniform(&mut self, scale: f32) -> f32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+    }
+}
+
 pub fn build(args: &Args) -> Result<Call, String> {
     match args.device.as_str() {
         "cpu" => build_cpu(args),
@@ -190,13 +205,8 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
         bidirectional: args.bidirectional,
         bias: true,
     };
-    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
-    let mut uniform = move |scale: f32| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
-    };
+    let mut values = Lcg(0x9E37_79B9_7F4A_7C15);
+    let mut uniform = |scale: f32| values.uniform(scale);
     let bound = 1.0 / (args.hidden as f32).sqrt();
     let weights: Vec<f32> = (0..arch.weight_count()).map(|_| uniform(bound)).collect();
     let input: Vec<f32> = (0..args.seq * args.batch * args.input)
