@@ -85,6 +85,15 @@ pub trait LstmBackend: Backend {
         KernelChoice::portable_only(spec.kernel)
     }
 
+    /// The flat parameter buffer of the op ([`LstmArch::direction_layout`](crate::LstmArch::direction_layout))
+    /// from the module's parameters, in that order, each as stored (`weight_ih`
+    /// `[4H, in]`, `weight_hh`, the biases `[4H]`, `weight_hr`). Differentiable on
+    /// autodiff backends. The default flattens and concatenates with Burn's ops;
+    /// NdArray copies each value once into one buffer.
+    fn lstm_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
+        crate::flat_weights::concatenate::<Self>(parts)
+    }
+
     /// Forward pass for inference (nothing saved for a backward).
     fn lstm_forward(
         input: FloatTensor<Self>,

@@ -23,6 +23,10 @@ where
         fused_cpu::choice(E::dtype(), spec)
     }
 
+    fn lstm_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
+        fused_cpu::flatten::<Self>(parts)
+    }
+
     fn lstm_forward(
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,

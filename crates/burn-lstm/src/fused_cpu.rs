@@ -6,7 +6,9 @@ use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use burn::tensor::{DType, Element, Tensor, TensorData, backend::Backend, ops::FloatTensor};
+use burn::tensor::{
+    DType, Element, Tensor, TensorData, TensorMetadata, backend::Backend, ops::FloatTensor,
+};
 use burn_ndarray::NdArrayTensor;
 use lstm_cpu::{LstmCall, LstmOutputs, OutputGrads, Real, Tape};
 
@@ -42,6 +44,14 @@ pub fn set_cpu_threads(threads: usize) {
     THREADS.store(threads, Ordering::Relaxed);
 }
 
+/// Returns the fused CPU kernel's cached scratch memory to the allocator. The kernel
+/// keeps freed scratch buffers for the next call (up to `LSTM_CPU_BUFFER_CACHE_MIB`,
+/// default 1024 MiB; see docs/fused-cpu.md); call this after a large model's last call
+/// to give that memory back. Later calls work as before and fill the cache again.
+pub fn release_cpu_buffers() {
+    lstm_cpu::release_cached_buffers();
+}
+
 /// The kernel NdArray runs for `spec` with float type `dtype`.
 pub(crate) fn choice(dtype: DType, spec: &LstmSpec) -> KernelChoice {
     let supported = matches!(dtype, DType::F32 | DType::F64);
@@ -73,6 +83,14 @@ struct HostCall<T> {
 }
 
 impl<T: Real> HostCall<T> {
+    /// Keeps the host copies' memory for the next call (lstm-cpu's buffer cache): the
+    /// next call's copies then need no fresh pages.
+    fn recycle(self) {
+        for values in [self.input, self.weights, self.h0, self.c0] {
+            lstm_cpu::recycle_vec(values);
+        }
+    }
+
     fn call(&self) -> LstmCall<'_, T> {
         LstmCall {
             arch: &self.spec.arch,
@@ -89,7 +107,7 @@ impl<T: Real> HostCall<T> {
     }
 }
 
-struct Saved<T> {
+struct Saved<T: Real> {
     host: HostCall<T>,
     tape: Tape<T>,
 }
@@ -102,7 +120,8 @@ fn to_host<B: Backend, T: Element, const D: usize>(t: FloatTensor<B>) -> Vec<T> 
         Ok(values) => return values,
         Err(t) => t,
     };
-    if let Some(values) = ndarray_host::<T>(&t) {
+    let mut values = Vec::new();
+    if ndarray_append::<T>(&t, &mut values) {
         return values;
     }
     tensor::<B, D>(t)
@@ -157,28 +176,34 @@ fn take_unique_ndarray<B: Backend, T: 'static>(
     Ok(*taken.downcast::<Vec<T>>().expect("checked element type"))
 }
 
-fn ndarray_host<T: 'static>(t: &dyn Any) -> Option<Vec<T>> {
-    let values: Box<dyn Any> = match t.downcast_ref::<NdArrayTensor>()? {
-        NdArrayTensor::F32(storage) => {
+/// Appends the values of `t` to `out` when `t` is an NdArray tensor of element type `T`
+/// (returns whether it was).
+// A `Vec`, not a slice: it grows, and is downcast to the tensor's element type.
+#[allow(clippy::ptr_arg)]
+fn ndarray_append<T: 'static>(t: &dyn Any, out: &mut Vec<T>) -> bool {
+    let out: &mut dyn Any = out;
+    match t.downcast_ref::<NdArrayTensor>() {
+        Some(NdArrayTensor::F32(storage)) => out.downcast_mut::<Vec<f32>>().is_some_and(|out| {
             let view = storage.view();
-            Box::new(gather(view.as_ptr(), view.shape(), view.strides()))
-        }
-        NdArrayTensor::F64(storage) => {
+            gather_into(out, view.as_ptr(), view.shape(), view.strides());
+            true
+        }),
+        Some(NdArrayTensor::F64(storage)) => out.downcast_mut::<Vec<f64>>().is_some_and(|out| {
             let view = storage.view();
-            Box::new(gather(view.as_ptr(), view.shape(), view.strides()))
-        }
-        _ => return None,
-    };
-    values.downcast::<Vec<T>>().ok().map(|v| *v)
+            gather_into(out, view.as_ptr(), view.shape(), view.strides());
+            true
+        }),
+        _ => false,
+    }
 }
 
-/// The values of a strided array in row-major order, copying whole rows when the last
-/// axis is contiguous.
-fn gather<E: Copy>(ptr: *const E, shape: &[usize], strides: &[isize]) -> Vec<E> {
+/// Appends the values of a strided array to `out` in row-major order, copying whole
+/// rows when the last axis is contiguous.
+fn gather_into<E: Copy>(out: &mut Vec<E>, ptr: *const E, shape: &[usize], strides: &[isize]) {
     let len = shape.iter().product::<usize>();
-    let mut out = Vec::with_capacity(len);
+    out.reserve(len);
     if len == 0 {
-        return out;
+        return;
     }
     let (rows_shape, last) = shape.split_at(shape.len().saturating_sub(1));
     let (row_len, row_stride) = match last {
@@ -206,7 +231,7 @@ fn gather<E: Copy>(ptr: *const E, shape: &[usize], strides: &[isize]) -> Vec<E> 
         let mut axis = index.len();
         loop {
             if axis == 0 {
-                return out;
+                return;
             }
             axis -= 1;
             index[axis] += 1;
@@ -216,6 +241,28 @@ fn gather<E: Copy>(ptr: *const E, shape: &[usize], strides: &[isize]) -> Vec<E> 
             index[axis] = 0;
         }
     }
+}
+
+/// The op's flat parameter buffer from NdArray parameters (canonical order, each as
+/// stored): one buffer, each value copied once, whole rows at a time. Burn's `reshape`
+/// and `cat` on NdArray copy every value three times into three fresh allocations,
+/// which cost more than the kernel for small models. Other tensors go through `cat`.
+pub(crate) fn flatten<B: Backend>(parts: Vec<FloatTensor<B>>) -> FloatTensor<B> {
+    match parts.first().map(|p| p.dtype()) {
+        Some(DType::F32) => flatten_as::<B, f32>(parts),
+        Some(DType::F64) => flatten_as::<B, f64>(parts),
+        _ => crate::flat_weights::concatenate::<B>(parts),
+    }
+}
+
+fn flatten_as<B: Backend, T: Real + Element>(parts: Vec<FloatTensor<B>>) -> FloatTensor<B> {
+    let len = parts.iter().map(|p| p.shape().num_elements()).sum();
+    let mut values = lstm_cpu::vec_with_capacity::<T>(len);
+    if !parts.iter().all(|p| ndarray_append::<T>(p, &mut values)) {
+        lstm_cpu::recycle_vec(values);
+        return crate::flat_weights::concatenate::<B>(parts);
+    }
+    device_tensor::<B, T, 1>(values, [len], &B::float_device(&parts[0]))
 }
 
 fn device_tensor<B: Backend, T: Element, const D: usize>(
@@ -277,7 +324,12 @@ pub(crate) fn forward<B: Backend, T: Real + Element>(
         h_n: device_tensor::<B, T, 3>(h_n, [cells, b, arch.output_size()], &device),
         c_n: device_tensor::<B, T, 3>(c_n, [cells, b, arch.hidden_size], &device),
     };
-    let saved = tape.map(|tape| LstmSaved {
+    masks.into_iter().for_each(lstm_cpu::recycle_vec);
+    let Some(tape) = tape else {
+        host_call.recycle();
+        return (output, None);
+    };
+    let saved = LstmSaved {
         spec: spec.clone(),
         kernel: LstmKernel::FusedCpu,
         inputs: kept.expect("a training forward keeps its inputs"),
@@ -288,8 +340,8 @@ pub(crate) fn forward<B: Backend, T: Real + Element>(
                 tape,
             },
         ))))),
-    });
-    (output, saved)
+    };
+    (output, Some(saved))
 }
 
 /// Backward of a [`forward`] with `save`.
@@ -325,13 +377,18 @@ pub(crate) fn backward<B: Backend, T: Real + Element>(
         },
     )
     .expect("the tape belongs to this call");
+    for values in [dy, dh_n, dc_n] {
+        lstm_cpu::recycle_vec(values);
+    }
     let spec = &host.spec;
     let arch = &spec.arch;
     let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
-    LstmGrads {
+    let grads = LstmGrads {
         input: device_tensor::<B, T, 3>(computed.input, [t, b, arch.input_size], &device),
         weights: device_tensor::<B, T, 1>(computed.weights, [arch.weight_count()], &device),
         h0: device_tensor::<B, T, 3>(computed.h0, [cells, b, arch.output_size()], &device),
         c0: device_tensor::<B, T, 3>(computed.c0, [cells, b, arch.hidden_size], &device),
-    }
+    };
+    host.recycle();
+    grads
 }

@@ -37,6 +37,7 @@ mod convert;
 #[cfg(feature = "cuda")]
 mod cudnn;
 mod error;
+mod flat_weights;
 mod fused_cpu;
 #[cfg(feature = "cubecl")]
 mod fusion_op;
@@ -52,7 +53,7 @@ pub use config::{CudnnCompatibleLstmConfig, NanPolicy};
 #[cfg(feature = "cuda")]
 pub use cudnn::{CudnnMath, cudnn_math, cudnn_runtime_errors, set_cudnn_math};
 pub use error::LstmError;
-pub use fused_cpu::{cpu_threads, set_cpu_threads};
+pub use fused_cpu::{cpu_threads, release_cpu_buffers, set_cpu_threads};
 pub use kernel::{KernelChoice, LstmKernel};
 pub use module::{
     CudnnCompatibleLstm, CudnnCompatibleLstmRecord, LstmDirectionWeights, LstmLayer, LstmState,

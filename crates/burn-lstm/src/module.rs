@@ -10,6 +10,7 @@ use crate::backend::LstmBackend;
 use crate::error::LstmError;
 use crate::kernel::{KernelChoice, LstmKernel};
 use crate::op::lstm;
+use crate::portable::{primitive, tensor};
 use crate::spec::{LstmArch, LstmSpec};
 
 /// Parameters of one direction of one layer, gate order (i, f, g, o) along the `4H` rows.
@@ -102,20 +103,6 @@ impl<B: Backend> CudnnCompatibleLstm<B> {
             .flat_map(|layer| core::iter::once(&layer.forward).chain(layer.reverse.as_ref()))
     }
 
-    /// All parameters in one flat tensor, in the op's canonical layout (see
-    /// [`LstmArch::direction_layout`]). Differentiable: gradients reach every `Param`.
-    pub fn flat_weights(&self) -> Tensor<B, 1> {
-        let mut parts = Vec::new();
-        for cell in self.directions() {
-            parts.push(cell.weight_ih.val().reshape([-1]));
-            parts.push(cell.weight_hh.val().reshape([-1]));
-            parts.extend(cell.bias_ih.as_ref().map(|b| b.val()));
-            parts.extend(cell.bias_hh.as_ref().map(|b| b.val()));
-            parts.extend(cell.weight_hr.as_ref().map(|w| w.val().reshape([-1])));
-        }
-        Tensor::cat(parts, 0)
-    }
-
     /// Asks for a kernel (`None`: the fastest one the backend can run). A kernel the
     /// backend cannot run falls back; [`Self::kernel`] reports which runs and why.
     pub fn with_kernel(mut self, kernel: Option<LstmKernel>) -> Self {
@@ -130,6 +117,21 @@ impl<B: Backend> CudnnCompatibleLstm<B> {
 }
 
 impl<B: LstmBackend> CudnnCompatibleLstm<B> {
+    /// All parameters in one flat tensor, in the op's canonical layout (see
+    /// [`LstmArch::direction_layout`]), built by [`LstmBackend::lstm_flat_weights`].
+    /// Differentiable: gradients reach every `Param`.
+    pub fn flat_weights(&self) -> Tensor<B, 1> {
+        let mut parts = Vec::new();
+        for cell in self.directions() {
+            parts.push(primitive(cell.weight_ih.val()));
+            parts.push(primitive(cell.weight_hh.val()));
+            parts.extend(cell.bias_ih.as_ref().map(|b| primitive(b.val())));
+            parts.extend(cell.bias_hh.as_ref().map(|b| primitive(b.val())));
+            parts.extend(cell.weight_hr.as_ref().map(|w| primitive(w.val())));
+        }
+        tensor(B::lstm_flat_weights(parts))
+    }
+
     /// Which kernel runs a call of `batch` rows of `seq_len` steps on `device`, and why not
     /// a faster one.
     pub fn kernel(&self, device: &B::Device, batch: usize, seq_len: usize) -> KernelChoice {

@@ -426,3 +426,79 @@ fn changed_parameters_are_used_at_once() {
     );
     assert!(rel_err(&after, &reference) < 1e-5);
 }
+
+/// Every parameter's values in the canonical order, read one by one through
+/// `into_data` (the reference for the op's flat buffer).
+fn canonical_values<Bk: burn::tensor::backend::Backend>(
+    model: &CudnnCompatibleLstm<Bk>,
+) -> Vec<f64> {
+    let mut values = Vec::new();
+    for cell in model.directions() {
+        values.extend(to_f64(cell.weight_ih.val()));
+        values.extend(to_f64(cell.weight_hh.val()));
+        for bias in [&cell.bias_ih, &cell.bias_hh].into_iter().flatten() {
+            values.extend(to_f64(bias.val()));
+        }
+        if let Some(w) = &cell.weight_hr {
+            values.extend(to_f64(w.val()));
+        }
+    }
+    values
+}
+
+#[test]
+fn flat_weights_hold_every_parameter_in_canonical_order() {
+    // NdArray builds the buffer itself (row by row through strides), autodiff with
+    // tracked parameters through `cat`, autodiff without through the inner backend.
+    // A parameter stored transposed (a strided view) must be read in its logical order.
+    let device = Default::default();
+    let mut model = config().init::<B>(&device);
+    let w = model.layers[0].forward.weight_ih.val();
+    let [rows, cols] = w.dims();
+    let transposed =
+        Tensor::<B, 2>::random([cols, rows], Distribution::Default, &device).transpose();
+    model.layers[0].forward.weight_ih = burn::module::Param::from_tensor(transposed);
+    let expected = canonical_values(&model);
+    assert_eq!(expected.len(), model.arch().weight_count());
+    assert_eq!(to_f64(model.flat_weights()), expected, "NdArray");
+
+    let tracked = config().init::<AD>(&device);
+    let expected = canonical_values(&tracked);
+    let flat = tracked.flat_weights();
+    assert_eq!(to_f64(flat.clone()), expected, "autodiff, tracked");
+    // Tracked: the gradient of the buffer reaches each parameter, in its place.
+    let scale = Tensor::<AD, 1>::from_floats(
+        (0..expected.len())
+            .map(|i| i as f32)
+            .collect::<Vec<_>>()
+            .as_slice(),
+        &device,
+    );
+    let grads = (flat * scale).sum().backward();
+    let grad_hr = tracked.layers[1]
+        .reverse
+        .as_ref()
+        .unwrap()
+        .weight_hr
+        .as_ref()
+        .unwrap();
+    let offset = tracked
+        .arch()
+        .direction_layout(1, 1)
+        .weight_hr
+        .unwrap()
+        .start;
+    let got = to_f64(grad_hr.grad(&grads).expect("weight_hr has a gradient"));
+    let want: Vec<f64> = (offset..offset + got.len()).map(|i| i as f64).collect();
+    assert_eq!(
+        got, want,
+        "the gradient of weight_hr is its slice of the buffer's"
+    );
+
+    let untracked = tracked.no_grad();
+    assert_eq!(
+        to_f64(untracked.flat_weights()),
+        expected,
+        "autodiff, untracked"
+    );
+}

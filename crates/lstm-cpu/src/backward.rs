@@ -15,6 +15,7 @@
 //! activations in the tape; after the loop `dW_ih`, `dW_hh`, `dW_hr` and the input
 //! gradient are one GEMM each over all steps.
 
+use crate::buffers::Buffer;
 use crate::call::{CallError, LstmCall, LstmGradients, OutputGrads};
 use crate::forward::{CellRun, CellWeights, Dims};
 use crate::gemm::{PackedB, gemm, par_gemm};
@@ -35,10 +36,11 @@ pub fn backward<T: Real>(
     let arch = call.arch;
     let dims = Dims::of(call);
     let (rows, h, p) = (dims.seq * dims.batch, dims.hidden, dims.out);
-    let mut d_weights = vec![T::ZERO; call.weights.len()];
-    let mut d_h0 = vec![T::ZERO; call.h0.len()];
-    let mut d_c0 = vec![T::ZERO; call.c0.len()];
-    let mut d_output = grads.dy.to_vec();
+    // Outputs, handed to the caller: zeroed buffers (see `Buffer::zeroed`) leaving the cache.
+    let mut d_weights = Buffer::zeroed(call.weights.len()).into_vec();
+    let mut d_h0 = Buffer::zeroed(call.h0.len()).into_vec();
+    let mut d_c0 = Buffer::zeroed(call.c0.len()).into_vec();
+    let mut d_output = Buffer::copied(grads.dy);
     for layer in (0..arch.num_layers).rev() {
         let layer_tape = &mut tape.layers[layer];
         let input: &[T] = match &layer_tape.input {
@@ -46,7 +48,7 @@ pub fn backward<T: Real>(
             None => call.input,
         };
         let in_size = arch.layer_input_size(layer);
-        let mut d_input = vec![T::ZERO; rows * in_size];
+        let mut d_input = Buffer::zeroed(rows * in_size);
         for (direction, cell_tape) in layer_tape.cells.iter_mut().enumerate() {
             let cell = layer * dims.dirs + direction;
             let layout = arch.direction_layout(layer, direction);
@@ -72,14 +74,14 @@ pub fn backward<T: Real>(
             backward_cell(&run, cell_tape, &d_output, &mut cell_grads);
         }
         if let Some(mask) = &layer_tape.mask {
-            for (d, &m) in d_input.iter_mut().zip(mask) {
+            for (d, &m) in d_input.iter_mut().zip(mask.iter()) {
                 *d = *d * m;
             }
         }
         d_output = d_input;
     }
     Ok(LstmGradients {
-        input: d_output,
+        input: d_output.into_vec(),
         weights: d_weights,
         h0: d_h0,
         c0: d_c0,
@@ -131,11 +133,11 @@ fn backward_cell<T: Real>(
     let mut d_cell = dc_n.to_vec();
     // Projection only: dĥ of every step (for dW_hr), du of the current step, and the
     // unprojected output o·tanh(c) of every step (o is overwritten by dz).
-    let with_proj = |len: usize| vec![T::ZERO; if projection { len } else { 0 }];
+    let with_proj = |len: usize| Buffer::zeroed(if projection { len } else { 0 });
     let mut d_projected = with_proj(rows * p);
     let mut d_unprojected = with_proj(batch * h);
     let mut unprojected = with_proj(rows * h);
-    let shared = |v: &mut Vec<T>| Shared(v.as_mut_ptr());
+    let shared = |v: &mut [T]| Shared(v.as_mut_ptr());
     let (dh_s, dc_s, dproj_s, du_s, u_s) = (
         shared(&mut d_hidden),
         shared(&mut d_cell),

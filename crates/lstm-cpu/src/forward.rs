@@ -6,6 +6,7 @@
 use core::ops::Range;
 
 use crate::arch::DirectionLayout;
+use crate::buffers::Buffer;
 use crate::call::{CallError, LstmCall, LstmOutputs};
 use crate::gemm::{PackedB, gemm, panel};
 use crate::real::Real;
@@ -98,10 +99,10 @@ fn run<T: Real>(
     let arch = call.arch;
     let dims = Dims::of(call);
     let (rows, h, p) = (dims.seq * dims.batch, dims.hidden, dims.out);
-    let mut h_n = vec![T::ZERO; call.h0.len()];
-    let mut c_n = vec![T::ZERO; call.c0.len()];
+    let mut h_n = Buffer::zeroed(call.h0.len()).into_vec();
+    let mut c_n = Buffer::zeroed(call.c0.len()).into_vec();
     let mut tape = Vec::new();
-    let mut below: Option<Vec<T>> = None;
+    let mut below: Option<Buffer<T>> = None;
     for layer in 0..arch.num_layers {
         let mask = (layer > 0)
             .then(|| call.dropout_masks.get(layer - 1))
@@ -117,16 +118,16 @@ fn run<T: Real>(
             values
         });
         let input: &[T] = owned_input.as_deref().unwrap_or(call.input);
-        let mut output = vec![T::ZERO; rows * dims.dirs * p];
+        let mut output = Buffer::zeroed(rows * dims.dirs * p);
         let mut cells = Vec::new();
         for direction in 0..dims.dirs {
             let cell = layer * dims.dirs + direction;
             let weights = CellWeights::new(call.weights, &arch.direction_layout(layer, direction));
             let mut cell_tape = save.then(|| CellTape {
-                gates: vec![T::ZERO; rows * 4 * h],
-                cell_prev: vec![T::ZERO; rows * h],
-                hidden_prev: vec![T::ZERO; rows * p],
-                tanh_cell: vec![T::ZERO; rows * h],
+                gates: Buffer::zeroed(rows * 4 * h),
+                cell_prev: Buffer::zeroed(rows * h),
+                hidden_prev: Buffer::zeroed(rows * p),
+                tanh_cell: Buffer::zeroed(rows * h),
             });
             let gates = cell_tape.as_mut().map(|t| Shared(t.gates.as_mut_ptr()));
             forward_cell(
@@ -159,14 +160,14 @@ fn run<T: Real>(
         if save {
             tape.push(LayerTape {
                 input: owned_input,
-                mask: mask.map(|m| m.to_vec()),
+                mask: mask.map(|m| Buffer::copied(m)),
                 cells,
             });
         }
         below = Some(output);
     }
     let outputs = LstmOutputs {
-        y: below.expect("at least one layer"),
+        y: below.expect("at least one layer").into_vec(),
         h_n,
         c_n,
     };
@@ -233,14 +234,11 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     // it projects its own gate columns and needs no barrier between projection and step.
     let (units, projected) = dims.team::<T>(threads);
     let chunk = chunk_steps(seq, batch);
-    let mut chunk_gates = vec![
-        T::ZERO;
-        if out.gates.is_some() {
-            0
-        } else {
-            chunk * batch * g4
-        }
-    ];
+    let mut chunk_gates = Buffer::zeroed(if out.gates.is_some() {
+        0
+    } else {
+        chunk * batch * g4
+    });
     let chunk_s = Shared(chunk_gates.as_mut_ptr());
     let mut hidden = vec![T::ZERO; 2 * batch * p];
     hidden[..batch * p].copy_from_slice(h0);

@@ -15,6 +15,7 @@
 
 use core::ops::Range;
 
+use crate::buffers::Buffer;
 use crate::real::Real;
 use crate::simd::{self, Isa};
 use crate::team::{Shared, run_team};
@@ -49,9 +50,9 @@ struct Panel {
 /// Some columns of a `K × N` matrix `B`, packed in panels: for each panel, `K` rows of
 /// [`panel`] consecutive values.
 #[derive(Debug)]
-pub(crate) struct PackedB<T> {
+pub(crate) struct PackedB<T: Real> {
     depth: usize,
-    data: Vec<T>,
+    data: Buffer<T>,
     panels: Vec<Panel>,
 }
 
@@ -73,7 +74,7 @@ impl<T: Real> PackedB<T> {
                 col += width;
             }
         }
-        let mut data = vec![T::ZERO; panels.len() * depth * nr];
+        let mut data = Buffer::zeroed(panels.len() * depth * nr);
         for (p, panel) in panels.iter().enumerate() {
             let dst = &mut data[p * depth * nr..(p + 1) * depth * nr];
             for n in 0..panel.width {

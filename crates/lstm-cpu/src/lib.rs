@@ -5,8 +5,9 @@
 //!
 //! No framework dependency: `burn-lstm` dispatches its NdArray backend here. Parameters
 //! are PyTorch's and cuDNN's canonical flat layout ([`LstmArch::direction_layout`]).
-//! Nothing is cached between calls: weights are packed at the start of every call, so a
-//! changed parameter can never meet a stale packed copy.
+//! No values are cached between calls: weights are packed at the start of every call, so
+//! a changed parameter can never meet a stale packed copy. Only the memory of large
+//! scratch buffers is kept for the next call ([`cache_limit_bytes`]), handed out zeroed.
 //!
 //! ```
 //! use lstm_cpu::{LstmArch, LstmCall, forward};
@@ -26,6 +27,7 @@
 
 mod arch;
 mod backward;
+mod buffers;
 mod call;
 mod forward;
 mod gemm;
@@ -38,6 +40,9 @@ mod vector;
 
 pub use arch::{DirectionLayout, LstmArch};
 pub use backward::backward;
+pub use buffers::{
+    cache_limit_bytes, cached_buffer_bytes, recycle_vec, release_cached_buffers, vec_with_capacity,
+};
 pub use call::{CallError, LstmCall, LstmGradients, LstmOutputs, OutputGrads};
 pub use forward::{forward, forward_train};
 pub use real::Real;

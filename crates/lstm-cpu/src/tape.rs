@@ -1,47 +1,49 @@
 //! What a training forward keeps for the backward. Buffers are indexed by time step
 //! (not processing order), so the weight gradients are single GEMMs over all steps.
 
+use crate::buffers::Buffer;
 use crate::call::{CallError, LstmCall};
+use crate::real::Real;
 
 /// The residuals of [`forward_train`](crate::forward_train), consumed by
 /// [`backward`](crate::backward) (which overwrites the gate activations with their
 /// gradients in place).
 #[derive(Clone, Debug)]
-pub struct Tape<T> {
+pub struct Tape<T: Real> {
     pub(crate) layers: Vec<LayerTape<T>>,
 }
 
 #[derive(Clone, Debug)]
-pub(crate) struct LayerTape<T> {
+pub(crate) struct LayerTape<T: Real> {
     /// The layer's input after dropout (layers above the first; the first reads the call's).
-    pub input: Option<Vec<T>>,
+    pub input: Option<Buffer<T>>,
     /// The dropout mask applied to that input.
-    pub mask: Option<Vec<T>>,
+    pub mask: Option<Buffer<T>>,
     /// One per direction.
     pub cells: Vec<CellTape<T>>,
 }
 
 #[derive(Clone, Debug)]
-pub(crate) struct CellTape<T> {
+pub(crate) struct CellTape<T: Real> {
     /// Gate activations `i, f, g, o`, `[T, B, 4H]`.
-    pub gates: Vec<T>,
+    pub gates: Buffer<T>,
     /// Cell state entering each step, `[T, B, H]`.
-    pub cell_prev: Vec<T>,
+    pub cell_prev: Buffer<T>,
     /// Hidden state entering each step, `[T, B, H_out]`.
-    pub hidden_prev: Vec<T>,
+    pub hidden_prev: Buffer<T>,
     /// `tanh(c_t)`, `[T, B, H]`.
-    pub tanh_cell: Vec<T>,
+    pub tanh_cell: Buffer<T>,
 }
 
-impl<T> Tape<T> {
+impl<T: Real> Tape<T> {
     /// Bytes held (the kernel's training memory beyond inputs and outputs).
     pub fn bytes(&self) -> usize {
         let values: usize = self
             .layers
             .iter()
             .map(|l| {
-                l.input.as_ref().map_or(0, Vec::len)
-                    + l.mask.as_ref().map_or(0, Vec::len)
+                l.input.as_ref().map_or(0, |b| b.len())
+                    + l.mask.as_ref().map_or(0, |b| b.len())
                     + l.cells
                         .iter()
                         .map(|c| {

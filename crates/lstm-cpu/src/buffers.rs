@@ -1,0 +1,292 @@
+//! Large scratch buffers (packed weights, gate chunks, the training tape, layer outputs)
+//! recycled across calls through a process-wide cache.
+//!
+//! Why: a call needs megabytes of scratch, and the system allocator hands such blocks
+//! back to the kernel when they are freed (glibc maps blocks above its threshold anew
+//! and trims the top of the heap). Every call then page-faults its buffers in again,
+//! and each unmap interrupts the other team members' CPUs to flush their TLBs. Measured
+//! on 2 cores: a 16×50×256 training step took 25 ms instead of 11 ms through Burn, and
+//! the kernel alone 374 ms instead of 248 ms at 64×100×512 (docs/fused-cpu.md).
+//!
+//! The cache keeps freed buffers (up to [`cache_limit_bytes`], default 1 GiB, the
+//! `LSTM_CPU_BUFFER_CACHE_MIB` environment variable) and hands the best fitting one to
+//! the next request, zeroed. [`release_cached_buffers`] gives them all back. Buffers
+//! under 32 KiB bypass the cache: the allocator keeps those in its heap anyway.
+
+use core::any::{Any, TypeId};
+use core::ops::{Deref, DerefMut};
+use std::sync::{Mutex, OnceLock};
+
+use crate::real::Real;
+
+/// Buffers smaller than this go straight to the allocator.
+const MIN_CACHED_BYTES: usize = 32 * 1024;
+/// Most buffers the cache keeps per element type (a layer stack needs a handful per
+/// layer and direction).
+const MAX_CACHED_BUFFERS: usize = 64;
+
+struct Cache<T> {
+    free: Vec<Vec<T>>,
+    bytes: usize,
+}
+
+impl<T> Cache<T> {
+    /// An empty kept vector with room for `len` values: the smallest that fits, and not
+    /// more than four times too large (a small request must not hold a huge block).
+    fn take(&mut self, len: usize) -> Option<Vec<T>> {
+        let (index, _) = self
+            .free
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| (len..=len.saturating_mul(4)).contains(&v.capacity()))
+            .min_by_key(|(_, v)| v.capacity())?;
+        let mut data = self.free.swap_remove(index);
+        self.bytes -= data.capacity() * core::mem::size_of::<T>();
+        data.clear();
+        Some(data)
+    }
+
+    /// Keeps `data` unless that would pass `limit` bytes; returns what is not kept (to
+    /// be freed outside the lock): `data` itself, or the smallest kept vector when
+    /// there are more than [`MAX_CACHED_BUFFERS`].
+    fn put(&mut self, data: Vec<T>, limit: usize) -> Option<Vec<T>> {
+        let bytes = data.capacity() * core::mem::size_of::<T>();
+        if self.bytes + bytes > limit {
+            return Some(data);
+        }
+        self.bytes += bytes;
+        self.free.push(data);
+        if self.free.len() <= MAX_CACHED_BUFFERS {
+            return None;
+        }
+        let (smallest, _) = self
+            .free
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, v)| v.capacity())?;
+        let evicted = self.free.swap_remove(smallest);
+        self.bytes -= evicted.capacity() * core::mem::size_of::<T>();
+        Some(evicted)
+    }
+
+    fn clear(&mut self) -> Vec<Vec<T>> {
+        self.bytes = 0;
+        core::mem::take(&mut self.free)
+    }
+}
+
+static F32_CACHE: Mutex<Cache<f32>> = Mutex::new(Cache {
+    free: Vec::new(),
+    bytes: 0,
+});
+static F64_CACHE: Mutex<Cache<f64>> = Mutex::new(Cache {
+    free: Vec::new(),
+    bytes: 0,
+});
+
+/// The cache of `T`'s buffers (`None` for element types without one).
+fn cache<T: Real>() -> Option<&'static Mutex<Cache<T>>> {
+    let any: &'static dyn Any = if TypeId::of::<T>() == TypeId::of::<f32>() {
+        &F32_CACHE
+    } else if TypeId::of::<T>() == TypeId::of::<f64>() {
+        &F64_CACHE
+    } else {
+        return None;
+    };
+    any.downcast_ref()
+}
+
+fn lock<T>(cache: &Mutex<Cache<T>>) -> std::sync::MutexGuard<'_, Cache<T>> {
+    cache
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Most bytes of freed buffers kept for reuse: `LSTM_CPU_BUFFER_CACHE_MIB` (read once;
+/// `0` turns the cache off), else 1 GiB.
+pub fn cache_limit_bytes() -> usize {
+    static LIMIT: OnceLock<usize> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        std::env::var("LSTM_CPU_BUFFER_CACHE_MIB")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(1024)
+            .saturating_mul(1 << 20)
+    })
+}
+
+/// Bytes the cache holds now (freed buffers kept for the next call).
+pub fn cached_buffer_bytes() -> usize {
+    lock(&F32_CACHE).bytes + lock(&F64_CACHE).bytes
+}
+
+/// Returns every cached buffer to the allocator (for example after a large model's
+/// last call). Calls afterwards allocate afresh and fill the cache again.
+pub fn release_cached_buffers() {
+    let f32_buffers = lock(&F32_CACHE).clear();
+    let f64_buffers = lock(&F64_CACHE).clear();
+    drop((f32_buffers, f64_buffers));
+}
+
+/// An empty vector with room for `capacity` values: a cached one when the cache holds
+/// one that fits, else a new one. Give it back with [`recycle_vec`] when done.
+pub fn vec_with_capacity<T: Real>(capacity: usize) -> Vec<T> {
+    Buffer::<T>::recycled(capacity).unwrap_or_else(|| Vec::with_capacity(capacity))
+}
+
+/// Keeps `values`' memory for later calls (see [`cache_limit_bytes`]) instead of
+/// freeing it now.
+pub fn recycle_vec<T: Real>(values: Vec<T>) {
+    drop(Buffer { data: values });
+}
+
+/// A buffer of `len` values that goes back to the cache when dropped.
+pub(crate) struct Buffer<T: Real> {
+    data: Vec<T>,
+}
+
+impl<T: Real> Buffer<T> {
+    /// `len` zeros.
+    pub fn zeroed(len: usize) -> Self {
+        // Not `vec![0; len]`: calloc maps fresh blocks to the shared zero page, and the
+        // first write after a read (a GEMM accumulating into the buffer) then faults
+        // again and flushes every team member's TLB. Zeros written here fault once.
+        let mut data = Self::recycled(len).unwrap_or_else(|| Vec::with_capacity(len));
+        data.resize(len, T::ZERO);
+        Self { data }
+    }
+
+    /// A copy of `values`.
+    pub fn copied(values: &[T]) -> Self {
+        let data = match Self::recycled(values.len()) {
+            Some(mut data) => {
+                data.extend_from_slice(values);
+                data
+            }
+            None => values.to_vec(),
+        };
+        Self { data }
+    }
+
+    /// The values as a plain vector, which leaves the cache for good (a call's outputs).
+    pub fn into_vec(mut self) -> Vec<T> {
+        core::mem::take(&mut self.data)
+    }
+
+    /// An empty cached vector with room for `len` values, if the cache has one.
+    fn recycled(len: usize) -> Option<Vec<T>> {
+        if len * core::mem::size_of::<T>() < MIN_CACHED_BYTES {
+            return None;
+        }
+        lock(cache::<T>()?).take(len)
+    }
+}
+
+impl<T: Real> Drop for Buffer<T> {
+    fn drop(&mut self) {
+        let bytes = self.data.capacity() * core::mem::size_of::<T>();
+        if bytes < MIN_CACHED_BYTES {
+            return;
+        }
+        let Some(cache) = cache::<T>() else { return };
+        let data = core::mem::take(&mut self.data);
+        let not_kept = lock(cache).put(data, cache_limit_bytes());
+        // Freed outside the lock.
+        drop(not_kept);
+    }
+}
+
+impl<T: Real> Deref for Buffer<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.data
+    }
+}
+
+impl<T: Real> DerefMut for Buffer<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut self.data
+    }
+}
+
+impl<T: Real> Clone for Buffer<T> {
+    fn clone(&self) -> Self {
+        Self::copied(self)
+    }
+}
+
+impl<T: Real> core::fmt::Debug for Buffer<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Buffer(len {})", self.data.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache() -> Cache<f64> {
+        Cache {
+            free: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    #[test]
+    fn takes_the_smallest_fitting_buffer_and_never_a_far_too_large_one() {
+        let mut c = cache();
+        for len in [1000, 4000, 2000] {
+            assert!(c.put(Vec::with_capacity(len), usize::MAX).is_none());
+        }
+        assert_eq!(c.bytes, 7000 * 8);
+        let got = c.take(1500).expect("a buffer fits");
+        assert_eq!((got.capacity(), got.len()), (2000, 0));
+        assert_eq!(c.bytes, 5000 * 8);
+        // 4000 is more than four times 900, 1000 is not.
+        assert_eq!(c.take(900).map(|v| v.capacity()), Some(1000));
+        assert!(
+            c.take(900).is_none(),
+            "only 4000 is left: too large for 900"
+        );
+        assert!(c.take(5000).is_none(), "nothing holds 5000");
+        assert_eq!(c.take(4000).map(|v| v.capacity()), Some(4000));
+        assert_eq!(c.bytes, 0);
+    }
+
+    #[test]
+    fn keeps_at_most_the_limit_and_the_count() {
+        let mut c = cache();
+        assert!(c.put(Vec::with_capacity(100), 1000).is_none());
+        let refused = c.put(Vec::with_capacity(100), 1000);
+        assert_eq!(
+            refused.map(|v| v.capacity()),
+            Some(100),
+            "800 + 800 > 1000 bytes"
+        );
+        for len in 0..MAX_CACHED_BUFFERS {
+            let evicted = c.put(Vec::with_capacity(200 + len), usize::MAX);
+            let expected = (len + 1 == MAX_CACHED_BUFFERS).then_some(100);
+            assert_eq!(evicted.map(|v| v.capacity()), expected);
+        }
+        assert_eq!(c.free.len(), MAX_CACHED_BUFFERS);
+        let kept: usize = c.free.iter().map(|v| v.capacity() * 8).sum();
+        assert_eq!(c.bytes, kept);
+        assert_eq!(c.clear().len(), MAX_CACHED_BUFFERS);
+        assert_eq!(c.bytes, 0);
+    }
+
+    #[test]
+    fn buffers_are_zeroed_or_copied_whatever_they_held() {
+        // Through the process-wide cache: other tests may take the buffer in between,
+        // which changes nothing here (every buffer handed out is zeroed or copied).
+        for round in 0..3 {
+            let mut b = Buffer::<f32>::zeroed(20_000 + round);
+            assert!(b.iter().all(|&v| v == 0.0), "round {round}");
+            b.iter_mut().for_each(|v| *v = f32::NAN);
+            drop(b);
+            let c = Buffer::copied(&vec![2.5f32; 19_000]);
+            assert!(c.len() == 19_000 && c.iter().all(|&v| v == 2.5));
+            assert_eq!(Buffer::<f32>::zeroed(30_000).into_vec().len(), 30_000);
+        }
+    }
+}
