@@ -103,6 +103,12 @@ struct Micro<T> {
     c: *mut T,
     ldc: usize,
     width: usize,
+    /// Where the next `B` block starts (null: none): the micro-kernel prefetches it, one
+    /// row of it per row of its own, so the next block streams in while this one
+    /// computes. Rows of `B` are the step's whole weight matrix for the recurrent
+    /// product, too large for L2 at wide layers (36 MB at H = 1500), and the hardware
+    /// prefetcher restarts cold at every block.
+    prefetch: *const T,
 }
 
 /// `C[rows × cols(B)] += A · B`, where `A(i, k) = a[i * rs + k * cs]` and column `n` of
@@ -131,6 +137,15 @@ pub(crate) unsafe fn gemm<T: Real>(
             for (p, panel) in b.panels.iter().enumerate() {
                 // SAFETY: offsets stay inside the panel and the caller's A and C.
                 let bp = unsafe { b.data.as_ptr().add((p * b.depth + k0) * nr) };
+                // The block after this one: the next panel's, else the next depth block's
+                // first panel (both `depth` rows or fewer: the prefetch stays inside).
+                let next = if p + 1 < b.panels.len() {
+                    Some(((p + 1) * b.depth + k0) * nr)
+                } else {
+                    (k0 + depth < b.depth && m0 + block_rows >= rows)
+                        .then(|| (k0 + depth) * nr)
+                        .filter(|_| b.depth - (k0 + depth) >= depth)
+                };
                 let mut i = 0;
                 while i < block_rows {
                     let r = max_rows.min(block_rows - i);
@@ -144,6 +159,10 @@ pub(crate) unsafe fn gemm<T: Real>(
                         c: unsafe { c.add(row * ldc + panel.col) },
                         ldc,
                         width: panel.width,
+                        prefetch: match next {
+                            Some(offset) if i == 0 => unsafe { b.data.as_ptr().add(offset) },
+                            _ => core::ptr::null(),
+                        },
                     };
                     unsafe { micro::<T>(r, isa, nr, args) };
                     i += r;
@@ -261,6 +280,26 @@ unsafe fn kernel_avx2<S: crate::vector::Vector, const MR: usize>(args: Micro<S::
     unsafe { vector_body::<S, MR>(args) }
 }
 
+/// Prefetches row `offset..offset + nr` of the next `B` block into L2 (`nr` values of a
+/// panel row span one or two cache lines).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn prefetch_row<S: crate::vector::Vector>(next: *const S::E, offset: usize, nr: usize) {
+    use core::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
+    if next.is_null() {
+        return;
+    }
+    // SAFETY: a prefetch never faults; the address is inside the packed buffer anyway.
+    unsafe {
+        let row = next.add(offset) as *const i8;
+        _mm_prefetch::<_MM_HINT_T1>(row);
+        let bytes = nr * core::mem::size_of::<S::E>();
+        if bytes > 64 {
+            _mm_prefetch::<_MM_HINT_T1>(row.add(64));
+        }
+    }
+}
+
 /// The micro-kernel on explicit vector registers: an `MR × 2·LANES` tile.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
@@ -275,6 +314,7 @@ unsafe fn vector_body<S: crate::vector::Vector, const MR: usize>(m: Micro<S::E>)
             let mut k = 0;
             while k + 4 <= m.depth {
                 for (u, bank) in banks.iter_mut().enumerate() {
+                    prefetch_row::<S>(m.prefetch, (k + u) * nr, nr);
                     let a = S::splat(*m.a.add((k + u) * m.cs));
                     let b = m.b.add((k + u) * nr);
                     bank[0] = S::fma(a, S::load(b), bank[0]);
@@ -297,6 +337,7 @@ unsafe fn vector_body<S: crate::vector::Vector, const MR: usize>(m: Micro<S::E>)
             }
         } else {
             for k in 0..m.depth {
+                prefetch_row::<S>(m.prefetch, k * nr, nr);
                 let b = m.b.add(k * nr);
                 let (b0, b1) = (S::load(b), S::load(b.add(lanes)));
                 let mut a_col = m.a.add(k * m.cs);
@@ -341,6 +382,7 @@ impl<T> Micro<T> {
             c: self.c as *mut U,
             ldc: self.ldc,
             width: self.width,
+            prefetch: self.prefetch as *const U,
         }
     }
 }
