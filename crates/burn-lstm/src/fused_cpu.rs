@@ -256,13 +256,89 @@ pub(crate) fn flatten<B: Backend>(parts: Vec<FloatTensor<B>>) -> FloatTensor<B> 
 }
 
 fn flatten_as<B: Backend, T: Real + Element>(parts: Vec<FloatTensor<B>>) -> FloatTensor<B> {
-    let len = parts.iter().map(|p| p.shape().num_elements()).sum();
-    let mut values = lstm_cpu::vec_with_capacity::<T>(len);
-    if !parts.iter().all(|p| ndarray_append::<T>(p, &mut values)) {
-        lstm_cpu::recycle_vec(values);
-        return crate::flat_weights::concatenate::<B>(parts);
+    let device = B::float_device(&parts[0]);
+    let len: usize = parts.iter().map(|p| p.shape().num_elements()).sum();
+    let mut parts = parts.into_iter();
+    let first = parts.next().expect("flatten has at least one part");
+    let first_len = first.shape().num_elements();
+    // A first part nobody else holds (the buffer built so far, when autodiff appends
+    // parameters one at a time) is extended in place; otherwise every part is copied.
+    let (mut values, first) = match take_unique_ndarray::<B, T>(first) {
+        Ok(values) => (values, None),
+        Err(first) => (lstm_cpu::vec_with_capacity::<T>(len), Some(first)),
+    };
+    let taken = values.len();
+    values.reserve(len - taken);
+    let rest: Vec<FloatTensor<B>> = first.into_iter().chain(parts).collect();
+    if rest.iter().all(|p| ndarray_append::<T>(p, &mut values)) {
+        return device_tensor::<B, T, 1>(values, [len], &device);
     }
-    device_tensor::<B, T, 1>(values, [len], &B::float_device(&parts[0]))
+    // A part of another kind: concatenate with Burn's ops, the taken first part as a
+    // tensor again (its values are the first `taken` of `values`).
+    let mut all = Vec::with_capacity(rest.len() + 1);
+    if taken > 0 {
+        values.truncate(taken);
+        all.push(device_tensor::<B, T, 1>(values, [first_len], &device));
+    } else {
+        lstm_cpu::recycle_vec(values);
+    }
+    all.extend(rest);
+    crate::flat_weights::concatenate::<B>(all)
+}
+
+/// The gradient of a flat buffer `[before + part]` split into the buffer's first
+/// `before` values and the last part, reshaped to `part_shape`. A gradient nobody else
+/// holds (the usual case) is cut in place on NdArray: only the part is copied, where
+/// NdArray's `slice` would copy both (Burn 0.21 slices by copying).
+pub(crate) fn split_gradient<B: Backend>(
+    grad: FloatTensor<B>,
+    before: usize,
+    part_shape: burn::tensor::Shape,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    match grad.dtype() {
+        DType::F32 => split_as::<B, f32>(grad, before, part_shape),
+        DType::F64 => split_as::<B, f64>(grad, before, part_shape),
+        _ => split_by_slices::<B>(grad, before, part_shape),
+    }
+}
+
+fn split_as<B: Backend, T: Real + Element>(
+    grad: FloatTensor<B>,
+    before: usize,
+    part_shape: burn::tensor::Shape,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let device = B::float_device(&grad);
+    match take_unique_ndarray::<B, T>(grad) {
+        Ok(mut values) => {
+            let part = TensorData::new(values[before..].to_vec(), part_shape);
+            values.truncate(before);
+            // Any rank: the backend op, not `Tensor::<B, D>::from_data`.
+            let part = B::float_from_data(part, &device);
+            (device_tensor::<B, T, 1>(values, [before], &device), part)
+        }
+        Err(grad) => split_by_slices::<B>(grad, before, part_shape),
+    }
+}
+
+fn split_by_slices<B: Backend>(
+    grad: FloatTensor<B>,
+    before: usize,
+    part_shape: burn::tensor::Shape,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    use burn::tensor::Slice;
+    let end = before + part_shape.num_elements();
+    let part = B::float_slice(
+        grad.clone(),
+        &[Slice::new(before as isize, Some(end as isize), 1)],
+    );
+    let prefix = B::float_slice(grad, &[Slice::new(0, Some(before as isize), 1)]);
+    (prefix, B::float_reshape(part, part_shape))
+}
+
+/// Whether [`flatten`] on `B` extends a buffer nobody else holds in place (NdArray's
+/// primitive), so that appending parameters one at a time costs one copy of each.
+pub(crate) fn appends_in_place<B: Backend>() -> bool {
+    core::any::TypeId::of::<FloatTensor<B>>() == core::any::TypeId::of::<NdArrayTensor>()
 }
 
 fn device_tensor<B: Backend, T: Element, const D: usize>(
