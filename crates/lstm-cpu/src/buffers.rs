@@ -151,20 +151,15 @@ impl<T: Real> Buffer<T> {
         // Not `vec![0; len]`: calloc maps fresh blocks to the shared zero page, and the
         // first write after a read (a GEMM accumulating into the buffer) then faults
         // again and flushes every team member's TLB. Zeros written here fault once.
-        let mut data = Self::recycled(len).unwrap_or_else(|| Vec::with_capacity(len));
+        let mut data = vec_with_capacity(len);
         data.resize(len, T::ZERO);
         Self { data }
     }
 
     /// A copy of `values`.
     pub fn copied(values: &[T]) -> Self {
-        let data = match Self::recycled(values.len()) {
-            Some(mut data) => {
-                data.extend_from_slice(values);
-                data
-            }
-            None => values.to_vec(),
-        };
+        let mut data = vec_with_capacity(values.len());
+        data.extend_from_slice(values);
         Self { data }
     }
 

@@ -137,14 +137,17 @@ pub(crate) unsafe fn gemm<T: Real>(
             for (p, panel) in b.panels.iter().enumerate() {
                 // SAFETY: offsets stay inside the panel and the caller's A and C.
                 let bp = unsafe { b.data.as_ptr().add((p * b.depth + k0) * nr) };
-                // The block after this one: the next panel's, else the next depth block's
-                // first panel (both `depth` rows or fewer: the prefetch stays inside).
+                // The block read after this one: the next panel's rows `k0..k0 + depth`;
+                // after the last panel of the last row block, the first panel's next
+                // `depth` rows, when it has that many (the prefetch reads `depth` rows
+                // and must stay inside the panel).
+                let last_rows = m0 + block_rows >= rows;
                 let next = if p + 1 < b.panels.len() {
                     Some(((p + 1) * b.depth + k0) * nr)
+                } else if last_rows && k0 + 2 * depth <= b.depth {
+                    Some((k0 + depth) * nr)
                 } else {
-                    (k0 + depth < b.depth && m0 + block_rows >= rows)
-                        .then(|| (k0 + depth) * nr)
-                        .filter(|_| b.depth - (k0 + depth) >= depth)
+                    None
                 };
                 let mut i = 0;
                 while i < block_rows {
