@@ -89,7 +89,7 @@ impl<B: LstmBackend, C: CheckpointStrategy> LstmBackend for Autodiff<B, C> {
 
     /// Untracked parameters (inference on an autodiff backend) take the inner backend's
     /// fast path; tracked ones are joined by autodiff ops (see `flat_weights::tracked`),
-    /// whose backward slices the buffer's gradient back into each parameter.
+    /// whose backward splits the buffer's gradient back into each parameter.
     fn lstm_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
         if parts.iter().all(|part| part.node.requirement.is_none()) {
             let inner = parts.into_iter().map(|part| part.primitive).collect();

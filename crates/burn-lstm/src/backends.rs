@@ -24,7 +24,7 @@ where
     }
 
     fn lstm_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
-        fused_cpu::flatten::<Self>(parts)
+        crate::ndarray_host::flatten::<Self>(parts)
     }
 
     fn lstm_forward(

@@ -45,7 +45,7 @@ impl<B: Backend> Backward<B, 2> for Append {
         // Cut in place where possible: slicing the prefix at every append would copy
         // the buffer's gradient once per parameter.
         let (buffer_grad, part_grad) =
-            crate::fused_cpu::split_gradient::<B>(grad, before, part_shape);
+            crate::ndarray_host::split_gradient::<B>(grad, before, part_shape);
         let [buffer, part] = ops.parents;
         if let Some(part) = part {
             grads.register::<B>(part.id, part_grad);
@@ -65,7 +65,7 @@ impl<B: Backend> Backward<B, 2> for Append {
 pub(crate) fn tracked<B: LstmBackend, C: CheckpointStrategy>(
     parts: Vec<FloatTensor<Autodiff<B, C>>>,
 ) -> FloatTensor<Autodiff<B, C>> {
-    if !crate::fused_cpu::appends_in_place::<B>() || parts.len() < 2 {
+    if !crate::ndarray_host::appends_in_place::<B>() || parts.len() < 2 {
         return concatenate::<Autodiff<B, C>>(parts);
     }
     let mut parts = parts.into_iter();
@@ -73,16 +73,13 @@ pub(crate) fn tracked<B: LstmBackend, C: CheckpointStrategy>(
     let first_len = first.shape().num_elements();
     let mut buffer = Autodiff::<B, C>::float_reshape(first, Shape::new([first_len]));
     for part in parts {
-        let before = buffer.shape().num_elements();
-        let shape = part.shape();
+        let state = (buffer.shape().num_elements(), part.shape());
         let nodes = [buffer.node.clone(), part.node.clone()];
-        let appended =
-            |buffer: FloatTensor<B>, part: FloatTensor<B>| B::lstm_flat_weights(vec![buffer, part]);
-        buffer = match Append.prepare::<C>(nodes).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => {
-                prep.finish((before, shape), appended(buffer.primitive, part.primitive))
-            }
-            OpsKind::UnTracked(prep) => prep.finish(appended(buffer.primitive, part.primitive)),
+        let prep = Append.prepare::<C>(nodes).compute_bound().stateful();
+        let appended = B::lstm_flat_weights(vec![buffer.primitive, part.primitive]);
+        buffer = match prep {
+            OpsKind::Tracked(prep) => prep.finish(state, appended),
+            OpsKind::UnTracked(prep) => prep.finish(appended),
         };
     }
     buffer

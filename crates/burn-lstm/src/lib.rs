@@ -43,6 +43,7 @@ mod fused_cpu;
 mod fusion_op;
 mod kernel;
 mod module;
+mod ndarray_host;
 mod op;
 mod portable;
 mod spec;
