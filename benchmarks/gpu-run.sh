@@ -5,7 +5,10 @@
 #   bash .device/gpu-run.sh bench    cudnn-raw, cudnn, portable and burn-lstm on Burn's
 #                                    Cuda against PyTorch's cuDNN LSTM, in exact FP32 and
 #                                    in TF32, on the shapes of $SHAPES
-#   bash .device/gpu-run.sh all      both
+#   bash .device/gpu-run.sh trace    one inference and one training step of --impl cudnn per
+#                                    shape of $TRACE_SHAPES with BURN_LSTM_CUDNN_TRACE=1:
+#                                    where the binding's host time goes, phase by phase
+#   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): SHAPES ("B T H L;…"), MODES, ITERS, IMPLS, TF32_IMPLS (may be
 # empty), TORCH=0 (no PyTorch peer), SKIP (a test name filter), TEST_TIMEOUT,
 # BENCH_TIMEOUT.
@@ -58,6 +61,19 @@ sys.argv = ["lstm_peers.py"] + sys.argv[1:]
 runpy.run_path("$kit/lstm_peers.py", run_name="__main__")
 PY
 }
+
+if [ "$phase" = trace ]; then
+  IFS=';' read -r -a shapes <<<"${TRACE_SHAPES:-20 35 1500 2;64 100 512 1}"
+  for shape in "${shapes[@]}"; do
+    read -r b t h l <<<"$shape"
+    for mode in infer train; do
+      echo "trace $mode $shape (the last call's phases, then the JSON line):" | log
+      BURN_LSTM_CUDNN_TRACE=1 timeout 120 "$kit/bin/lstm-bench" --impl cudnn --device cuda \
+        --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" \
+        --iters "${ITERS:-20}" 2>&1 | tail -3 | log
+    done
+  done
+fi
 
 if [ "$phase" = bench ] || [ "$phase" = all ]; then
   IFS=';' read -r -a shapes <<<"${SHAPES:-64 100 512 1;20 35 1500 2;128 25 1024 1;16 50 256 1}"

@@ -18,12 +18,19 @@ const DEFAULT_DROPOUT_SEED: u64 = 0x5eed_1057;
 pub(crate) struct PreparedLstm {
     pub lstm: Lstm,
     pub plan: WeightPlan,
+    /// The [`DeviceCudnn::dropout_generation`] the descriptor was last configured with.
+    dropout_generation: u64,
 }
 
 /// cuDNN state of one GPU.
 pub(crate) struct DeviceCudnn {
     handle: CudnnHandle,
     dropout: DropoutState,
+    /// Counts the changes of `dropout` (a new generator or a new rate). An LSTM
+    /// descriptor is configured again (`cudnnSetRNNDescriptor_v8`) only when it was last
+    /// configured with an older generation: setting it on every call would make cuDNN
+    /// redo its per-descriptor set-up each time.
+    dropout_generation: u64,
     lstms: HashMap<RnnConfig, PreparedLstm>,
 }
 
@@ -34,6 +41,7 @@ impl DeviceCudnn {
         Ok(Self {
             handle,
             dropout,
+            dropout_generation: 0,
             lstms: HashMap::new(),
         })
     }
@@ -51,23 +59,34 @@ impl DeviceCudnn {
         if let Some(seed) = seed.filter(|&s| s != self.dropout.seed()) {
             self.dropout =
                 DropoutState::new(&self.handle, probability, seed).map_err(|e| e.to_string())?;
+            self.dropout_generation += 1;
         }
-        self.dropout
-            .set_probability(&self.handle, probability)
-            .map_err(|e| e.to_string())?;
+        if probability != self.dropout.probability() {
+            self.dropout
+                .set_probability(&self.handle, probability)
+                .map_err(|e| e.to_string())?;
+            self.dropout_generation += 1;
+        }
         let config = rnn_config(arch, data_type, math);
         if !self.lstms.contains_key(&config) {
             let lstm = Lstm::new(&self.handle, config.clone(), &self.dropout)
                 .map_err(|e| e.to_string())?;
             let plan = WeightPlan::new(arch, lstm.weight_layout(), data_type.size())?;
-            self.lstms
-                .insert(config.clone(), PreparedLstm { lstm, plan });
+            let prepared = PreparedLstm {
+                lstm,
+                plan,
+                dropout_generation: self.dropout_generation,
+            };
+            self.lstms.insert(config.clone(), prepared);
         }
         let prepared = self.lstms.get_mut(&config).expect("inserted above");
-        prepared
-            .lstm
-            .set_dropout(&self.dropout)
-            .map_err(|e| e.to_string())?;
+        if prepared.dropout_generation != self.dropout_generation {
+            prepared
+                .lstm
+                .set_dropout(&self.dropout)
+                .map_err(|e| e.to_string())?;
+            prepared.dropout_generation = self.dropout_generation;
+        }
         Ok((&self.handle, prepared))
     }
 }

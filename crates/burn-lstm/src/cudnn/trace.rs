@@ -5,6 +5,8 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use crate::cudnn::weights::WeightPlan;
+
 fn enabled() -> bool {
     static ENABLED: OnceLock<bool> = OnceLock::new();
     *ENABLED.get_or_init(|| std::env::var("BURN_LSTM_CUDNN_TRACE").is_ok_and(|v| v == "1"))
@@ -36,9 +38,9 @@ impl CallTrace {
         }
     }
 
-    /// Prints the phases on one line, with whether the call copied the parameters
-    /// between the canonical layout and cuDNN's weight space (`identity`: no copy).
-    pub fn finish(self, identity: bool) {
+    /// Prints the phases on one line, with how the call copied the parameters between
+    /// the canonical layout and cuDNN's weight space (`plan`).
+    pub fn finish(self, plan: &WeightPlan) {
         if self.last.is_some() {
             let phases: Vec<String> = self
                 .phases
@@ -49,7 +51,17 @@ impl CallTrace {
                 "burn-lstm cuDNN {}: {} (weight copy: {})",
                 self.label,
                 phases.join(", "),
-                if identity { "none" } else { "yes" }
+                if plan.identity {
+                    "none".to_owned()
+                } else {
+                    format!(
+                        "{} runs, {} of {} elements, gaps: {}",
+                        plan.to_cudnn.runs().len(),
+                        plan.to_cudnn.covered(),
+                        plan.space_len,
+                        plan.has_gaps
+                    )
+                }
             );
         }
     }
