@@ -1,10 +1,23 @@
 //! The op on `Autodiff<B>`: one autodiff node for the whole layer stack, whose backward
 //! calls the inner backend's [`LstmBackend::lstm_backward`].
 //!
-//! An autodiff op has one float output, so the three results (`y`, `h_n`, `c_n`) are
-//! packed into one flat tensor and sliced apart again with (differentiable) autodiff ops.
+//! An autodiff op has one float output, but the LSTM has three results (`y`, `h_n`,
+//! `c_n`) and its backward needs all three gradients at once. So the op's node outputs a
+//! one-element marker, and each result is a node of its own whose only parent is the op's
+//! node: its backward puts the result's gradient in a slot shared with the op and hands
+//! the op a one-element marker gradient. The op's backward, which autodiff runs after
+//! its children's, takes the three gradients from the slot (zeros for a result the loss
+//! does not reach). Packing the results into one tensor and slicing it apart instead costs
+//! a copy of every output on the way in and, on the way out, a zero-filled packed
+//! gradient per result plus the sums of those (NdArray: ~15 passes over `y`).
 
-use burn::tensor::{Tensor, backend::AutodiffBackend, backend::Backend, ops::FloatTensor};
+use std::sync::{Arc, Mutex};
+
+use burn::tensor::{
+    DType, Shape, TensorMetadata,
+    backend::{AutodiffBackend, Backend},
+    ops::FloatTensor,
+};
 use burn_autodiff::{
     Autodiff,
     checkpoint::{base::Checkpointer, strategy::CheckpointStrategy},
@@ -14,14 +27,46 @@ use burn_autodiff::{
 
 use crate::backend::{LstmBackend, LstmOutput, LstmOutputGrads, LstmSaved};
 use crate::kernel::KernelChoice;
-use crate::portable::{primitive, tensor};
 use crate::spec::LstmSpec;
+
+/// The gradients of `[y, h_n, c_n]`, put here by the result nodes' backward and taken by
+/// the op's.
+struct ResultGrads<B: Backend>(Mutex<[Option<FloatTensor<B>>; 3]>);
+
+impl<B: Backend> core::fmt::Debug for ResultGrads<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("ResultGrads(..)")
+    }
+}
+
+impl<B: Backend> ResultGrads<B> {
+    fn shared() -> Arc<Self> {
+        Arc::new(Self(Mutex::new([None, None, None])))
+    }
+
+    fn put(&self, which: usize, grad: FloatTensor<B>) {
+        let mut grads = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        grads[which] = Some(match grads[which].take() {
+            Some(earlier) => B::float_add(earlier, grad),
+            None => grad,
+        });
+    }
+
+    fn take(&self) -> [Option<FloatTensor<B>>; 3] {
+        core::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// The one-element stand-in for the op node's output and for its gradient.
+fn marker<B: Backend>(device: &B::Device, dtype: DType) -> FloatTensor<B> {
+    B::float_zeros(Shape::new([1]), device, dtype.into())
+}
 
 #[derive(Debug)]
 struct LstmBackward;
 
 impl<B: LstmBackend> Backward<B, 4> for LstmBackward {
-    type State = LstmSaved<B>;
+    type State = (LstmSaved<B>, Arc<ResultGrads<B>>);
 
     fn backward(
         self,
@@ -29,17 +74,22 @@ impl<B: LstmBackend> Backward<B, 4> for LstmBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let saved = ops.state;
-        let packed = grads.consume::<B>(&ops.node);
-        let unpacked = unpack::<B>(packed, &saved.spec);
-        let computed = B::lstm_backward(
-            saved,
-            LstmOutputGrads {
-                dy: unpacked.y,
-                dh_n: unpacked.h_n,
-                dc_n: unpacked.c_n,
-            },
-        );
+        let (saved, result_grads) = ops.state;
+        // The markers the result nodes registered; the real gradients are in the slot.
+        let marker_grad = grads.consume::<B>(&ops.node);
+        let (device, dtype) = (B::float_device(&marker_grad), marker_grad.dtype());
+        let spec = &saved.spec;
+        let [dy, dh_n, dc_n] = result_grads.take();
+        let [y_shape, h_shape, c_shape] = result_shapes(spec);
+        let or_zeros = |grad: Option<FloatTensor<B>>, shape: [usize; 3]| {
+            grad.unwrap_or_else(|| B::float_zeros(Shape::new(shape), &device, dtype.into()))
+        };
+        let output_grads = LstmOutputGrads {
+            dy: or_zeros(dy, y_shape),
+            dh_n: or_zeros(dh_n, h_shape),
+            dc_n: or_zeros(dc_n, c_shape),
+        };
+        let computed = B::lstm_backward(saved, output_grads);
         let [input, weights, h0, c0] = ops.parents;
         let results = [computed.input, computed.weights, computed.h0, computed.c0];
         for (parent, grad) in [input, weights, h0, c0].into_iter().zip(results) {
@@ -50,36 +100,38 @@ impl<B: LstmBackend> Backward<B, 4> for LstmBackward {
     }
 }
 
-/// `y`, `h_n`, `c_n` flattened and concatenated.
-fn pack<B: Backend>(output: LstmOutput<B>) -> FloatTensor<B> {
-    let flat = |t| tensor::<B, 3>(t).reshape([-1]);
-    primitive(Tensor::cat(
-        vec![flat(output.y), flat(output.h_n), flat(output.c_n)],
-        0,
-    ))
+/// One of the op's results (`which`: 0 `y`, 1 `h_n`, 2 `c_n`).
+#[derive(Debug)]
+struct TakeResult;
+
+impl<B: Backend> Backward<B, 1> for TakeResult {
+    type State = (usize, Arc<ResultGrads<B>>);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let (which, result_grads) = ops.state;
+        let grad = grads.consume::<B>(&ops.node);
+        let (device, dtype) = (B::float_device(&grad), grad.dtype());
+        result_grads.put(which, grad);
+        let [op] = ops.parents;
+        if let Some(op) = op {
+            grads.register::<B>(op.id, marker::<B>(&device, dtype));
+        }
+    }
 }
 
-/// Inverse of [`pack`], shapes from the spec.
-fn unpack<B: Backend>(packed: FloatTensor<B>, spec: &LstmSpec) -> LstmOutput<B> {
-    let packed = tensor::<B, 1>(packed);
+/// Shapes of `y`, `h_n` and `c_n`.
+fn result_shapes(spec: &LstmSpec) -> [[usize; 3]; 3] {
     let arch = &spec.arch;
-    let (y_len, h_len, c_len) = (spec.output_len(), spec.h_n_len(), spec.c_n_len());
-    let part = |start: usize, len: usize, shape: [usize; 3]| {
-        primitive(packed.clone().narrow(0, start, len).reshape(shape))
-    };
-    LstmOutput {
-        y: part(
-            0,
-            y_len,
-            [spec.seq_len, spec.batch, arch.dirs() * arch.output_size()],
-        ),
-        h_n: part(y_len, h_len, [arch.cells(), spec.batch, arch.output_size()]),
-        c_n: part(
-            y_len + h_len,
-            c_len,
-            [arch.cells(), spec.batch, arch.hidden_size],
-        ),
-    }
+    [
+        [spec.seq_len, spec.batch, arch.dirs() * arch.output_size()],
+        [arch.cells(), spec.batch, arch.output_size()],
+        [arch.cells(), spec.batch, arch.hidden_size],
+    ]
 }
 
 impl<B: LstmBackend, C: CheckpointStrategy> LstmBackend for Autodiff<B, C> {
@@ -116,6 +168,8 @@ impl<B: LstmBackend, C: CheckpointStrategy> LstmBackend for Autodiff<B, C> {
             .stateful()
         {
             OpsKind::Tracked(prep) => {
+                let device = B::float_device(&input.primitive);
+                let dtype = input.primitive.dtype();
                 let (output, saved) = B::lstm_forward_train(
                     input.primitive,
                     weights.primitive,
@@ -123,8 +177,20 @@ impl<B: LstmBackend, C: CheckpointStrategy> LstmBackend for Autodiff<B, C> {
                     c0.primitive,
                     spec,
                 );
-                let packed = prep.finish(saved, pack::<B>(output));
-                unpack::<Self>(packed, spec)
+                let result_grads = ResultGrads::shared();
+                let op = prep.finish((saved, result_grads.clone()), marker::<B>(&device, dtype));
+                let result = |which: usize, value: FloatTensor<B>| {
+                    let nodes = [op.node.clone()];
+                    match TakeResult.prepare::<C>(nodes).compute_bound().stateful() {
+                        OpsKind::Tracked(prep) => prep.finish((which, result_grads.clone()), value),
+                        OpsKind::UnTracked(prep) => prep.finish(value),
+                    }
+                };
+                LstmOutput {
+                    y: result(0, output.y),
+                    h_n: result(1, output.h_n),
+                    c_n: result(2, output.c_n),
+                }
             }
             OpsKind::UnTracked(_) => {
                 let output = B::lstm_forward(

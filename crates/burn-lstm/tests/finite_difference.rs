@@ -32,6 +32,18 @@ fn loss<Bk: LstmBackend>(
     probes: &[(Vec<usize>, Vec<f64>); 3],
     grad: bool,
 ) -> (Tensor<Bk, 1>, Vec<Tensor<Bk, 1>>) {
+    loss_of::<Bk>(spec, inputs, probes, grad, [true; 3])
+}
+
+/// [`loss`] with only the terms of the results in `reach` (`y`, `h_n`, `c_n`): the others
+/// do not take part in the graph at all.
+fn loss_of<Bk: LstmBackend>(
+    spec: &LstmSpec,
+    inputs: &[(Vec<usize>, Vec<f64>); 4],
+    probes: &[(Vec<usize>, Vec<f64>); 3],
+    grad: bool,
+    reach: [bool; 3],
+) -> (Tensor<Bk, 1>, Vec<Tensor<Bk, 1>>) {
     let device = Default::default();
     let make = |(shape, values): &(Vec<usize>, Vec<f64>)| {
         let flat =
@@ -50,7 +62,16 @@ fn loss<Bk: LstmBackend>(
         Tensor::<Bk, 1>::from_data(TensorData::new(v.clone(), [v.len()]), &device)
             .reshape([s[0], s[1], s[2]])
     };
-    let total = (y * probe(0)).sum() + (h_n * probe(1)).sum() + (c_n * probe(2)).sum();
+    let terms = [
+        reach[0].then(|| (y * probe(0)).sum()),
+        reach[1].then(|| (h_n * probe(1)).sum()),
+        reach[2].then(|| (c_n * probe(2)).sum()),
+    ];
+    let total = terms
+        .into_iter()
+        .flatten()
+        .reduce(|a, b| a + b)
+        .expect("at least one result in the loss");
     (total, leaves.into_iter().map(|(t, _)| t).collect())
 }
 
@@ -72,9 +93,11 @@ fn check(arch: LstmArch, batch: usize, seq_len: usize, lengths: Option<Vec<usize
     }
 }
 
-fn check_kernel(spec: &LstmSpec) {
-    let (arch, batch, seq_len, dropout) = (&spec.arch, spec.batch, spec.seq_len, spec.dropout);
-    let dirs = arch.dirs();
+/// The op's inputs and the loss probes of `spec`, random and fixed.
+type Case = ([(Vec<usize>, Vec<f64>); 4], [(Vec<usize>, Vec<f64>); 3]);
+
+fn case(spec: &LstmSpec) -> Case {
+    let (arch, batch, seq_len) = (&spec.arch, spec.batch, spec.seq_len);
     let cells = arch.cells();
     let shapes = [
         vec![seq_len, batch, arch.input_size],
@@ -82,19 +105,24 @@ fn check_kernel(spec: &LstmSpec) {
         vec![cells, batch, arch.output_size()],
         vec![cells, batch, arch.hidden_size],
     ];
-    let inputs: [(Vec<usize>, Vec<f64>); 4] =
-        core::array::from_fn(|i| (shapes[i].clone(), random(shapes[i].clone(), i as u64)));
+    let inputs = core::array::from_fn(|i| (shapes[i].clone(), random(shapes[i].clone(), i as u64)));
     let out_shapes = [
-        vec![seq_len, batch, dirs * arch.output_size()],
+        vec![seq_len, batch, arch.dirs() * arch.output_size()],
         vec![cells, batch, arch.output_size()],
         vec![cells, batch, arch.hidden_size],
     ];
-    let probes: [(Vec<usize>, Vec<f64>); 3] = core::array::from_fn(|i| {
+    let probes = core::array::from_fn(|i| {
         (
             out_shapes[i].clone(),
             random(out_shapes[i].clone(), 10 + i as u64),
         )
     });
+    (inputs, probes)
+}
+
+fn check_kernel(spec: &LstmSpec) {
+    let (arch, dropout) = (&spec.arch, spec.dropout);
+    let (inputs, probes) = case(spec);
 
     let (total, leaves) = loss::<AD>(spec, &inputs, &probes, true);
     let grads = total.backward();
@@ -166,4 +194,64 @@ fn no_bias_matches_finite_differences() {
 #[test]
 fn dropout_backward_uses_the_forward_masks() {
     check(arch(3, 4, 0, 3, true, true), 2, 3, None, 0.4);
+}
+
+/// A loss that reaches only some of the results (the usual case: a model reads `y` or
+/// `h_n`, rarely all three) gives the gradients of the full loss with zero probes on the
+/// others: the results it does not reach count as zero gradients.
+#[test]
+fn results_outside_the_loss_count_as_zero_gradients() {
+    for kernel in [LstmKernel::Portable, LstmKernel::FusedCpu] {
+        let spec = LstmSpec {
+            seq_len: 4,
+            batch: 3,
+            lengths: Some(Arc::from(vec![4, 2, 3])),
+            dropout: 0.0,
+            training: false,
+            dropout_seed: None,
+            kernel: Some(kernel),
+            arch: arch(3, 4, 0, 2, true, true),
+        };
+        let (inputs, probes) = case(&spec);
+        let grads_of = |probes: &[(Vec<usize>, Vec<f64>); 3], reach: [bool; 3]| {
+            let (total, leaves) = loss_of::<AD>(&spec, &inputs, probes, true, reach);
+            let grads = total.backward();
+            leaves
+                .iter()
+                .map(|leaf| {
+                    leaf.grad(&grads)
+                        .expect("gradient")
+                        .into_data()
+                        .to_vec::<f64>()
+                        .unwrap()
+                })
+                .collect::<Vec<_>>()
+        };
+        for which in 0..3 {
+            let reach: [bool; 3] = core::array::from_fn(|i| i == which);
+            let mut zero_probes = probes.clone();
+            for (i, (_, values)) in zero_probes.iter_mut().enumerate() {
+                if i != which {
+                    values.iter_mut().for_each(|v| *v = 0.0);
+                }
+            }
+            let alone = grads_of(&probes, reach);
+            let with_zeros = grads_of(&zero_probes, [true; 3]);
+            for (k, (a, b)) in alone.iter().zip(&with_zeros).enumerate() {
+                let largest = b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                let diff = a
+                    .iter()
+                    .zip(b)
+                    .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+                assert!(
+                    largest > 0.0,
+                    "{kernel:?} result {which} input {k}: zero gradient"
+                );
+                assert!(
+                    diff <= 1e-12 * largest,
+                    "{kernel:?} result {which} input {k}: differs by {diff:e} of {largest:e}"
+                );
+            }
+        }
+    }
 }
