@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds, on this machine (Rust, no GPU), what the GPU machine (GPU, no Rust) runs:
-# the cuDNN test binaries, lstm-bench with `--features cuda`, the golden cases and the
+# the cuDNN test binaries, lstm-bench and the train/infer examples with `--features cuda`,
+# the golden cases and the
 # peer script, packed (xz: the stripped binaries are ~120 MB, over the 64 MiB a device
 # call carries) into .device/kit.tar.xz beside gpu-run.sh (.device/ is git-ignored).
 # Then, with the device tool:
@@ -20,6 +21,9 @@ for l in sys.stdin:
     if m.get('reason')=='compiler-artifact' and m['target']['name']=='$test' and m.get('executable'): print(m['executable'])")
   cp "$exe" "$out/bin/$test"
 done
+# The train and infer examples with cuDNN (`gpu-run.sh example`).
+cargo build --release -p lstm-examples --features cuda --example train --example infer
+cp target/release/examples/train target/release/examples/infer "$out/bin/"
 strip "$out"/bin/*
 cp crates/burn-lstm/tests/fixtures/golden/*.safetensors "$out/golden/"
 peers="${PEERS:-../shared/peers/lstm_peers.py}"

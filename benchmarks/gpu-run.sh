@@ -8,6 +8,8 @@
 #   bash .device/gpu-run.sh trace    one inference and one training step of --impl cudnn per
 #                                    shape of $TRACE_SHAPES with BURN_LSTM_CUDNN_TRACE=1:
 #                                    where the binding's host time goes, phase by phase
+#   bash .device/gpu-run.sh example  the train example on CUDA (cuDNN, a fallback panics),
+#                                    then the infer example on CPU from its checkpoint
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): SHAPES ("B T H L;…"), MODES, ITERS, IMPLS, TF32_IMPLS (may be
 # empty), TORCH=0 (no PyTorch peer), SKIP (a test name filter), TEST_TIMEOUT,
@@ -61,6 +63,20 @@ sys.argv = ["lstm_peers.py"] + sys.argv[1:]
 runpy.run_path("$kit/lstm_peers.py", run_name="__main__")
 PY
 }
+
+if [ "$phase" = example ]; then
+  model="${OUT:-/tmp}/sunspots-model"
+  data=examples/data/sunspots_monthly.csv
+  BURN_LSTM_CUDNN_TRACE=1 timeout 300 "$kit/bin/train" --device cuda --data "$data" \
+    --out "$model" --epochs "${EPOCHS:-5}" 2>/tmp/train-trace.txt | tail -4 | log
+  echo "exit ${PIPESTATUS[0]} train --device cuda" | log
+  echo "cuDNN calls traced: $(grep -c 'burn-lstm cuDNN forward' /tmp/train-trace.txt) forward," \
+    "$(grep -c 'burn-lstm cuDNN backward' /tmp/train-trace.txt) backward" | log
+  grep -v 'burn-lstm cuDNN' /tmp/train-trace.txt | tail -5 | log
+  timeout 120 "$kit/bin/infer" "$model" --data "$data" --plot "${OUT:-/tmp}/forecast.svg" 2>&1 |
+    tail -6 | log
+  echo "exit ${PIPESTATUS[0]} infer (CPU)" | log
+fi
 
 if [ "$phase" = trace ]; then
   IFS=';' read -r -a shapes <<<"${TRACE_SHAPES:-20 35 1500 2;64 100 512 1}"
