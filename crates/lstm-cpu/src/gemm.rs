@@ -35,6 +35,8 @@ pub(crate) fn kernel_rows() -> usize {
 }
 /// Depth of one pass over `A` and a panel (the panel slice stays in L1).
 const DEPTH_BLOCK: usize = 256;
+/// Rows of a panel packed together when packing transposes (see [`PackedB::pack`]).
+const TRANSPOSE_DEPTH: usize = 16;
 /// Rows of `A` per pass (`A`'s block stays in L2 while the panels stream past); a
 /// multiple of every [`kernel_rows`].
 const ROW_BLOCK: usize = 96;
@@ -77,10 +79,26 @@ impl<T: Real> PackedB<T> {
         let mut data = Buffer::zeroed(panels.len() * depth * nr);
         for (p, panel) in panels.iter().enumerate() {
             let dst = &mut data[p * depth * nr..(p + 1) * depth * nr];
-            for n in 0..panel.width {
-                let base = (panel.col + n) * cs;
-                for k in 0..depth {
-                    dst[k * nr + n] = src[base + k * rs];
+            if cs == 1 {
+                // Rows of B are contiguous: one copy per row.
+                for (k, row) in dst.chunks_exact_mut(nr).enumerate() {
+                    let start = k * rs + panel.col;
+                    row[..panel.width].copy_from_slice(&src[start..start + panel.width]);
+                }
+            } else {
+                // A transpose (B's columns are the source's rows, e.g. W_ihᵀ): a block of
+                // TRANSPOSE_DEPTH rows of the panel at a time, so that each source row
+                // is read one cache line at a time while the block's destination rows
+                // (a few KiB) stay in L1; column by column over the whole depth wrote
+                // one value per destination line and ran at ~2 cycles a value.
+                for (block, rows) in dst.chunks_mut(TRANSPOSE_DEPTH * nr).enumerate() {
+                    let k0 = block * TRANSPOSE_DEPTH;
+                    for n in 0..panel.width {
+                        let base = (panel.col + n) * cs + k0 * rs;
+                        for (kk, row) in rows.chunks_exact_mut(nr).enumerate() {
+                            row[n] = src[base + kk * rs];
+                        }
+                    }
                 }
             }
         }

@@ -133,7 +133,12 @@ fn exp_f32(x: f32) -> f32 {
     p = p * r + 1.666_666_5e-1;
     p = p * r + 0.5;
     let poly = p * (r * r) + r + 1.0;
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // 2^n without a float-to-int cast (Rust's saturating `as i32` is scalarised inside
+    // vector loops): n + 127 is an integer in 1..=127 here, and adding 2^23 puts it in
+    // the low mantissa bits, from where the shift moves it into the exponent field. A
+    // NaN `n` gives scale 0, and the NaN in `poly` still propagates.
+    let biased = (n + (127.0 + 8_388_608.0)).to_bits();
+    let scale = f32::from_bits(biased << 23);
     poly * scale
 }
 
