@@ -68,6 +68,7 @@ pub(crate) fn tracked<B: LstmBackend, C: CheckpointStrategy>(
     if !crate::ndarray_host::appends_in_place::<B>() || parts.len() < 2 {
         return concatenate::<Autodiff<B, C>>(parts);
     }
+    let total: usize = parts.iter().map(|p| p.shape().num_elements()).sum();
     let mut parts = parts.into_iter();
     let first = parts.next().expect("two parts or more");
     let first_len = first.shape().num_elements();
@@ -76,7 +77,10 @@ pub(crate) fn tracked<B: LstmBackend, C: CheckpointStrategy>(
         let state = (buffer.shape().num_elements(), part.shape());
         let nodes = [buffer.node.clone(), part.node.clone()];
         let prep = Append.prepare::<C>(nodes).compute_bound().stateful();
-        let appended = B::lstm_flat_weights(vec![buffer.primitive, part.primitive]);
+        let appended = crate::ndarray_host::flatten_into_capacity::<B>(
+            vec![buffer.primitive, part.primitive],
+            total,
+        );
         buffer = match prep {
             OpsKind::Tracked(prep) => prep.finish(state, appended),
             OpsKind::UnTracked(prep) => prep.finish(appended),

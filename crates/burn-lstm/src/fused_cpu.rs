@@ -186,6 +186,7 @@ pub(crate) fn backward<B: Backend, T: Real + Element>(
     grads: LstmOutputGrads<B>,
 ) -> LstmGrads<B> {
     let device = B::float_device(&saved.inputs[0]);
+    let inputs = saved.inputs;
     let residuals = saved
         .host
         .expect("the fused CPU forward keeps its tape")
@@ -226,5 +227,8 @@ pub(crate) fn backward<B: Backend, T: Real + Element>(
         c0: device_tensor::<B, T, 3>(computed.c0, [cells, b, arch.hidden_size], &device),
     };
     host.recycle();
+    // The call's own tensors (the flat parameter buffer, the transposed input) are held
+    // by nobody else now: their memory serves the next call's buffers.
+    crate::ndarray_host::recycle::<B, T>(inputs);
     grads
 }

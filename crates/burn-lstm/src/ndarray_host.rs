@@ -17,12 +17,14 @@ use crate::portable::{primitive, tensor};
 /// A host copy of a tensor in `T`. NdArray tensors are read through their strides:
 /// Burn's `into_data` walks a shared (reference-counted) array element by element, about
 /// 25 ns per value, which cost more than the whole kernel at small shapes.
-pub(crate) fn to_host<B: Backend, T: Element, const D: usize>(t: FloatTensor<B>) -> Vec<T> {
+pub(crate) fn to_host<B: Backend, T: Real + Element, const D: usize>(t: FloatTensor<B>) -> Vec<T> {
     let t = match take_unique_ndarray::<B, T>(t) {
         Ok(values) => return values,
         Err(t) => t,
     };
-    let mut values = Vec::new();
+    // From lstm-cpu's buffer cache: a training call copies its (shared) flat parameters
+    // here every call, 144 MB at 20×35×1500, and fresh pages cost more than the copy.
+    let mut values = lstm_cpu::vec_with_capacity::<T>(t.shape().num_elements());
     if ndarray_append::<T>(&t, &mut values) {
         return values;
     }
@@ -150,26 +152,57 @@ fn gather_into<E: Copy>(out: &mut Vec<E>, ptr: *const E, shape: &[usize], stride
 /// and `cat` on NdArray copy every value three times into three fresh allocations,
 /// which cost more than the kernel for small models. Other tensors go through `cat`.
 pub(crate) fn flatten<B: Backend>(parts: Vec<FloatTensor<B>>) -> FloatTensor<B> {
+    flatten_into_capacity::<B>(parts, 0)
+}
+
+/// [`flatten`] into a buffer with room for `capacity` values (the whole flat buffer when
+/// autodiff appends the parameters one at a time).
+pub(crate) fn flatten_into_capacity<B: Backend>(
+    parts: Vec<FloatTensor<B>>,
+    capacity: usize,
+) -> FloatTensor<B> {
     match parts.first().map(|p| p.dtype()) {
-        Some(DType::F32) => flatten_as::<B, f32>(parts),
-        Some(DType::F64) => flatten_as::<B, f64>(parts),
+        Some(DType::F32) => flatten_as::<B, f32>(parts, capacity),
+        Some(DType::F64) => flatten_as::<B, f64>(parts, capacity),
         _ => crate::flat_weights::concatenate::<B>(parts),
     }
 }
 
-fn flatten_as<B: Backend, T: Real + Element>(parts: Vec<FloatTensor<B>>) -> FloatTensor<B> {
+/// Gives the memory of NdArray tensors nobody else holds (a training call's inputs, once
+/// its backward has run) to lstm-cpu's buffer cache, for the next call's buffers.
+pub(crate) fn recycle<B: Backend, T: Real>(tensors: impl IntoIterator<Item = FloatTensor<B>>) {
+    for t in tensors {
+        if let Ok(values) = take_unique_ndarray::<B, T>(t) {
+            lstm_cpu::recycle_vec(values);
+        }
+    }
+}
+
+fn flatten_as<B: Backend, T: Real + Element>(
+    parts: Vec<FloatTensor<B>>,
+    capacity: usize,
+) -> FloatTensor<B> {
     if !parts.iter().all(|p| is_ndarray_of::<T>(p)) {
         return crate::flat_weights::concatenate::<B>(parts);
     }
     let device = B::float_device(&parts[0]);
     let len: usize = parts.iter().map(|p| p.shape().num_elements()).sum();
+    let capacity = capacity.max(len);
     let mut parts = parts.into_iter();
     let first = parts.next().expect("flatten has at least one part");
     // A first part nobody else holds (the buffer built so far, when autodiff appends
     // parameters one at a time) is extended in place; otherwise every part is copied.
+    // A buffer too small for `capacity` moves once into a cached one that is not (so
+    // the appends that follow neither reallocate nor fault in fresh pages).
     let (mut values, first) = match take_unique_ndarray::<B, T>(first) {
-        Ok(values) => (values, None),
-        Err(first) => (lstm_cpu::vec_with_capacity::<T>(len), Some(first)),
+        Ok(values) if values.capacity() >= capacity => (values, None),
+        Ok(small) => {
+            let mut values = lstm_cpu::vec_with_capacity::<T>(capacity);
+            values.extend_from_slice(&small);
+            lstm_cpu::recycle_vec(small);
+            (values, None)
+        }
+        Err(first) => (lstm_cpu::vec_with_capacity::<T>(capacity), Some(first)),
     };
     values.reserve(len - values.len());
     for part in first.into_iter().chain(parts) {
