@@ -28,6 +28,7 @@ pub(crate) fn to_host<B: Backend, T: Real + Element, const D: usize>(t: FloatTen
     if ndarray_append::<T>(&t, &mut values) {
         return values;
     }
+    lstm_cpu::recycle_vec(values);
     tensor::<B, D>(t)
         .into_data()
         .convert::<T>()
