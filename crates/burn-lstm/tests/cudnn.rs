@@ -9,8 +9,8 @@
 //! --ignored`): every golden case (and `$LSTM_GOLDEN_DIR`) through cuDNN forward and
 //! backward, on the plain and the fused Cuda backend, and one checkpoint giving the same
 //! outputs on NdArray and on Cuda; the golden cases again in TF32; a larger bidirectional,
-//! projected, right-padded stack against the fused CPU kernel; and 10,000 training calls
-//! with flat device memory.
+//! projected, right-padded stack against the fused CPU kernel; 10,000 training calls
+//! with flat device memory; and several host threads calling one module at once.
 //!
 //! The cuDNN math mode is process-wide, so the tests that depend on it take [`MATH`]
 //! and set the mode they need.
@@ -453,4 +453,53 @@ fn device_memory_stays_flat_over_10000_training_calls() {
         growth < 16.0,
         "device memory grew by {growth:.1} MiB from call 100 to 10,000"
     );
+}
+
+/// `y` and the input's gradient (of `Σ y·y`) of one training call of `model` on `x`.
+fn y_and_input_grad(
+    model: &CudnnCompatibleLstm<Autodiff<Cuda>>,
+    x: &[f32],
+    shape: [usize; 3],
+) -> (Vec<f64>, Vec<f64>) {
+    let x = tensor::<Autodiff<Cuda>, 3>(x, shape).require_grad();
+    let (y, _) = model.forward(x.clone(), None);
+    let grads = (y.clone() * y.clone()).sum().backward();
+    let dx = x.grad(&grads).expect("input gradient");
+    (to_f64(y), to_f64(dx))
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
+fn several_host_threads_calling_one_module_get_the_answers_of_one() {
+    assert!(gpu_usable(), "cuDNN does not run here");
+    let _math = MATH.lock().unwrap_or_else(|e| e.into_inner());
+    let config = CudnnCompatibleLstmConfig::new(16, 32)
+        .with_num_layers(2)
+        .with_bidirectional(true);
+    let device = CudaDevice::default();
+    let model = config.init::<Autodiff<Cuda>>(&device);
+    let shape = [8, 20, 16];
+    let inputs: Vec<Vec<f32>> = (0..4)
+        .map(|thread| uniform(shape.iter().product(), 1.5, 100 + thread))
+        .collect();
+    // One thread first (this also materialises the lazily initialised parameters, so
+    // that the clones below share them).
+    let expected: Vec<_> = inputs
+        .iter()
+        .map(|x| y_and_input_grad(&model, x, shape))
+        .collect();
+    std::thread::scope(|scope| {
+        for (x, (y_ref, dx_ref)) in inputs.iter().zip(&expected) {
+            let model = model.clone();
+            scope.spawn(move || {
+                for call in 0..25 {
+                    let (y, dx) = y_and_input_grad(&model, x, shape);
+                    let (ey, edx) = (rel_err(&y, y_ref), rel_err(&dx, dx_ref));
+                    assert!(ey < 1e-6 && edx < 1e-6, "call {call}: y {ey:e}, dx {edx:e}");
+                }
+            });
+        }
+    });
+    println!("4 threads x 25 training calls at once: every y and dx as with one thread");
+    assert_no_runtime_fallback();
 }
