@@ -3,14 +3,20 @@
 # threads, f32: the fused CPU kernel alone (`lstm-cpu`, plain slices) and through the
 # module (`fused-cpu`), the portable kernel, Burn's nn::Lstm, and the peers
 # (PyTorch, ONNX Runtime) through ../shared/peers/lstm_peers.py. Each line is the JSON of
-# one run followed by {"max_rss_kib": ...}, the peak memory of that process (GNU time).
+# one run; {"max_rss_kib": ...}, the peak memory of that process (GNU time), goes to
+# stderr in the same order.
 #
-#   PYTHON=/path/to/python-with-torch-onnxruntime benchmarks/cpu-comparison.sh > results.jsonl
+#   PYTHON=/path/to/python-with-torch-onnxruntime benchmarks/cpu-comparison.sh \
+#     > results.jsonl 2> results.err
+#   benchmarks/cpu-table.py results.jsonl results.err   # the table of docs/benchmarks.md
+# ROUNDS=N repeats the whole sweep N times (the machine's speed drifts for minutes at a
+# time; the table then shows medians over the rounds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 PEERS=${PEERS:-../shared/peers/lstm_peers.py}
 cargo build --release -p lstm-bench >&2
+for round in $(seq "${ROUNDS:-1}"); do
 for mode in infer train; do
   for shape in "1 100 128 1" "16 50 256 1" "64 100 512 1" "20 35 1500 2"; do
     set -- $shape
@@ -27,3 +33,4 @@ for mode in infer train; do
     done
   done
 done
+done  # rounds
