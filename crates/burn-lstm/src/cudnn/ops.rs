@@ -243,23 +243,26 @@ pub(crate) fn backward(
     let dspace = weight_space(plan, &dweights);
     trace.mark("cuDNN state");
 
-    let (pinned, addresses) = Pinned::addresses([
+    let (
+        pinned,
+        [
+            x_at,
+            y_at,
+            hx_at,
+            cx_at,
+            space_at,
+            dy_at,
+            dhy_at,
+            dcy_at,
+            dx_at,
+            dhx_at,
+            dcx_at,
+            dspace_at,
+            canonical_grad,
+        ],
+    ) = Pinned::addresses([
         &x, &y, &h0, &c0, &space, &dy, &dh_n, &dc_n, &dx, &dh0, &dc0, &dspace, &dweights,
     ])?;
-    let [
-        x_at,
-        y_at,
-        hx_at,
-        cx_at,
-        space_at,
-        dy_at,
-        dhy_at,
-        dcy_at,
-        dx_at,
-        dhx_at,
-        dcx_at,
-    ] = *addresses.first_chunk().expect("13 addresses");
-    let [dspace_at, canonical_grad] = *addresses.last_chunk().expect("13 addresses");
     let buffers = BackwardBuffers {
         x: x_at,
         y: y_at,
