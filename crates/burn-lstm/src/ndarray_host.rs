@@ -205,7 +205,6 @@ fn flatten_as<B: Backend, T: Real + Element>(
         }
         Err(first) => (lstm_cpu::vec_with_capacity::<T>(capacity), Some(first)),
     };
-    values.reserve(len - values.len());
     for part in first.into_iter().chain(parts) {
         let appended = ndarray_append::<T>(&part, &mut values);
         assert!(
