@@ -75,6 +75,18 @@ fn loss_of<Bk: LstmBackend>(
     (total, leaves.into_iter().map(|(t, _)| t).collect())
 }
 
+/// The gradient of the loss for each leaf (`input`, `weights`, `h0`, `c0`).
+fn backward((total, leaves): (Tensor<AD, 1>, Vec<Tensor<AD, 1>>)) -> Vec<Vec<f64>> {
+    let grads = total.backward();
+    leaves
+        .iter()
+        .map(|leaf| {
+            let grad = leaf.grad(&grads).expect("gradient");
+            grad.into_data().to_vec::<f64>().unwrap()
+        })
+        .collect()
+}
+
 /// Both kernels NdArray runs, each checked against finite differences.
 fn check(arch: LstmArch, batch: usize, seq_len: usize, lengths: Option<Vec<usize>>, dropout: f64) {
     for kernel in [LstmKernel::Portable, LstmKernel::FusedCpu] {
@@ -124,17 +136,10 @@ fn check_kernel(spec: &LstmSpec) {
     let (arch, dropout) = (&spec.arch, spec.dropout);
     let (inputs, probes) = case(spec);
 
-    let (total, leaves) = loss::<AD>(spec, &inputs, &probes, true);
-    let grads = total.backward();
     let names = ["input", "weights", "h0", "c0"];
     let eps = 1e-6;
-    for (k, leaf) in leaves.iter().enumerate() {
-        let analytic: Vec<f64> = leaf
-            .grad(&grads)
-            .expect("gradient")
-            .into_data()
-            .to_vec()
-            .unwrap();
+    let gradients = backward(loss::<AD>(spec, &inputs, &probes, true));
+    for (k, analytic) in gradients.iter().enumerate() {
         let mut worst = 0.0f64;
         for (i, analytic) in analytic.iter().enumerate() {
             let eval = |delta: f64| {
@@ -214,18 +219,7 @@ fn results_outside_the_loss_count_as_zero_gradients() {
         };
         let (inputs, probes) = case(&spec);
         let grads_of = |probes: &[(Vec<usize>, Vec<f64>); 3], reach: [bool; 3]| {
-            let (total, leaves) = loss_of::<AD>(&spec, &inputs, probes, true, reach);
-            let grads = total.backward();
-            leaves
-                .iter()
-                .map(|leaf| {
-                    leaf.grad(&grads)
-                        .expect("gradient")
-                        .into_data()
-                        .to_vec::<f64>()
-                        .unwrap()
-                })
-                .collect::<Vec<_>>()
+            backward(loss_of::<AD>(&spec, &inputs, probes, true, reach))
         };
         for which in 0..3 {
             let reach: [bool; 3] = core::array::from_fn(|i| i == which);
