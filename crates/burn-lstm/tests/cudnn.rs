@@ -10,7 +10,8 @@
 //! backward, on the plain and the fused Cuda backend, and one checkpoint giving the same
 //! outputs on NdArray and on Cuda; the golden cases again in TF32; a larger bidirectional,
 //! projected, right-padded stack against the fused CPU kernel; 10,000 training calls
-//! with flat device memory; and several host threads calling one module at once.
+//! with flat device memory; several host threads calling one module at once; and cuDNN's
+//! inter-layer dropout masks (rate, scaling, the backward using the forward's masks).
 //!
 //! The cuDNN math mode is process-wide, so the tests that depend on it take [`MATH`]
 //! and set the mode they need.
@@ -30,6 +31,7 @@ use burn_lstm::{
     CudnnCompatibleLstm, CudnnCompatibleLstmConfig, CudnnMath, LstmBackend, LstmKernel, LstmSpec,
     LstmState, set_cudnn_math,
 };
+use common::dropout_check::check_dropout_masks;
 use common::golden_check::run_all;
 use common::{ErrorReport, rel_err, to_f64};
 
@@ -502,4 +504,15 @@ fn several_host_threads_calling_one_module_get_the_answers_of_one() {
     });
     println!("4 threads x 25 training calls at once: every y and dx as with one thread");
     assert_no_runtime_fallback();
+}
+
+/// cuDNN draws its own dropout masks (no reference has them): the shared check reads them
+/// off a second layer built to show them (`common/dropout_check.rs`).
+#[test]
+#[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
+fn cudnn_drops_with_rate_p_and_backpropagates_through_the_same_masks() {
+    assert!(gpu_usable(), "cuDNN does not run here");
+    with_math(CudnnMath::Fma, || {
+        check_dropout_masks::<Autodiff<Cuda>>(LstmKernel::Cudnn, &CudaDevice::default(), 1e-4)
+    });
 }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+pub mod dropout_check;
 pub mod golden_check;
 
 use burn::tensor::{Tensor, TensorData, backend::Backend};
