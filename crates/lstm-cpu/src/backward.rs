@@ -17,7 +17,7 @@
 
 use crate::buffers::Buffer;
 use crate::call::{CallError, LstmCall, LstmGradients, OutputGrads};
-use crate::forward::{CellRun, CellWeights, Dims};
+use crate::forward::{CellParams, CellRun, CellWeights, Dims};
 use crate::gemm::{PackedB, gemm, par_gemm};
 use crate::real::Real;
 use crate::simd;
@@ -58,7 +58,8 @@ pub fn backward<T: Real>(
                 dims,
                 threads: call.threads,
                 input,
-                weights: &weights,
+                input_size: layout.input_size,
+                params: CellParams::Flat(&weights),
                 lengths: call.padding(),
                 direction,
                 h0: &grads.dh_n[cell * hp..(cell + 1) * hp],
@@ -109,7 +110,8 @@ fn backward_cell<T: Real>(
         dims,
         threads,
         input,
-        weights: w,
+        input_size: _,
+        params,
         lengths,
         direction,
         h0: dh_n,
@@ -125,6 +127,9 @@ fn backward_cell<T: Real>(
     let g4 = 4 * h;
     let rows = seq * batch;
     let reverse = direction == 1;
+    let CellParams::Flat(w) = params else {
+        unreachable!("the backward runs on the flat parameters");
+    };
     let projection = w.w_hr.is_some();
 
     let (units, own_cols) = dims.team::<T>(threads);

@@ -91,7 +91,7 @@ impl fmt::Display for CallError {
 
 impl std::error::Error for CallError {}
 
-fn len_check(
+pub(crate) fn len_check(
     argument: &'static str,
     what: &str,
     expected: usize,
@@ -111,6 +111,12 @@ fn len_check(
 impl<T> LstmCall<'_, T> {
     /// Checks every slice length and every length against the architecture and shape.
     pub fn check(&self) -> Result<(), CallError> {
+        self.check_with_weights(true)
+    }
+
+    /// [`Self::check`], leaving out `weights` when `weights_read` is false (weights
+    /// packed beforehand).
+    pub(crate) fn check_with_weights(&self, weights_read: bool) -> Result<(), CallError> {
         let a = self.arch;
         let (t, b) = (self.seq_len, self.batch);
         let positive = |argument, value: usize| {
@@ -137,12 +143,14 @@ impl<T> LstmCall<'_, T> {
             t * b * a.input_size,
             self.input.len(),
         )?;
-        len_check(
-            "weights",
-            "the canonical flat layout",
-            a.weight_count(),
-            self.weights.len(),
-        )?;
+        if weights_read {
+            len_check(
+                "weights",
+                "the canonical flat layout",
+                a.weight_count(),
+                self.weights.len(),
+            )?;
+        }
         len_check(
             "h0",
             &format!("[{cells}, B={b}, {p}]"),

@@ -8,7 +8,8 @@ use core::ops::Range;
 use crate::arch::DirectionLayout;
 use crate::buffers::Buffer;
 use crate::call::{CallError, LstmCall, LstmOutputs};
-use crate::gemm::{PackedB, gemm, panel};
+use crate::gemm::{Packed, PackedB, gemm, panel};
+use crate::packed::{PackedCell, PackedWeights, column_panels, gate_panels, unit_panels};
 use crate::real::Real;
 use crate::simd;
 use crate::tape::{CellTape, LayerTape, Tape};
@@ -16,14 +17,31 @@ use crate::team::{Shared, run_team, split_aligned};
 
 /// Inference: outputs only.
 pub fn forward<T: Real>(call: &LstmCall<'_, T>) -> Result<LstmOutputs<T>, CallError> {
-    run(call, false).map(|(outputs, _)| outputs)
+    run(call, false, None).map(|(outputs, _)| outputs)
 }
 
 /// Training: outputs and the [`Tape`] that [`backward`](crate::backward) needs.
 pub fn forward_train<T: Real>(
     call: &LstmCall<'_, T>,
 ) -> Result<(LstmOutputs<T>, Tape<T>), CallError> {
-    run(call, true).map(|(outputs, tape)| (outputs, tape.expect("a training run keeps its tape")))
+    run(call, true, None)
+        .map(|(outputs, tape)| (outputs, tape.expect("a training run keeps its tape")))
+}
+
+/// Inference with weights packed beforehand (see [`crate::forward_packed`]).
+pub(crate) fn run_packed<T: Real>(
+    call: &LstmCall<'_, T>,
+    packed: &PackedWeights<T>,
+) -> Result<LstmOutputs<T>, CallError> {
+    run(call, false, Some(packed)).map(|(outputs, _)| outputs)
+}
+
+/// Where a cell's weights come from: the flat parameters (each team member packs its
+/// own columns at the start of the call) or weights packed before the call.
+#[derive(Clone, Copy)]
+pub(crate) enum CellParams<'a, T: Real> {
+    Flat(&'a CellWeights<'a, T>),
+    Packed(&'a PackedCell<T>),
 }
 
 /// One (layer, direction)'s parameters.
@@ -47,6 +65,16 @@ impl<'a, T> CellWeights<'a, T> {
                 .map(|(ih, hh)| (&flat[ih], &flat[hh])),
             w_hr: layout.weight_hr.clone().map(|r| &flat[r]),
             input_size: layout.input_size,
+        }
+    }
+}
+
+impl<T: Real> CellWeights<'_, T> {
+    /// `b_ih + b_hh` (zeros without biases), `[4H]` (`g4 = 4H`).
+    pub fn summed_bias(&self, g4: usize) -> Vec<T> {
+        match self.bias {
+            Some((b_ih, b_hh)) => b_ih.iter().zip(b_hh).map(|(&a, &b)| a + b).collect(),
+            None => vec![T::ZERO; g4],
         }
     }
 }
@@ -95,8 +123,9 @@ impl Dims {
 fn run<T: Real>(
     call: &LstmCall<'_, T>,
     save: bool,
+    packed: Option<&PackedWeights<T>>,
 ) -> Result<(LstmOutputs<T>, Option<Tape<T>>), CallError> {
-    call.check()?;
+    call.check_with_weights(packed.is_none())?;
     let arch = call.arch;
     let dims = Dims::of(call);
     let (rows, h, p) = (dims.seq * dims.batch, dims.hidden, dims.out);
@@ -123,7 +152,15 @@ fn run<T: Real>(
         let mut cells = Vec::new();
         for direction in 0..dims.dirs {
             let cell = layer * dims.dirs + direction;
-            let weights = CellWeights::new(call.weights, &arch.direction_layout(layer, direction));
+            let layout = arch.direction_layout(layer, direction);
+            let flat;
+            let params = match packed {
+                Some(packed) => CellParams::Packed(packed.cell(cell)),
+                None => {
+                    flat = CellWeights::new(call.weights, &layout);
+                    CellParams::Flat(&flat)
+                }
+            };
             let mut cell_tape = save.then(|| CellTape {
                 gates: Buffer::zeroed(rows * 4 * h),
                 cell_prev: Buffer::zeroed(rows * h),
@@ -136,7 +173,8 @@ fn run<T: Real>(
                     dims,
                     threads: call.threads,
                     input,
-                    weights: &weights,
+                    input_size: layout.input_size,
+                    params,
                     lengths: call.padding(),
                     direction,
                     h0: &call.h0[cell * dims.batch * p..(cell + 1) * dims.batch * p],
@@ -176,11 +214,13 @@ fn run<T: Real>(
 }
 
 /// Read-only inputs of one (layer, direction).
-pub(crate) struct CellRun<'a, T> {
+pub(crate) struct CellRun<'a, T: Real> {
     pub dims: Dims,
     pub threads: usize,
     pub input: &'a [T],
-    pub weights: &'a CellWeights<'a, T>,
+    /// Features of each row of `input`.
+    pub input_size: usize,
+    pub params: CellParams<'a, T>,
     pub lengths: Option<&'a [usize]>,
     pub direction: usize,
     pub h0: &'a [T],
@@ -211,7 +251,8 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         dims,
         threads,
         input,
-        weights: w,
+        input_size,
+        params,
         lengths,
         direction,
         h0,
@@ -226,9 +267,13 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     } = dims;
     let g4 = 4 * h;
     let reverse = direction == 1;
-    let bias: Vec<T> = match w.bias {
-        Some((b_ih, b_hh)) => b_ih.iter().zip(b_hh).map(|(&a, &b)| a + b).collect(),
-        None => vec![T::ZERO; g4],
+    let summed;
+    let (bias, projection): (&[T], bool) = match params {
+        CellParams::Packed(packed) => (&packed.bias, packed.hr.is_some()),
+        CellParams::Flat(w) => {
+            summed = w.summed_bias(g4);
+            (&summed, w.w_hr.is_some())
+        }
     };
 
     // A team splits the hidden units; each member owns all four gates of its units, so
@@ -244,7 +289,7 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     let mut hidden = vec![T::ZERO; 2 * batch * p];
     hidden[..batch * p].copy_from_slice(h0);
     let mut cell = c0.to_vec();
-    let mut unprojected = vec![T::ZERO; if w.w_hr.is_some() { batch * h } else { 0 }];
+    let mut unprojected = vec![T::ZERO; if projection { batch * h } else { 0 }];
     let (hidden_s, cell_s, unproj_s) = (
         Shared(hidden.as_mut_ptr()),
         Shared(cell.as_mut_ptr()),
@@ -257,18 +302,42 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         let own = units[member.id].clone();
         let nu = own.len();
         // Without a projection a member owns the same columns of h as of c.
-        let own_h = if w.w_hr.is_some() {
+        let own_h = if projection {
             projected.get(member.id).cloned()
         } else {
             Some(own.clone())
         };
         let gate_cols: Vec<_> = (0..4).map(|g| g * h + own.start..g * h + own.end).collect();
-        let packed_ih = PackedB::pack(w.input_size, &gate_cols, w.w_ih, 1, w.input_size);
-        let packed_hh = PackedB::pack(p, &gate_cols, w.w_hh, 1, p);
-        let packed_hr = w
-            .w_hr
-            .zip(own_h.clone())
-            .map(|(w_hr, cols)| PackedB::pack(h, &[cols], w_hr, 1, h));
+        // This member's panels: packed before the call, or packed here (the same panels
+        // in the same order, see `packed.rs`).
+        let packed_here;
+        let (packed_ih, packed_hh, packed_hr): (Packed<T>, Packed<T>, Option<Packed<T>>) =
+            match params {
+                CellParams::Packed(packed) => (
+                    packed.ih.panels(unit_panels::<T>(&own)),
+                    packed.hh.panels(unit_panels::<T>(&own)),
+                    packed
+                        .hr
+                        .as_ref()
+                        .zip(own_h.as_ref())
+                        .map(|(hr, cols)| hr.panels(column_panels::<T>(cols))),
+                ),
+                CellParams::Flat(w) => {
+                    let gates = gate_panels::<T>(h, own.clone());
+                    packed_here = (
+                        PackedB::pack(input_size, &gates, w.w_ih, 1, input_size),
+                        PackedB::pack(p, &gates, w.w_hh, 1, p),
+                        w.w_hr
+                            .zip(own_h.clone())
+                            .map(|(w_hr, cols)| PackedB::pack(h, &[cols], w_hr, 1, h)),
+                    );
+                    (
+                        (&packed_here.0).into(),
+                        (&packed_here.1).into(),
+                        packed_here.2.as_ref().map(Packed::from),
+                    )
+                }
+            };
         let mut tanh_row = vec![T::ZERO; nu];
         let mut first = 0;
         while first < seq {
@@ -291,10 +360,10 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
             unsafe {
                 gemm(
                     steps * batch,
-                    input.as_ptr().add(t_lo * batch * w.input_size),
-                    w.input_size,
+                    input.as_ptr().add(t_lo * batch * input_size),
+                    input_size,
                     1,
-                    &packed_ih,
+                    packed_ih,
                     gates.at(z_at(t_lo)),
                     g4,
                 )
@@ -305,7 +374,7 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                 let z = z_at(t);
                 // SAFETY: this member writes only its gate columns of step t; h_prev is
                 // complete (barrier at the end of the previous step).
-                unsafe { gemm(batch, hidden_s.at(prev), p, 1, &packed_hh, gates.at(z), g4) };
+                unsafe { gemm(batch, hidden_s.at(prev), p, 1, packed_hh, gates.at(z), g4) };
                 for b in 0..batch {
                     let row = z + b * g4;
                     let c_at = b * h + own.start;
@@ -322,7 +391,7 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                                 }
                                 None => &mut tanh_row[..],
                             };
-                            let h_dst = if w.w_hr.is_some() {
+                            let h_dst = if projection {
                                 unproj_s.slice(c_at, nu)
                             } else {
                                 hidden_s.slice(next + b * p + own.start, nu)
@@ -336,13 +405,13 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                         }
                     }
                 }
-                if w.w_hr.is_some() {
+                if projection {
                     // Every member crosses this barrier, also one that owns no columns
                     // of the projected state (when `out` splits into fewer panels than
                     // `hidden`): skipping it desynchronised the team and hung the call.
                     member.sync();
                 }
-                if let (Some(packed_hr), Some(cols)) = (&packed_hr, &own_h) {
+                if let (Some(packed_hr), Some(cols)) = (packed_hr, &own_h) {
                     for b in 0..batch {
                         unsafe {
                             hidden_s

@@ -58,7 +58,43 @@ pub(crate) struct PackedB<T: Real> {
     panels: Vec<Panel>,
 }
 
+/// A run of consecutive panels of a [`PackedB`]: what [`gemm`] multiplies by. A thread
+/// of a team that owns some of the panels of a packed matrix (see [`gate_panels`])
+/// multiplies by its own run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Packed<'a, T> {
+    depth: usize,
+    /// The first panel's data, then the others'.
+    data: &'a [T],
+    panels: &'a [Panel],
+}
+
+impl<'a, T: Real> From<&'a PackedB<T>> for Packed<'a, T> {
+    fn from(b: &'a PackedB<T>) -> Self {
+        Self {
+            depth: b.depth,
+            data: &b.data,
+            panels: &b.panels,
+        }
+    }
+}
+
 impl<T: Real> PackedB<T> {
+    /// The panels `range` (in packing order).
+    pub fn panels(&self, range: Range<usize>) -> Packed<'_, T> {
+        let size = self.depth * panel::<T>();
+        Packed {
+            depth: self.depth,
+            data: &self.data[range.start * size..range.end * size],
+            panels: &self.panels[range],
+        }
+    }
+
+    /// Bytes of packed data.
+    pub fn bytes(&self) -> usize {
+        self.data.len() * core::mem::size_of::<T>()
+    }
+
     /// Packs every column `0..cols` of `B`, whose entry `(k, n)` is `src[k * rs + n * cs]`.
     pub fn pack_all(depth: usize, cols: usize, src: &[T], rs: usize, cs: usize) -> Self {
         Self::pack(depth, core::slice::from_ref(&(0..cols)), src, rs, cs)
@@ -135,15 +171,16 @@ struct Micro<T> {
 /// # Safety
 /// `a` covers every `A(i, k)` for `i < rows`, `k < depth`; `c` covers every `C(i, n)`
 /// for the packed columns; nobody else writes those entries of `C` meanwhile.
-pub(crate) unsafe fn gemm<T: Real>(
+pub(crate) unsafe fn gemm<'b, T: Real>(
     rows: usize,
     a: *const T,
     rs: usize,
     cs: usize,
-    b: &PackedB<T>,
+    b: impl Into<Packed<'b, T>>,
     c: *mut T,
     ldc: usize,
 ) {
+    let b: Packed<'b, T> = b.into();
     let nr = panel::<T>();
     let (isa, max_rows) = (simd::isa(), kernel_rows());
     let mut k0 = 0;
@@ -200,16 +237,17 @@ pub(crate) unsafe fn gemm<T: Real>(
 /// # Safety
 /// As [`gemm`].
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn par_gemm<T: Real>(
+pub(crate) unsafe fn par_gemm<'b, T: Real>(
     threads: usize,
     rows: usize,
     a: *const T,
     rs: usize,
     cs: usize,
-    b: &PackedB<T>,
+    b: impl Into<Packed<'b, T>>,
     c: *mut T,
     ldc: usize,
 ) {
+    let b: Packed<'b, T> = b.into();
     let columns: usize = b.panels.iter().map(|p| p.width).sum();
     let work = rows * columns * b.depth;
     // Below ~2 M multiply-adds a thread costs more than it gives.

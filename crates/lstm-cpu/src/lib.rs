@@ -6,8 +6,10 @@
 //! No framework dependency: `burn-lstm` dispatches its NdArray backend here. Parameters
 //! are PyTorch's and cuDNN's canonical flat layout ([`LstmArch::direction_layout`]).
 //! No values are cached between calls: weights are packed at the start of every call, so
-//! a changed parameter can never meet a stale packed copy. Only the memory of large
-//! scratch buffers is kept for the next call ([`cache_limit_bytes`]), handed out zeroed.
+//! a changed parameter can never meet a stale packed copy; a caller that serves one set
+//! of weights for many calls may pack them once itself ([`PackedWeights`],
+//! [`forward_packed`]) and owns that copy. Only the memory of large scratch buffers is
+//! kept for the next call ([`cache_limit_bytes`]), handed out zeroed.
 //!
 //! ```
 //! use lstm_cpu::{LstmArch, LstmCall, forward};
@@ -31,6 +33,7 @@ mod buffers;
 mod call;
 mod forward;
 mod gemm;
+mod packed;
 mod pool;
 mod real;
 mod simd;
@@ -45,5 +48,6 @@ pub use buffers::{
 };
 pub use call::{CallError, LstmCall, LstmGradients, LstmOutputs, OutputGrads};
 pub use forward::{forward, forward_train};
+pub use packed::{PackedWeights, forward_packed};
 pub use real::Real;
 pub use tape::Tape;

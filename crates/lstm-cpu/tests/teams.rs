@@ -1,12 +1,13 @@
 //! Any thread count gives the numbers of one thread, and no team shape hangs: a team
 //! splits the hidden units and, with a projection, the projected state; the projected
 //! state can have fewer panels than the team has members (seen hanging on a 16-core
-//! machine, and with 2 threads when the projection is one panel wide).
+//! machine, and with 2 threads when the projection is one panel wide). Weights packed
+//! before the call serve every team split.
 
 use std::sync::mpsc;
 use std::time::Duration;
 
-use lstm_cpu::{LstmArch, LstmCall, OutputGrads};
+use lstm_cpu::{LstmArch, LstmCall, OutputGrads, PackedWeights};
 
 fn uniform(len: usize, scale: f32, seed: u64) -> Vec<f32> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -54,6 +55,21 @@ fn run(arch: &LstmArch, batch: usize, seq: usize, threads: usize) -> Vec<Vec<f32
     assert_eq!(
         inference.y, outputs.y,
         "inference and training forward agree"
+    );
+    // Weights packed beforehand (for every team split) give the very same numbers.
+    let packed = PackedWeights::new(arch, &weights).expect("valid weights");
+    let from_packed = lstm_cpu::forward_packed(
+        &LstmCall {
+            weights: &[],
+            ..call
+        },
+        &packed,
+    )
+    .expect("valid call");
+    assert_eq!(
+        (&from_packed.y, &from_packed.h_n, &from_packed.c_n),
+        (&inference.y, &inference.h_n, &inference.c_n),
+        "{threads} threads: packed beforehand and packed by the call agree"
     );
     let dy = uniform(outputs.y.len(), 1.0, 5);
     let dh = uniform(outputs.h_n.len(), 1.0, 6);
@@ -113,4 +129,40 @@ fn every_thread_count_matches_one_thread() {
             }
         }
     }
+}
+
+#[test]
+fn packed_weights_of_another_architecture_are_an_error() {
+    let arch = LstmArch {
+        input_size: 4,
+        hidden_size: 8,
+        proj_size: 0,
+        num_layers: 1,
+        bidirectional: false,
+        bias: true,
+    };
+    let other = LstmArch {
+        hidden_size: 16,
+        ..arch.clone()
+    };
+    let packed = PackedWeights::new(&other, &uniform(other.weight_count(), 0.1, 1)).unwrap();
+    let zeros = vec![0.0f32; 8];
+    let input = uniform(4 * 2, 1.0, 2);
+    let call = LstmCall {
+        arch: &arch,
+        seq_len: 2,
+        batch: 1,
+        lengths: None,
+        input: &input,
+        weights: &[],
+        h0: &zeros,
+        c0: &zeros,
+        dropout_masks: &[],
+        threads: 1,
+    };
+    let err = lstm_cpu::forward_packed(&call, &packed).unwrap_err();
+    assert_eq!(err.argument, "packed");
+    assert!(err.actual.contains("hidden_size: 16"), "{err}");
+    let short = PackedWeights::new(&arch, &[0.0f32; 3]).unwrap_err();
+    assert_eq!(short.argument, "weights");
 }

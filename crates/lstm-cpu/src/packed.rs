@@ -1,0 +1,146 @@
+//! Weights packed once for many inference calls ([`PackedWeights`], [`forward_packed`]).
+//!
+//! A call packs `W_ihᵀ`, `W_hhᵀ` and `W_hrᵀ` into GEMM panels before its first step
+//! (each team member its own gate columns). For small shapes that is a large share of
+//! the call (11 % at batch 1, H = 128; 6 % at 16×50×256), and a caller serving one
+//! model for many calls (ONNX Runtime packs once per session) can pack once instead.
+//! The caller keeps the packed copy and must make a new one when a parameter changes:
+//! this crate has no way to know (burn-lstm keys its copies on the identity of
+//! parameter tensors it holds, docs/fused-cpu.md).
+//!
+//! Panels are laid out so that any team split can use them: the gate columns go in
+//! blocks of one panel of hidden units, each block holding its units' four gates
+//! ([`gate_panels`]). A member owning the units `a..b` (team splits are aligned to
+//! panels) multiplies by the consecutive panels of its blocks ([`unit_panels`]), the same
+//! panels in the same order that it would pack for itself.
+
+use core::ops::Range;
+
+use crate::arch::LstmArch;
+use crate::call::{CallError, LstmCall, LstmOutputs, len_check};
+use crate::forward::{CellWeights, run_packed};
+use crate::gemm::{PackedB, panel};
+use crate::real::Real;
+
+/// Every (layer, direction)'s weights packed for the forward's GEMMs, and its summed
+/// biases. Made by [`PackedWeights::new`] from the canonical flat parameters; used by
+/// [`forward_packed`]. Holds no reference to the flat parameters it was made from.
+#[derive(Debug)]
+pub struct PackedWeights<T: Real> {
+    arch: LstmArch,
+    cells: Vec<PackedCell<T>>,
+}
+
+/// One (layer, direction) of [`PackedWeights`].
+#[derive(Debug)]
+pub(crate) struct PackedCell<T: Real> {
+    /// `W_ihᵀ`, gate columns in [`gate_panels`] order.
+    pub ih: PackedB<T>,
+    /// `W_hhᵀ`, gate columns in [`gate_panels`] order.
+    pub hh: PackedB<T>,
+    /// `W_hrᵀ` (projection), columns in order.
+    pub hr: Option<PackedB<T>>,
+    /// `b_ih + b_hh` (zeros without biases), `[4H]`.
+    pub bias: Vec<T>,
+}
+
+impl<T: Real> PackedWeights<T> {
+    /// Packs `weights`, the canonical flat parameters of `arch`
+    /// ([`LstmArch::direction_layout`]).
+    pub fn new(arch: &LstmArch, weights: &[T]) -> Result<Self, CallError> {
+        len_check(
+            "weights",
+            "the canonical flat layout",
+            arch.weight_count(),
+            weights.len(),
+        )?;
+        let (h, p) = (arch.hidden_size, arch.output_size());
+        let all_gates = gate_panels::<T>(h, 0..h);
+        let cells = (0..arch.num_layers)
+            .flat_map(|layer| (0..arch.dirs()).map(move |direction| (layer, direction)))
+            .map(|(layer, direction)| {
+                let w = CellWeights::new(weights, &arch.direction_layout(layer, direction));
+                PackedCell {
+                    ih: PackedB::pack(w.input_size, &all_gates, w.w_ih, 1, w.input_size),
+                    hh: PackedB::pack(p, &all_gates, w.w_hh, 1, p),
+                    hr: w.w_hr.map(|w_hr| PackedB::pack_all(h, p, w_hr, 1, h)),
+                    bias: w.summed_bias(4 * h),
+                }
+            })
+            .collect();
+        Ok(Self {
+            arch: arch.clone(),
+            cells,
+        })
+    }
+
+    /// The architecture the weights belong to.
+    pub fn arch(&self) -> &LstmArch {
+        &self.arch
+    }
+
+    /// Bytes of packed data (about the parameters' own size).
+    pub fn bytes(&self) -> usize {
+        self.cells
+            .iter()
+            .map(|c| {
+                c.ih.bytes()
+                    + c.hh.bytes()
+                    + c.hr.as_ref().map_or(0, PackedB::bytes)
+                    + c.bias.len() * core::mem::size_of::<T>()
+            })
+            .sum()
+    }
+
+    pub(crate) fn cell(&self, cell: usize) -> &PackedCell<T> {
+        &self.cells[cell]
+    }
+}
+
+/// Inference with weights packed beforehand: the same results as
+/// [`forward`](crate::forward) on the flat parameters `packed` was made from.
+/// `call.weights` is not read (it may be empty); `packed` must be of `call.arch`.
+pub fn forward_packed<T: Real>(
+    call: &LstmCall<'_, T>,
+    packed: &PackedWeights<T>,
+) -> Result<LstmOutputs<T>, CallError> {
+    if packed.arch != *call.arch {
+        return Err(CallError {
+            argument: "packed",
+            expected: format!("weights packed for {:?}", call.arch),
+            actual: format!("weights packed for {:?}", packed.arch),
+        });
+    }
+    run_packed(call, packed)
+}
+
+/// The gate columns of the hidden units `units` (whose start is a multiple of the panel
+/// width) as ranges of at most one panel each: per block of one panel of units, its
+/// `i`, `f`, `g` and `o` columns.
+pub(crate) fn gate_panels<T>(hidden: usize, units: Range<usize>) -> Vec<Range<usize>> {
+    let nr = panel::<T>();
+    let mut ranges = Vec::new();
+    let mut start = units.start;
+    while start < units.end {
+        let end = (start + nr).min(units.end);
+        ranges.extend((0..4).map(|gate| gate * hidden + start..gate * hidden + end));
+        start = end;
+    }
+    ranges
+}
+
+/// The panels of [`gate_panels`]`(hidden, 0..hidden)` that hold the units `units`
+/// (a range of a team split: its start a multiple of the panel width).
+pub(crate) fn unit_panels<T>(units: &Range<usize>) -> Range<usize> {
+    let nr = panel::<T>();
+    debug_assert_eq!(units.start % nr, 0, "team splits are aligned to panels");
+    4 * (units.start / nr)..4 * units.end.div_ceil(nr)
+}
+
+/// The panels of a matrix packed column by column that hold the columns `cols` (a range
+/// of a team split).
+pub(crate) fn column_panels<T>(cols: &Range<usize>) -> Range<usize> {
+    let nr = panel::<T>();
+    debug_assert_eq!(cols.start % nr, 0, "team splits are aligned to panels");
+    cols.start / nr..cols.end.div_ceil(nr)
+}
