@@ -24,7 +24,7 @@ where
     }
 
     fn lstm_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
-        crate::ndarray_host::flatten::<Self>(parts)
+        crate::weights_cache::flat_weights::<Self>(parts)
     }
 
     fn lstm_forward(

@@ -42,11 +42,15 @@ pub fn set_cpu_threads(threads: usize) {
     THREADS.store(threads, Ordering::Relaxed);
 }
 
-/// Returns the fused CPU kernel's cached scratch memory to the allocator. The kernel
-/// keeps freed scratch buffers for the next call (up to `LSTM_CPU_BUFFER_CACHE_MIB`,
-/// default 1024 MiB; see docs/fused-cpu.md); call this after a large model's last call
-/// to give that memory back. Later calls work as before and fill the cache again.
+/// Returns the fused CPU kernel's cached memory to the allocator: the freed scratch
+/// buffers it keeps for the next call (up to `LSTM_CPU_BUFFER_CACHE_MIB`, default
+/// 1024 MiB) and the flat and packed copies of recently used parameters that inference
+/// reuses while they are unchanged (up to `BURN_LSTM_WEIGHT_CACHE_MIB`, default 512 MiB,
+/// including the parameters those copies keep alive); see docs/fused-cpu.md. Call this
+/// after a large model's last call to give that memory back. Later calls work as before
+/// and fill the caches again.
 pub fn release_cpu_buffers() {
+    crate::weights_cache::release();
     lstm_cpu::release_cached_buffers();
 }
 
@@ -134,10 +138,18 @@ pub(crate) fn forward<B: Backend, T: Real + Element>(
     } else {
         Vec::new()
     };
+    // Inference on parameters packed by an earlier call (unchanged since: see
+    // weights_cache.rs) needs no host copy of them.
+    let packed = (!save)
+        .then(|| crate::weights_cache::packed::<B, T>(&w, arch))
+        .flatten();
     let host_call = HostCall {
         spec: spec.clone(),
         input: to_host::<B, T, 3>(x),
-        weights: to_host::<B, T, 1>(w),
+        weights: match packed {
+            Some(_) => Vec::new(),
+            None => to_host::<B, T, 1>(w),
+        },
         h0: to_host::<B, T, 3>(h0),
         c0: to_host::<B, T, 3>(c0),
     };
@@ -150,6 +162,8 @@ pub(crate) fn forward<B: Backend, T: Real + Element>(
     let (outputs, tape) = if save {
         let (outputs, tape) = lstm_cpu::forward_train(&call).expect(expect);
         (outputs, Some(tape))
+    } else if let Some(packed) = &packed {
+        (lstm_cpu::forward_packed(&call, packed).expect(expect), None)
     } else {
         (lstm_cpu::forward(&call).expect(expect), None)
     };

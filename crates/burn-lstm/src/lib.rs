@@ -48,6 +48,7 @@ mod op;
 mod portable;
 mod spec;
 mod validate;
+mod weights_cache;
 
 pub use backend::{HostResiduals, LstmBackend, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
 pub use config::{CudnnCompatibleLstmConfig, NanPolicy};

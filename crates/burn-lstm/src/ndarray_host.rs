@@ -81,6 +81,32 @@ fn take_unique_ndarray<B: Backend, T: 'static>(
     Ok(*taken.downcast::<Vec<T>>().expect("checked element type"))
 }
 
+/// Runs `f` on the values of `t` in place, when `t` is an NdArray tensor of element type
+/// `T` in row-major layout (`None` otherwise).
+pub(crate) fn with_values<B: Backend, T: 'static, R>(
+    t: &FloatTensor<B>,
+    f: impl FnOnce(&[T]) -> R,
+) -> Option<R> {
+    let t: &dyn Any = t;
+    let wanted = core::any::TypeId::of::<T>();
+    let (ptr, len) = match t.downcast_ref::<NdArrayTensor>()? {
+        NdArrayTensor::F32(s) if wanted == core::any::TypeId::of::<f32>() => {
+            let v = s.view();
+            let values = v.as_slice()?;
+            (values.as_ptr() as *const T, values.len())
+        }
+        NdArrayTensor::F64(s) if wanted == core::any::TypeId::of::<f64>() => {
+            let v = s.view();
+            let values = v.as_slice()?;
+            (values.as_ptr() as *const T, values.len())
+        }
+        _ => return None,
+    };
+    // SAFETY: `T` is the storage's element type (checked above) and the values are
+    // contiguous; `t` (which owns or shares the storage) outlives the borrow.
+    Some(f(unsafe { core::slice::from_raw_parts(ptr, len) }))
+}
+
 /// Appends the values of `t` to `out` when `t` is an NdArray tensor of element type `T`
 /// (returns whether it was).
 // A `Vec`, not a slice: it grows, and is downcast to the tensor's element type.

@@ -4,7 +4,7 @@
 mod common;
 
 use burn::backend::{Autodiff, NdArray};
-use burn::module::{AutodiffModule, Module};
+use burn::module::{AutodiffModule, Module, Param};
 use burn::nn::{BiLstmConfig, LstmConfig};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::{Distribution, Tensor};
@@ -425,6 +425,48 @@ fn changed_parameters_are_used_at_once() {
             .0,
     );
     assert!(rel_err(&after, &reference) < 1e-5);
+}
+
+#[test]
+fn inference_reuses_packed_weights_only_while_the_parameters_are_unchanged() {
+    // NdArray inference keeps the flat and packed copies of the parameters it last saw
+    // (weights_cache.rs), keyed on the parameters' storage. The hazard: a parameter
+    // whose tensor nobody else holds is changed *in place* (same storage, same key) by
+    // NdArray. The cache holds a clone of every parameter, so that cannot happen; this
+    // checks the numbers after such a change, after loading a record, and after a
+    // release.
+    let device = Default::default();
+    let portable = |m: &CudnnCompatibleLstm<B>, x: &Tensor<B, 3>| {
+        to_f64(
+            m.clone()
+                .with_kernel(Some(LstmKernel::Portable))
+                .forward(x.clone(), None)
+                .0,
+        )
+    };
+    let mut model = config().init::<B>(&device);
+    let x = input::<B>([3, 7, 5]);
+    let first = to_f64(model.forward(x.clone(), None).0);
+    let second = to_f64(model.forward(x.clone(), None).0);
+    assert_eq!(first, second, "the second call (cached weights) differs");
+    assert!(rel_err(&first, &portable(&model, &x)) < 1e-5);
+
+    // Moved out (no clone), so `mul_scalar` may work in place on the only handle.
+    let layer = &mut model.layers[1].forward;
+    let placeholder = Param::from_tensor(Tensor::zeros([1, 1], &device));
+    let weight_hh = std::mem::replace(&mut layer.weight_hh, placeholder);
+    layer.weight_hh = weight_hh.map(|w| w.mul_scalar(1.5));
+    let after = to_f64(model.forward(x.clone(), None).0);
+    assert!(rel_err(&after, &first) > 1e-3, "the change had no effect");
+    assert!(rel_err(&after, &portable(&model, &x)) < 1e-5);
+
+    let other = config().init::<B>(&device);
+    let expected = to_f64(other.forward(x.clone(), None).0);
+    let model = model.load_record(other.into_record());
+    assert_eq!(to_f64(model.forward(x.clone(), None).0), expected);
+
+    burn_lstm::release_cpu_buffers();
+    assert_eq!(to_f64(model.forward(x, None).0), expected);
 }
 
 /// Every parameter's values in the canonical order, read one by one through
