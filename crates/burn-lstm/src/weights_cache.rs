@@ -41,31 +41,31 @@ struct TensorKey {
 impl TensorKey {
     /// The key of `t` if it is a non-empty NdArray tensor of f32 or f64.
     fn of(t: &dyn Any) -> Option<Self> {
-        let (address, shape, strides, dtype) = match t.downcast_ref::<NdArrayTensor>()? {
+        match t.downcast_ref::<NdArrayTensor>()? {
             NdArrayTensor::F32(s) => {
                 let v = s.view();
-                (
-                    v.as_ptr() as usize,
-                    v.shape().to_vec(),
-                    v.strides().to_vec(),
-                    DType::F32,
-                )
+                Self::of_view(v.as_ptr(), v.shape(), v.strides(), DType::F32)
             }
             NdArrayTensor::F64(s) => {
                 let v = s.view();
-                (
-                    v.as_ptr() as usize,
-                    v.shape().to_vec(),
-                    v.strides().to_vec(),
-                    DType::F64,
-                )
+                Self::of_view(v.as_ptr(), v.shape(), v.strides(), DType::F64)
             }
-            _ => return None,
-        };
-        (shape.iter().product::<usize>() > 0).then_some(Self {
-            address,
-            shape,
-            strides,
+            _ => None,
+        }
+    }
+
+    /// The key of a view's values (`None` when it has none: an empty view's address is
+    /// not its own).
+    fn of_view<E>(
+        data: *const E,
+        shape: &[usize],
+        strides: &[isize],
+        dtype: DType,
+    ) -> Option<Self> {
+        (shape.iter().product::<usize>() > 0).then(|| Self {
+            address: data as usize,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
             dtype,
         })
     }
