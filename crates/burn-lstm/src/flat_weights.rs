@@ -69,10 +69,13 @@ pub(crate) fn tracked<B: LstmBackend, C: CheckpointStrategy>(
         return concatenate::<Autodiff<B, C>>(parts);
     }
     let total: usize = parts.iter().map(|p| p.shape().num_elements()).sum();
-    let mut parts = parts.into_iter();
-    let first = parts.next().expect("two parts or more");
-    let first_len = first.shape().num_elements();
-    let mut buffer = Autodiff::<B, C>::float_reshape(first, Shape::new([first_len]));
+    // Appended to an empty buffer, the first part too: NdArray's `reshape` (forward and
+    // backward) copies, the appends' backward cuts views.
+    let (device, dtype) = (
+        B::float_device(&parts[0].primitive),
+        parts[0].primitive.dtype(),
+    );
+    let mut buffer = Autodiff::<B, C>::float_zeros(Shape::new([0]), &device, dtype.into());
     for part in parts {
         let state = (buffer.shape().num_elements(), part.shape());
         let nodes = [buffer.node.clone(), part.node.clone()];

@@ -79,32 +79,52 @@ pub(crate) fn choice(dtype: DType, spec: &LstmSpec) -> KernelChoice {
 struct HostCall<T> {
     spec: LstmSpec,
     input: Vec<T>,
-    weights: Vec<T>,
+    /// `None` where the kernel reads the flat parameters elsewhere: in place in the flat
+    /// buffer tensor a training call keeps for its backward ([`Self::with_weights`]), or
+    /// packed by an earlier inference call.
+    weights: Option<Vec<T>>,
     h0: Vec<T>,
     c0: Vec<T>,
 }
 
-impl<T: Real> HostCall<T> {
+impl<T: Real + Element> HostCall<T> {
     /// Keeps the host copies' memory for the next call (lstm-cpu's buffer cache): the
     /// next call's copies then need no fresh pages.
     fn recycle(self) {
-        for values in [self.input, self.weights, self.h0, self.c0] {
+        for values in [
+            self.input,
+            self.weights.unwrap_or_default(),
+            self.h0,
+            self.c0,
+        ] {
             lstm_cpu::recycle_vec(values);
         }
     }
 
-    fn call(&self) -> LstmCall<'_, T> {
+    fn call<'a>(&'a self, weights: &'a [T]) -> LstmCall<'a, T> {
         LstmCall {
             arch: &self.spec.arch,
             seq_len: self.spec.seq_len,
             batch: self.spec.batch,
             lengths: self.spec.lengths.as_deref(),
             input: &self.input,
-            weights: &self.weights,
+            weights,
             h0: &self.h0,
             c0: &self.c0,
             dropout_masks: &[],
             threads: cpu_threads(),
+        }
+    }
+
+    /// Runs `f` on the flat parameters: the host copy, or the values of `flat`, the flat
+    /// buffer tensor, in place. A training call keeps that tensor for its backward
+    /// anyway, so a host copy of it (the size of every parameter: 144 MB at 20×35×1500)
+    /// would only double it.
+    fn with_weights<B: Backend, R>(&self, flat: &FloatTensor<B>, f: impl FnOnce(&[T]) -> R) -> R {
+        match &self.weights {
+            Some(weights) => f(weights),
+            None => crate::ndarray_host::with_values::<B, T, R>(flat, f)
+                .expect("the flat buffer was readable in place when the call was made"),
         }
     }
 }
@@ -143,29 +163,46 @@ pub(crate) fn forward<B: Backend, T: Real + Element>(
     let packed = (!save)
         .then(|| crate::weights_cache::packed::<B, T>(&w, arch))
         .flatten();
+    let read_in_place = |kept: &[FloatTensor<B>; 4]| {
+        crate::ndarray_host::with_values::<B, T, ()>(&kept[1], |_| ()).is_some()
+    };
     let host_call = HostCall {
         spec: spec.clone(),
         input: to_host::<B, T, 3>(x),
-        weights: match packed {
-            Some(_) => Vec::new(),
-            None => to_host::<B, T, 1>(w),
+        weights: match (&packed, &kept) {
+            (Some(_), _) => None,
+            (None, Some(kept)) if read_in_place(kept) => None,
+            (None, _) => Some(to_host::<B, T, 1>(w)),
         },
         h0: to_host::<B, T, 3>(h0),
         c0: to_host::<B, T, 3>(c0),
     };
     let mask_refs: Vec<&[T]> = masks.iter().map(Vec::as_slice).collect();
-    let call = LstmCall {
-        dropout_masks: &mask_refs,
-        ..host_call.call()
-    };
     let expect = "the module validated the call";
-    let (outputs, tape) = if save {
-        let (outputs, tape) = lstm_cpu::forward_train(&call).expect(expect);
-        (outputs, Some(tape))
-    } else if let Some(packed) = &packed {
-        (lstm_cpu::forward_packed(&call, packed).expect(expect), None)
-    } else {
-        (lstm_cpu::forward(&call).expect(expect), None)
+    let (outputs, tape) = match (&kept, &packed) {
+        (Some(kept), _) => host_call.with_weights::<B, _>(&kept[1], |weights| {
+            let call = LstmCall {
+                dropout_masks: &mask_refs,
+                ..host_call.call(weights)
+            };
+            let (outputs, tape) = lstm_cpu::forward_train(&call).expect(expect);
+            (outputs, Some(tape))
+        }),
+        (None, Some(packed)) => {
+            let call = LstmCall {
+                dropout_masks: &mask_refs,
+                ..host_call.call(&[])
+            };
+            (lstm_cpu::forward_packed(&call, packed).expect(expect), None)
+        }
+        (None, None) => {
+            let weights = host_call.weights.as_deref().expect("copied to the host");
+            let call = LstmCall {
+                dropout_masks: &mask_refs,
+                ..host_call.call(weights)
+            };
+            (lstm_cpu::forward(&call).expect(expect), None)
+        }
     };
     let LstmOutputs { y, h_n, c_n } = outputs;
     let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
@@ -217,17 +254,18 @@ pub(crate) fn backward<B: Backend, T: Real + Element>(
         to_host::<B, T, 3>(grads.dh_n),
         to_host::<B, T, 3>(grads.dc_n),
     );
-    let call = host.call();
-    let computed = lstm_cpu::backward(
-        &call,
-        tape,
-        OutputGrads {
-            dy: &dy,
-            dh_n: &dh_n,
-            dc_n: &dc_n,
-        },
-    )
-    .expect("the tape belongs to this call");
+    let computed = host.with_weights::<B, _>(&inputs[1], |weights| {
+        lstm_cpu::backward(
+            &host.call(weights),
+            tape,
+            OutputGrads {
+                dy: &dy,
+                dh_n: &dh_n,
+                dc_n: &dc_n,
+            },
+        )
+        .expect("the tape belongs to this call")
+    });
     for values in [dy, dh_n, dc_n] {
         lstm_cpu::recycle_vec(values);
     }

@@ -9,7 +9,7 @@ use std::any::Any;
 use burn::tensor::{
     DType, Element, Tensor, TensorData, TensorMetadata, backend::Backend, ops::FloatTensor,
 };
-use burn_ndarray::NdArrayTensor;
+use burn_ndarray::{NdArrayTensor, SharedArray};
 use lstm_cpu::Real;
 
 use crate::portable::{primitive, tensor};
@@ -252,36 +252,67 @@ fn is_ndarray_of<T: 'static>(t: &dyn Any) -> bool {
 }
 
 /// The gradient of a flat buffer `[before + part]` split into the buffer's first
-/// `before` values and the last part, reshaped to `part_shape`. A gradient nobody else
-/// holds (the usual case) is cut in place on NdArray: only the part is copied, where
-/// NdArray's `slice` would copy both (Burn 0.21 slices by copying).
+/// `before` values and the last part, reshaped to `part_shape`. On NdArray both are views
+/// of the gradient's storage (nothing is copied; every parameter's gradient then shares
+/// the one buffer the kernel wrote, which lives while any of them does), where Burn
+/// 0.21's `slice` and `reshape` would each copy.
 pub(crate) fn split_gradient<B: Backend>(
     grad: FloatTensor<B>,
     before: usize,
     part_shape: burn::tensor::Shape,
 ) -> (FloatTensor<B>, FloatTensor<B>) {
-    match grad.dtype() {
-        DType::F32 => split_as::<B, f32>(grad, before, part_shape),
-        DType::F64 => split_as::<B, f64>(grad, before, part_shape),
-        _ => split_by_slices::<B>(grad, before, part_shape),
-    }
+    let grad = match split_views::<B>(grad, before, &part_shape) {
+        Ok(split) => return split,
+        Err(grad) => grad,
+    };
+    split_by_slices::<B>(grad, before, part_shape)
 }
 
-fn split_as<B: Backend, T: Real + Element>(
+/// [`split_gradient`] for a one-dimensional NdArray gradient stored in memory it owns.
+fn split_views<B: Backend>(
     grad: FloatTensor<B>,
     before: usize,
-    part_shape: burn::tensor::Shape,
-) -> (FloatTensor<B>, FloatTensor<B>) {
-    let device = B::float_device(&grad);
-    match take_unique_ndarray::<B, T>(grad) {
-        Ok(mut values) => {
-            let part = TensorData::new(values[before..].to_vec(), part_shape);
-            values.truncate(before);
-            // Any rank: the backend op, not `Tensor::<B, D>::from_data`.
-            let part = B::float_from_data(part, &device);
-            (device_tensor::<B, T, 1>(values, [before], &device), part)
+    part_shape: &burn::tensor::Shape,
+) -> Result<(FloatTensor<B>, FloatTensor<B>), FloatTensor<B>> {
+    use ndarray::{Axis, IxDyn, Slice};
+    type Split<E> = Result<(SharedArray<E>, SharedArray<E>), SharedArray<E>>;
+    fn split<E: Clone>(array: SharedArray<E>, before: usize, part_shape: &[usize]) -> Split<E> {
+        let part_len: usize = part_shape.iter().product();
+        if array.ndim() != 1 || array.len() != before + part_len {
+            return Err(array);
         }
-        Err(grad) => split_by_slices::<B>(grad, before, part_shape),
+        let mut part = array.clone();
+        part.slice_axis_inplace(Axis(0), Slice::from(before..));
+        let part = part
+            .into_shape_with_order(IxDyn(part_shape))
+            .expect("a contiguous run of values takes any shape of its length");
+        let mut prefix = array;
+        prefix.slice_axis_inplace(Axis(0), Slice::from(..before));
+        Ok((prefix, part))
+    }
+    let back = |tensor: NdArrayTensor| {
+        let boxed: Box<dyn Any> = Box::new(tensor);
+        *boxed
+            .downcast::<FloatTensor<B>>()
+            .expect("FloatTensor<B> is NdArrayTensor")
+    };
+    let boxed: Box<dyn Any> = Box::new(grad);
+    let tensor = match boxed.downcast::<NdArrayTensor>() {
+        Ok(tensor) => *tensor,
+        Err(other) => return Err(*other.downcast::<FloatTensor<B>>().expect("unchanged")),
+    };
+    let shape = part_shape.as_slice();
+    // Borrowed storage (a zero-copy load) would be copied by `into_shared`.
+    match tensor {
+        NdArrayTensor::F32(s) if s.is_owned() => match split(s.into_shared(), before, shape) {
+            Ok((prefix, part)) => Ok((back(prefix.into()), back(part.into()))),
+            Err(whole) => Err(back(whole.into())),
+        },
+        NdArrayTensor::F64(s) if s.is_owned() => match split(s.into_shared(), before, shape) {
+            Ok((prefix, part)) => Ok((back(prefix.into()), back(part.into()))),
+            Err(whole) => Err(back(whole.into())),
+        },
+        other => Err(back(other)),
     }
 }
 
