@@ -4,7 +4,7 @@
 # module (`fused-cpu`), the portable kernel, Burn's nn::Lstm, and the peers
 # (PyTorch, ONNX Runtime) through ../shared/peers/lstm_peers.py. Each line is the JSON of
 # one run; {"max_rss_kib": ...}, the peak memory of that process (GNU time), goes to
-# stderr in the same order.
+# stderr in the same order. Each round starts with `cpu-peak` (what limits the kernel).
 #
 #   PYTHON=/path/to/python-with-torch-onnxruntime benchmarks/cpu-comparison.sh \
 #     > results.jsonl 2> results.err
@@ -17,6 +17,9 @@ PYTHON=${PYTHON:-python3}
 PEERS=${PEERS:-../shared/peers/lstm_peers.py}
 cargo build --release -p lstm-bench >&2
 for round in $(seq "${ROUNDS:-1}"); do
+# The machine's multiply-add peak and lstm-cpu's GEMM on the steps of these shapes, in
+# the same minutes ({"what": ...} lines; cpu-table.py prints them under the table).
+./target/release/cpu-peak --threads 2
 for mode in infer train; do
   for shape in "1 100 128 1" "16 50 256 1" "64 100 512 1" "20 35 1500 2"; do
     set -- $shape

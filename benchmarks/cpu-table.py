@@ -17,7 +17,7 @@ def runs(results, rss_file=None):
     lines = [json.loads(l) for l in open(results) if l.strip().startswith("{")]
     rss = [json.loads(l)["max_rss_kib"] for l in open(rss_file) if '"max_rss_kib"' in l] if rss_file else []
     out = []
-    measured = [d for d in lines if "max_rss_kib" not in d]
+    measured = [d for d in lines if "impl" in d]
     inline = [d["max_rss_kib"] for d in lines if "max_rss_kib" in d]
     memory = rss if len(rss) == len(measured) else inline if len(inline) == len(measured) else []
     for i, d in enumerate(measured):
@@ -64,6 +64,14 @@ def main():
               f"| {rss(c.get('fused-cpu'))} / {rss(c.get('torch'))} / {rss(c.get('onnxruntime'))} |")
     if any(len(v) > 1 for c in cells.values() for v in c.values()):
         print(f"\nMedians over {rounds} rounds.")
+    peaks = {}
+    for d in (json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")):
+        if "what" in d:
+            peaks.setdefault((d["what"], d["threads"]), []).append(d["gflops"])
+    if peaks:
+        print("\nGFLOP/s, `cpu-peak` in the same run (median over rounds): "
+              + "; ".join(f"{what} ({threads} thread{'s' if threads > 1 else ''}) "
+                          f"{statistics.median(v):.0f}" for (what, threads), v in peaks.items()))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ mod call;
 mod forward;
 mod gemm;
 mod packed;
+#[doc(hidden)]
+pub mod peak;
 mod pool;
 mod real;
 mod simd;

@@ -1,0 +1,50 @@
+//! What limits the fused CPU kernel on this machine: the vector units' multiply-add peak
+//! (registers only, no memory) on 1 and on `--threads` threads, and `lstm-cpu`'s GEMM on
+//! a large square product and on the recurrent step of each benchmark shape, with the
+//! step's team split. One JSON line per measurement.
+//!
+//! ```sh
+//! cargo run --release -p lstm-bench --bin cpu-peak -- --threads 2
+//! ```
+
+use serde_json::json;
+
+fn main() {
+    let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        match (flag.as_str(), args.next().map(|v| v.parse::<usize>())) {
+            ("--threads", Some(Ok(n))) if n > 0 => threads = n,
+            _ => {
+                eprintln!("usage: cpu-peak [--threads N]   (N >= 1)");
+                std::process::exit(2);
+            }
+        }
+    }
+    for t in [1, threads] {
+        let gflops = lstm_cpu::peak::fma_gflops(t, 1.0);
+        println!(
+            "{}",
+            json!({"what": "fma-peak", "threads": t, "gflops": gflops})
+        );
+    }
+    // (m, n, k, what): a large square product, then the recurrent step
+    // [B, H] x [H, 4H] of the benchmark shapes (B, T, I=H) 16,50,256; 64,100,512;
+    // 20,35,1500, and the issue's reference shape 64x512 by 512x2048.
+    let shapes = [
+        (2048, 2048, 2048, "square"),
+        (16, 1024, 256, "step 16x50x256"),
+        (64, 2048, 512, "step 64x100x512"),
+        (20, 6000, 1500, "step 20x35x1500"),
+    ];
+    for (m, n, k, what) in shapes {
+        let flops_per_round = 2.0 * (m * n * k) as f64;
+        let rounds = ((20e9 / flops_per_round) as usize).clamp(3, 20_000);
+        let gflops = lstm_cpu::peak::gemm_gflops(m, n, k, threads, rounds);
+        println!(
+            "{}",
+            json!({"what": format!("gemm {what}"), "m": m, "n": n, "k": k,
+                   "threads": threads, "rounds": rounds, "gflops": gflops})
+        );
+    }
+}
