@@ -1,7 +1,9 @@
 //! NdArray runs the fused CPU kernel of the `lstm-cpu` crate (f32 and f64; other float
-//! types run the portable kernel). Tensors are copied to and from host vectors once per
-//! call (`ndarray_host.rs`), which is linear in their size and small next to the
-//! kernel's work.
+//! types run the portable kernel). Inputs are copied to host vectors once per call
+//! (`ndarray_host.rs`), which is linear in their size and small next to the kernel's
+//! work; the flat parameters are not: inference reads packed copies it keeps while they
+//! are unchanged (`weights_cache.rs`), training reads them in place in the flat buffer
+//! tensor it keeps for the backward.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -8,7 +8,7 @@ use core::ops::Range;
 use crate::arch::DirectionLayout;
 use crate::buffers::Buffer;
 use crate::call::{CallError, LstmCall, LstmOutputs};
-use crate::gemm::{Packed, PackedB, gemm, panel};
+use crate::gemm::{Packed, PackedB, gemm, gemm_bias, panel};
 use crate::packed::{PackedCell, PackedWeights, column_panels, gate_panels, unit_panels};
 use crate::real::Real;
 use crate::simd;
@@ -307,7 +307,6 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         } else {
             Some(own.clone())
         };
-        let gate_cols: Vec<_> = (0..4).map(|g| g * h + own.start..g * h + own.end).collect();
         // This member's panels: packed before the call, or packed here (the same panels
         // in the same order, see `packed.rs`).
         let packed_here;
@@ -350,20 +349,15 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                 None => (chunk_s, t_lo),
             };
             let z_at = |t: usize| (t - base) * batch * g4;
-            for r in 0..steps * batch {
-                let row = unsafe { gates.slice(z_at(t_lo) + r * g4, g4) };
-                for cols in &gate_cols {
-                    row[cols.clone()].copy_from_slice(&bias[cols.clone()]);
-                }
-            }
             // SAFETY: this member writes only its gate columns of these rows.
             unsafe {
-                gemm(
+                gemm_bias(
                     steps * batch,
                     input.as_ptr().add(t_lo * batch * input_size),
                     input_size,
                     1,
                     packed_ih,
+                    bias,
                     gates.at(z_at(t_lo)),
                     g4,
                 )

@@ -167,6 +167,9 @@ struct Micro<T> {
     /// product, too large for L2 at wide layers (36 MB at H = 1500), and the hardware
     /// prefetcher restarts cold at every block.
     prefetch: *const T,
+    /// Non-null in the first depth block of [`gemm_bias`]: the bias of the panel's
+    /// columns, stored with the tile (`C = bias + tile`) instead of adding the tile to C.
+    bias: *const T,
 }
 
 /// `C[rows × cols(B)] += A · B`, where `A(i, k) = a[i * rs + k * cs]` and column `n` of
@@ -184,7 +187,58 @@ pub(crate) unsafe fn gemm<'b, T: Real>(
     c: *mut T,
     ldc: usize,
 ) {
-    let b: Packed<'b, T> = b.into();
+    unsafe { gemm_into(rows, a, rs, cs, b.into(), None, c, ldc) }
+}
+
+/// `C[rows × cols(B)] = bias + A · B`, with `bias[n]` added to column `n`: the input
+/// projection of the gates, whose rows would otherwise each get a copy of the bias
+/// first (a copy the size of the whole gate buffer). The same sums in the same order as
+/// copying the bias into C and calling [`gemm`].
+///
+/// # Safety
+/// As [`gemm`]; `bias` has a value for every packed column.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_bias<'b, T: Real>(
+    rows: usize,
+    a: *const T,
+    rs: usize,
+    cs: usize,
+    b: impl Into<Packed<'b, T>>,
+    bias: &[T],
+    c: *mut T,
+    ldc: usize,
+) {
+    unsafe { gemm_into(rows, a, rs, cs, b.into(), Some(bias), c, ldc) }
+}
+
+/// [`gemm`], or [`gemm_bias`] with `bias`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_into<T: Real>(
+    rows: usize,
+    a: *const T,
+    rs: usize,
+    cs: usize,
+    b: Packed<'_, T>,
+    bias: Option<&[T]>,
+    c: *mut T,
+    ldc: usize,
+) {
+    if let Some(bias) = bias {
+        let end = b.panels.iter().map(|p| p.col + p.width).max().unwrap_or(0);
+        assert!(bias.len() >= end, "a bias value for every packed column");
+        if b.depth == 0 {
+            // No depth block to store the bias with: C is the bias alone.
+            for i in 0..rows {
+                for panel in b.panels {
+                    let columns = panel.col..panel.col + panel.width;
+                    // SAFETY: the caller's C covers every packed column of its rows.
+                    let c_row = unsafe { core::slice::from_raw_parts_mut(c.add(i * ldc), end) };
+                    c_row[columns.clone()].copy_from_slice(&bias[columns]);
+                }
+            }
+            return;
+        }
+    }
     let nr = panel::<T>();
     let (isa, max_rows) = (simd::isa(), kernel_rows());
     // Panels that fit in L2 stay there between steps: prefetching them only spends load
@@ -229,6 +283,10 @@ pub(crate) unsafe fn gemm<'b, T: Real>(
                             Some(offset) if i == 0 && prefetch => unsafe {
                                 b.data.as_ptr().add(offset)
                             },
+                            _ => core::ptr::null(),
+                        },
+                        bias: match bias {
+                            Some(bias) if k0 == 0 => unsafe { bias.as_ptr().add(panel.col) },
                             _ => core::ptr::null(),
                         },
                     };
@@ -422,18 +480,24 @@ unsafe fn vector_body<S: crate::vector::Vector, const MR: usize>(m: Micro<S::E>)
                 }
             }
         }
+        // What the tile is added to: C, or the bias in the first block of `gemm_bias`.
+        let (base, base_rs) = if m.bias.is_null() {
+            (m.c as *const S::E, m.ldc)
+        } else {
+            (m.bias, 0)
+        };
         for (i, row) in acc.iter().enumerate() {
-            let c = m.c.add(i * m.ldc);
+            let (c, base) = (m.c.add(i * m.ldc), base.add(i * base_rs));
             if m.width == nr {
-                S::store(c, S::add(S::load(c), row[0]));
-                S::store(c.add(lanes), S::add(S::load(c.add(lanes)), row[1]));
+                S::store(c, S::add(S::load(base), row[0]));
+                S::store(c.add(lanes), S::add(S::load(base.add(lanes)), row[1]));
             } else {
                 // A partial panel: spill the tile row and add its valid columns.
                 let mut tile = [<S::E as Real>::ZERO; 64];
                 S::store(tile.as_mut_ptr(), row[0]);
                 S::store(tile.as_mut_ptr().add(lanes), row[1]);
                 for (j, value) in tile.iter().enumerate().take(m.width) {
-                    *c.add(j) += *value;
+                    *c.add(j) = *base.add(j) + *value;
                 }
             }
         }
@@ -456,6 +520,7 @@ impl<T> Micro<T> {
             ldc: self.ldc,
             width: self.width,
             prefetch: self.prefetch as *const U,
+            bias: self.bias as *const U,
         }
     }
 }
@@ -514,8 +579,13 @@ unsafe fn kernel_body<T: Real, const MR: usize, const NR: usize, const FMA: bool
         }
         for (i, row) in acc.iter().enumerate() {
             let c_row = m.c.add(i * m.ldc);
+            let base = if m.bias.is_null() {
+                c_row as *const T
+            } else {
+                m.bias
+            };
             for (j, value) in row.iter().enumerate().take(m.width) {
-                *c_row.add(j) += *value;
+                *c_row.add(j) = *base.add(j) + *value;
             }
         }
     }
@@ -592,5 +662,36 @@ mod tests {
         }
         check::<f32>(400, 300, 64, 2, |v| v as f32);
         check::<f64>(400, 300, 64, 2, |v| v);
+    }
+
+    /// `gemm_bias` stores `bias + A·B` over whatever C held, bit for bit what copying the
+    /// bias into C and accumulating with `gemm` gives: one depth block or several, full
+    /// and partial panels, one row or many, and no depth at all.
+    fn check_bias<T: Real + Into<f64>>(m: usize, k: usize, n: usize, cast: fn(f64) -> T) {
+        let a: Vec<T> = values(m * k, 3).into_iter().map(cast).collect();
+        let bt: Vec<T> = values(n * k, 4).into_iter().map(cast).collect();
+        let bias: Vec<T> = values(n, 5).into_iter().map(cast).collect();
+        let split = n / 3;
+        let packed = PackedB::pack(k, &[0..split, split..n], &bt, 1, k);
+        let mut expected: Vec<T> = (0..m * n).map(|i| bias[i % n]).collect();
+        unsafe { gemm(m, a.as_ptr(), k, 1, &packed, expected.as_mut_ptr(), n) };
+        let mut got = vec![cast(f64::NAN); m * n];
+        unsafe { gemm_bias(m, a.as_ptr(), k, 1, &packed, &bias, got.as_mut_ptr(), n) };
+        let bits = |v: &[T]| v.iter().map(|&x| x.into().to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&expected), "{m}x{k}x{n}");
+    }
+
+    #[test]
+    fn bias_initialised_products_equal_bias_copied_then_accumulated() {
+        for (m, k, n) in [
+            (1, 37, 50),
+            (9, 300, 70),
+            (16, 256, 64),
+            (3, 600, 33),
+            (5, 0, 40),
+        ] {
+            check_bias::<f32>(m, k, n, |v| v as f32);
+            check_bias::<f64>(m, k, n, |v| v);
+        }
     }
 }
