@@ -42,17 +42,8 @@ pub(crate) fn to_host<B: Backend, T: Real + Element, const D: usize>(t: FloatTen
 fn take_unique_ndarray<B: Backend, T: 'static>(
     t: FloatTensor<B>,
 ) -> Result<Vec<T>, FloatTensor<B>> {
-    let back = |tensor: NdArrayTensor| {
-        let boxed: Box<dyn Any> = Box::new(tensor);
-        *boxed
-            .downcast::<FloatTensor<B>>()
-            .expect("FloatTensor<B> is NdArrayTensor")
-    };
-    let boxed: Box<dyn Any> = Box::new(t);
-    let tensor = match boxed.downcast::<NdArrayTensor>() {
-        Ok(tensor) => *tensor,
-        Err(other) => return Err(*other.downcast::<FloatTensor<B>>().expect("unchanged")),
-    };
+    let back = float_tensor::<B>;
+    let tensor = ndarray_tensor::<B>(t)?;
     macro_rules! take {
         ($storage:expr) => {{
             let (mut values, offset) = $storage.into_owned().into_owned().into_raw_vec_and_offset();
@@ -79,6 +70,23 @@ fn take_unique_ndarray<B: Backend, T: 'static>(
         other => return Err(back(other)),
     };
     Ok(*taken.downcast::<Vec<T>>().expect("checked element type"))
+}
+
+/// `t` as NdArray's tensor type, when `B` is an NdArray backend (`t` back otherwise).
+fn ndarray_tensor<B: Backend>(t: FloatTensor<B>) -> Result<NdArrayTensor, FloatTensor<B>> {
+    let boxed: Box<dyn Any> = Box::new(t);
+    match boxed.downcast::<NdArrayTensor>() {
+        Ok(tensor) => Ok(*tensor),
+        Err(other) => Err(*other.downcast::<FloatTensor<B>>().expect("unchanged")),
+    }
+}
+
+/// The inverse of [`ndarray_tensor`], for a `B` whose float tensor it returned.
+fn float_tensor<B: Backend>(tensor: NdArrayTensor) -> FloatTensor<B> {
+    let boxed: Box<dyn Any> = Box::new(tensor);
+    *boxed
+        .downcast::<FloatTensor<B>>()
+        .expect("FloatTensor<B> is NdArrayTensor")
 }
 
 /// Runs `f` on the values of `t` in place, when `t` is an NdArray tensor of element type
@@ -278,29 +286,21 @@ fn split_views<B: Backend>(
     type Split<E> = Result<(SharedArray<E>, SharedArray<E>), SharedArray<E>>;
     fn split<E: Clone>(array: SharedArray<E>, before: usize, part_shape: &[usize]) -> Split<E> {
         let part_len: usize = part_shape.iter().product();
-        if array.ndim() != 1 || array.len() != before + part_len {
+        // Contiguous values only: a strided run would not take the part's shape.
+        if array.ndim() != 1 || array.len() != before + part_len || array.strides() != [1] {
             return Err(array);
         }
         let mut part = array.clone();
         part.slice_axis_inplace(Axis(0), Slice::from(before..));
-        let part = part
-            .into_shape_with_order(IxDyn(part_shape))
-            .expect("a contiguous run of values takes any shape of its length");
+        let Ok(part) = part.into_shape_with_order(IxDyn(part_shape)) else {
+            return Err(array);
+        };
         let mut prefix = array;
         prefix.slice_axis_inplace(Axis(0), Slice::from(..before));
         Ok((prefix, part))
     }
-    let back = |tensor: NdArrayTensor| {
-        let boxed: Box<dyn Any> = Box::new(tensor);
-        *boxed
-            .downcast::<FloatTensor<B>>()
-            .expect("FloatTensor<B> is NdArrayTensor")
-    };
-    let boxed: Box<dyn Any> = Box::new(grad);
-    let tensor = match boxed.downcast::<NdArrayTensor>() {
-        Ok(tensor) => *tensor,
-        Err(other) => return Err(*other.downcast::<FloatTensor<B>>().expect("unchanged")),
-    };
+    let back = float_tensor::<B>;
+    let tensor = ndarray_tensor::<B>(grad)?;
     let shape = part_shape.as_slice();
     // Borrowed storage (a zero-copy load) would be copied by `into_shared`.
     match tensor {
