@@ -95,13 +95,16 @@ fn build_cpu(args: &Args) -> Result<Call, String> {
     }
 }
 
-/// Random normal input `[B, T, I]` (never zeros: zeros skip work in some kernels).
+/// Random normal input `[B, T, I]` (never zeros: zeros skip work in some kernels),
+/// tracked on autodiff backends: PyTorch's peer asks for the input's gradient too, and
+/// the fused CPU kernel skips it when nobody does.
 fn input<B: Backend>(args: &Args) -> Tensor<B, 3> {
     Tensor::random(
         [args.batch, args.seq, args.input],
         Distribution::Normal(0.0, 1.0),
         &Default::default(),
     )
+    .require_grad()
 }
 
 /// Inference ends with the output (as the peers' calls do); training adds the backward
@@ -239,10 +242,12 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
             }
             Mode::Train => {
                 let (_, tape) = lstm_cpu::forward_train(&call).expect("valid call");
+                // The input's gradient too, as PyTorch's peer computes it.
                 let grads = lstm_cpu::OutputGrads {
                     dy: &dy,
                     dh_n: &zeros,
                     dc_n: &zeros,
+                    input_wanted: true,
                 };
                 std::hint::black_box(lstm_cpu::backward(&call, tape, grads).expect("valid"));
             }

@@ -84,16 +84,22 @@ impl<B: LstmBackend> Backward<B, 4> for LstmBackward {
         let or_zeros = |grad: Option<FloatTensor<B>>, shape: [usize; 3]| {
             grad.unwrap_or_else(|| B::float_zeros(Shape::new(shape), &device, dtype.into()))
         };
+        let [input, weights, h0, c0] = ops.parents;
         let output_grads = LstmOutputGrads {
             dy: or_zeros(dy, y_shape),
             dh_n: or_zeros(dh_n, h_shape),
             dc_n: or_zeros(dc_n, c_shape),
+            input_required: input.is_some(),
         };
         let computed = B::lstm_backward(saved, output_grads);
-        let [input, weights, h0, c0] = ops.parents;
-        let results = [computed.input, computed.weights, computed.h0, computed.c0];
+        let results = [
+            computed.input,
+            Some(computed.weights),
+            Some(computed.h0),
+            Some(computed.c0),
+        ];
         for (parent, grad) in [input, weights, h0, c0].into_iter().zip(results) {
-            if let Some(parent) = parent {
+            if let (Some(parent), Some(grad)) = (parent, grad) {
                 grads.register::<B>(parent.id, grad);
             }
         }

@@ -30,13 +30,19 @@ pub struct LstmOutputGrads<B: Backend> {
     pub dh_n: FloatTensor<B>,
     /// Gradient of `c_n`.
     pub dc_n: FloatTensor<B>,
+    /// Whether the gradient of the input sequence is wanted (autodiff tracks the input).
+    /// When it is not (raw features nobody trains), a kernel may skip it and return
+    /// `None` in [`LstmGrads::input`]: the fused CPU kernel then skips the first layer's
+    /// input product, a sixth of a one-layer step's work.
+    pub input_required: bool,
 }
 
 /// Gradients of the four inputs of the op.
 #[derive(Debug, Clone)]
 pub struct LstmGrads<B: Backend> {
-    /// Gradient of the input sequence, `[T, B, I]`.
-    pub input: FloatTensor<B>,
+    /// Gradient of the input sequence, `[T, B, I]`; `None` only when it was not
+    /// required ([`LstmOutputGrads::input_required`]).
+    pub input: Option<FloatTensor<B>>,
     /// Gradient of the flat parameter buffer, same layout as the parameters.
     pub weights: FloatTensor<B>,
     /// Gradient of the initial hidden state.

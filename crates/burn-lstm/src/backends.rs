@@ -224,7 +224,7 @@ mod cube {
             Ok(computed) => {
                 let [input, weights, h0, c0] = computed.map(from_cuda::<R>);
                 LstmGrads {
-                    input,
+                    input: Some(input),
                     weights,
                     h0,
                     c0,

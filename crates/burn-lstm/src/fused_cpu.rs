@@ -264,6 +264,7 @@ pub(crate) fn backward<B: Backend, T: Real + Element>(
                 dy: &dy,
                 dh_n: &dh_n,
                 dc_n: &dc_n,
+                input_wanted: grads.input_required,
             },
         )
         .expect("the tape belongs to this call")
@@ -275,7 +276,9 @@ pub(crate) fn backward<B: Backend, T: Real + Element>(
     let arch = &spec.arch;
     let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
     let grads = LstmGrads {
-        input: device_tensor::<B, T, 3>(computed.input, [t, b, arch.input_size], &device),
+        input: grads
+            .input_required
+            .then(|| device_tensor::<B, T, 3>(computed.input, [t, b, arch.input_size], &device)),
         weights: device_tensor::<B, T, 1>(computed.weights, [arch.weight_count()], &device),
         h0: device_tensor::<B, T, 3>(computed.h0, [cells, b, arch.output_size()], &device),
         c0: device_tensor::<B, T, 3>(computed.c0, [cells, b, arch.hidden_size], &device),

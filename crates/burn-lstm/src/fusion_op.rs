@@ -87,8 +87,18 @@ impl<B: FusionBackend + LstmBackend> Operation<B::FusionRuntime> for BackwardOp<
             log::warn!("burn-lstm: the forward's saved state is missing; recomputing it");
             B::lstm_forward_train(input, weights, h0, c0, &self.spec).1
         });
-        let grads = B::lstm_backward(saved, LstmOutputGrads { dy, dh_n, dc_n });
-        handles.register_float_tensor::<B>(&d_input.id, grads.input);
+        // The fused operation has four outputs: the input's gradient is computed always.
+        let output_grads = LstmOutputGrads {
+            dy,
+            dh_n,
+            dc_n,
+            input_required: true,
+        };
+        let grads = B::lstm_backward(saved, output_grads);
+        let d_input_value = grads
+            .input
+            .expect("a backward asked for the input's gradient returns it");
+        handles.register_float_tensor::<B>(&d_input.id, d_input_value);
         handles.register_float_tensor::<B>(&d_weights.id, grads.weights);
         handles.register_float_tensor::<B>(&d_h0.id, grads.h0);
         handles.register_float_tensor::<B>(&d_c0.id, grads.c0);
@@ -177,7 +187,7 @@ pub(crate) fn backward<B: FusionBackend + LstmBackend>(
         .register(streams, OperationIr::Custom(desc), op)
         .outputs();
     LstmGrads {
-        input,
+        input: Some(input),
         weights,
         h0,
         c0,

@@ -356,6 +356,54 @@ fn dropout_only_while_training() {
     );
 }
 
+/// Every parameter's gradient, in canonical order.
+fn canonical_grads(
+    model: &CudnnCompatibleLstm<AD>,
+    grads: &<AD as burn::tensor::backend::AutodiffBackend>::Gradients,
+) -> Vec<f64> {
+    let mut values = Vec::new();
+    for cell in model.directions() {
+        let params = [Some(&cell.weight_ih), Some(&cell.weight_hh)];
+        for param in params.into_iter().flatten() {
+            values.extend(to_f64(param.grad(grads).expect("a weight's gradient")));
+        }
+        for bias in [&cell.bias_ih, &cell.bias_hh].into_iter().flatten() {
+            values.extend(to_f64(bias.grad(grads).expect("a bias's gradient")));
+        }
+        if let Some(w) = &cell.weight_hr {
+            values.extend(to_f64(w.grad(grads).expect("weight_hr's gradient")));
+        }
+    }
+    values
+}
+
+#[test]
+fn an_untracked_input_gets_no_gradient_and_changes_no_other() {
+    // The fused CPU kernel skips the input's gradient when autodiff does not track the
+    // input (raw features); the parameters' and the initial state's stay the same, bit
+    // for bit (two layers, both directions, a projection).
+    let device = Default::default();
+    let model = config().init::<AD>(&device);
+    let x = input::<B>([3, 4, 5]);
+    let h0 = Tensor::<AD, 3>::random([4, 3, 3], Distribution::Default, &device).require_grad();
+    let c0 = Tensor::<AD, 3>::random([4, 3, 6], Distribution::Default, &device).require_grad();
+    let run = |x: Tensor<AD, 3>| {
+        let state = LstmState::new(h0.clone(), c0.clone());
+        let (y, state) = model.forward(x.clone(), Some(state));
+        let grads = (y.sum() + state.cell.sum()).backward();
+        let initial = [&h0, &c0].map(|t| to_f64(t.grad(&grads).expect("a state gradient")));
+        (x.grad(&grads), canonical_grads(&model, &grads), initial)
+    };
+    let (dx, params, initial) = run(Tensor::from_inner(x.clone()).require_grad());
+    let dx = dx.expect("a tracked input has a gradient");
+    assert_eq!(dx.dims(), [3, 4, 5]);
+    assert!(to_f64(dx).iter().any(|&v| v != 0.0));
+    let (none, params_without, initial_without) = run(Tensor::from_inner(x));
+    assert!(none.is_none(), "an untracked input gets no gradient");
+    assert_eq!(params_without, params, "the parameters' gradients");
+    assert_eq!(initial_without, initial, "the initial state's gradients");
+}
+
 #[test]
 fn kernel_choice_is_reported() {
     let device = Default::default();

@@ -48,7 +48,10 @@ pub fn backward<T: Real>(
             None => call.input,
         };
         let in_size = arch.layer_input_size(layer);
-        let mut d_input = Buffer::zeroed(rows * in_size);
+        // Layers above the first always need theirs: it is the gradient of the output
+        // below.
+        let input_wanted = grads.input_wanted || layer > 0;
+        let mut d_input = Buffer::zeroed(if input_wanted { rows * in_size } else { 0 });
         for (direction, cell_tape) in layer_tape.cells.iter_mut().enumerate() {
             let cell = layer * dims.dirs + direction;
             let layout = arch.direction_layout(layer, direction);
@@ -70,7 +73,7 @@ pub fn backward<T: Real>(
                 layout: &layout,
                 d_h0: &mut d_h0[cell * hp..(cell + 1) * hp],
                 d_c0: &mut d_c0[cell * hc..(cell + 1) * hc],
-                d_input: &mut d_input,
+                d_input: input_wanted.then_some(&mut d_input[..]),
             };
             backward_cell(&run, cell_tape, &d_output, &mut cell_grads);
         }
@@ -94,8 +97,8 @@ struct CellGrads<'a, T> {
     layout: &'a crate::arch::DirectionLayout,
     d_h0: &'a mut [T],
     d_c0: &'a mut [T],
-    /// Accumulated over the layer's directions.
-    d_input: &'a mut [T],
+    /// Accumulated over the layer's directions (`None`: not wanted).
+    d_input: Option<&'a mut [T]>,
 }
 
 /// `run.h0` / `run.c0` carry `dh_n` / `dc_n` of this cell; `dy` is the gradient of the
@@ -318,17 +321,19 @@ fn backward_cell<T: Real>(
             p,
         );
         // dX += dz · W_ih.
-        let w_ih = PackedB::pack_all(g4, in_size, w.w_ih, in_size, 1);
-        par_gemm(
-            threads,
-            rows,
-            dz,
-            g4,
-            1,
-            &w_ih,
-            grads.d_input.as_mut_ptr(),
-            in_size,
-        );
+        if let Some(d_input) = grads.d_input.as_deref_mut() {
+            let w_ih = PackedB::pack_all(g4, in_size, w.w_ih, in_size, 1);
+            par_gemm(
+                threads,
+                rows,
+                dz,
+                g4,
+                1,
+                &w_ih,
+                d_input.as_mut_ptr(),
+                in_size,
+            );
+        }
         if let Some(range) = &layout.weight_hr {
             // dW_hr = dĥᵀ · U.
             let u = PackedB::pack_all(rows, h, &unprojected, h, 1);

@@ -53,12 +53,16 @@ pub struct OutputGrads<'a, T> {
     pub dh_n: &'a [T],
     /// Gradient of `c_n`.
     pub dc_n: &'a [T],
+    /// Whether to compute the gradient of `input`. When not (an input nobody trains,
+    /// such as raw features), [`LstmGradients::input`] is left empty and the first
+    /// layer's input product, a sixth of a one-layer step's work, is skipped.
+    pub input_wanted: bool,
 }
 
 /// Gradients of a call's inputs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LstmGradients<T> {
-    /// Of `input`, `[T, B, I]`.
+    /// Of `input`, `[T, B, I]` (empty unless [`OutputGrads::input_wanted`]).
     pub input: Vec<T>,
     /// Of the flat parameters, same layout.
     pub weights: Vec<T>,

@@ -78,8 +78,22 @@ fn run(arch: &LstmArch, batch: usize, seq: usize, threads: usize) -> Vec<Vec<f32
         dy: &dy,
         dh_n: &dh,
         dc_n: &dc,
+        input_wanted: true,
     };
     let gradients = lstm_cpu::backward(&call, tape, grads).expect("valid call");
+    // Without the input's gradient: nothing of it, the very same others.
+    let (_, tape) = lstm_cpu::forward_train(&call).expect("valid call");
+    let without = OutputGrads {
+        input_wanted: false,
+        ..grads
+    };
+    let partial = lstm_cpu::backward(&call, tape, without).expect("valid call");
+    assert!(partial.input.is_empty(), "no input gradient was asked for");
+    assert_eq!(
+        (&partial.weights, &partial.h0, &partial.c0),
+        (&gradients.weights, &gradients.h0, &gradients.c0),
+        "{threads} threads: the other gradients do not depend on the input's"
+    );
     vec![
         outputs.y,
         outputs.h_n,

@@ -98,7 +98,7 @@ pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B
     );
     let stack = |v: Vec<Option<Tensor<B, 2>>>| primitive(stack_steps(v));
     LstmGrads {
-        input: primitive(d_output),
+        input: Some(primitive(d_output)),
         weights: primitive(weights_grad),
         h0: stack(dh0),
         c0: stack(dc0),
