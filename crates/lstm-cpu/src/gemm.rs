@@ -245,12 +245,36 @@ unsafe fn gemm_into<T: Real>(
     // slots (measured: 16×50×256 2-3 % slower with it; 20×35×1500, 36 MB of `W_hh` per
     // layer, 25 % slower without).
     let prefetch = core::mem::size_of_val(b.data) > PREFETCH_ABOVE_BYTES;
+    // A read down its columns (`rs == 1`, the backward's `dzᵀ`): a micro-kernel's rows
+    // are contiguous at each k, but its k's are `cs` apart (4 KiB for `4H = 1024`, the
+    // same L1 set every time), so each block of A is copied once into `a_block`, k's
+    // `ROW_BLOCK` values apart, and every panel reads the copy from L1.
+    let pack_a = rs == 1 && cs > 1 && b.panels.len() > 1;
+    let mut a_block = if pack_a {
+        vec![T::ZERO; ROW_BLOCK * DEPTH_BLOCK]
+    } else {
+        Vec::new()
+    };
     let mut k0 = 0;
     while k0 < b.depth {
         let depth = DEPTH_BLOCK.min(b.depth - k0);
         let mut m0 = 0;
         while m0 < rows {
             let block_rows = ROW_BLOCK.min(rows - m0);
+            // This block's A: (pointer to its first value, row stride, column stride).
+            let (a_at, a_rs, a_cs) = if pack_a {
+                for (k, dst) in a_block.chunks_exact_mut(ROW_BLOCK).take(depth).enumerate() {
+                    // SAFETY: rows m0..m0 + block_rows of column k0 + k are in A, and
+                    // contiguous (rs == 1).
+                    let src = unsafe {
+                        core::slice::from_raw_parts(a.add(m0 + (k0 + k) * cs), block_rows)
+                    };
+                    dst[..block_rows].copy_from_slice(src);
+                }
+                (a_block.as_ptr(), 1, ROW_BLOCK)
+            } else {
+                (unsafe { a.add(m0 * rs + k0 * cs) }, rs, cs)
+            };
             for (p, panel) in b.panels.iter().enumerate() {
                 // SAFETY: offsets stay inside the panel and the caller's A and C.
                 let bp = unsafe { b.data.as_ptr().add((p * b.depth + k0) * nr) };
@@ -272,9 +296,9 @@ unsafe fn gemm_into<T: Real>(
                     let row = m0 + i;
                     let args = Micro {
                         depth,
-                        a: unsafe { a.add(row * rs + k0 * cs) },
-                        rs,
-                        cs,
+                        a: unsafe { a_at.add(i * a_rs) },
+                        rs: a_rs,
+                        cs: a_cs,
                         b: bp,
                         c: unsafe { c.add(row * ldc + panel.col) },
                         ldc,
