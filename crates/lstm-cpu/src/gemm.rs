@@ -162,10 +162,10 @@ struct Micro<T> {
     ldc: usize,
     width: usize,
     /// Where the next `B` block starts (null: none): the micro-kernel of two rows or more
-    /// prefetches it, one row of it per row of its own, so the next block streams in while this one
-    /// computes. Rows of `B` are the step's whole weight matrix for the recurrent
-    /// product, too large for L2 at wide layers (36 MB at H = 1500), and the hardware
-    /// prefetcher restarts cold at every block.
+    /// prefetches it, one row of it per row of its own, so the next block streams in
+    /// while this one computes. Rows of `B` are the step's whole weight matrix for the
+    /// recurrent product, too large for L2 at wide layers (36 MB at H = 1500), and the
+    /// hardware prefetcher restarts cold at every block.
     prefetch: *const T,
     /// Non-null in the first depth block of [`gemm_bias`]: the bias of the panel's
     /// columns, stored with the tile (`C = bias + tile`) instead of adding the tile to C.
@@ -229,10 +229,10 @@ unsafe fn gemm_into<T: Real>(
         if b.depth == 0 {
             // No depth block to store the bias with: C is the bias alone.
             for i in 0..rows {
+                // SAFETY: the caller's C covers every packed column of its rows.
+                let c_row = unsafe { core::slice::from_raw_parts_mut(c.add(i * ldc), end) };
                 for panel in b.panels {
                     let columns = panel.col..panel.col + panel.width;
-                    // SAFETY: the caller's C covers every packed column of its rows.
-                    let c_row = unsafe { core::slice::from_raw_parts_mut(c.add(i * ldc), end) };
                     c_row[columns.clone()].copy_from_slice(&bias[columns]);
                 }
             }
