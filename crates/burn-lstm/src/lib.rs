@@ -28,37 +28,22 @@
 //! assert_eq!(state.hidden.dims(), [4, 4, 16]);
 //! ```
 
-mod autodiff;
-mod backend;
-mod backends;
-mod checkpoint;
-mod config;
-mod convert;
-#[cfg(feature = "cuda")]
-mod cudnn;
 mod error;
-mod flat_weights;
-mod fused_cpu;
-#[cfg(feature = "cubecl")]
-mod fusion_op;
-mod kernel;
+mod kernels;
 mod module;
-mod ndarray_host;
 mod op;
-mod portable;
-mod spec;
-mod validate;
-mod weights_cache;
 
-pub use backend::{HostResiduals, LstmBackend, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
-pub use config::{CudnnCompatibleLstmConfig, NanPolicy};
-#[cfg(feature = "cuda")]
-pub use cudnn::{CudnnMath, cudnn_math, cudnn_runtime_errors, set_cudnn_math};
 pub use error::LstmError;
-pub use fused_cpu::{cpu_threads, release_cpu_buffers, set_cpu_threads};
-pub use kernel::{KernelChoice, LstmKernel};
-pub use module::{
-    CudnnCompatibleLstm, CudnnCompatibleLstmRecord, LstmDirectionWeights, LstmLayer, LstmState,
-};
-pub use op::lstm;
-pub use spec::{DirectionLayout, LstmArch, LstmSpec};
+#[cfg(feature = "cuda")]
+pub use kernels::cudnn::{CudnnMath, cudnn_math, cudnn_runtime_errors, set_cudnn_math};
+pub use kernels::fused_cpu::{cpu_threads, release_cpu_buffers, set_cpu_threads};
+pub use module::config::{CudnnCompatibleLstmConfig, NanPolicy};
+pub use module::lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmRecord};
+pub use module::state::LstmState;
+pub use module::weights::{LstmDirectionWeights, LstmLayer};
+pub use op::call::lstm;
+pub use op::choice::{KernelChoice, LstmKernel};
+pub use op::contract::LstmBackend;
+pub use op::flat_weights::{FlatBufferOps, GradientSplit};
+pub use op::io::{HostResiduals, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+pub use op::spec::{DirectionLayout, LstmArch, LstmSpec};

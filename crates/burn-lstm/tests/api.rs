@@ -3,13 +3,14 @@
 
 mod common;
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex, NdArray};
 use burn::module::{AutodiffModule, Module, Param};
 use burn::nn::{BiLstmConfig, LstmConfig};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::{Distribution, Tensor};
 use burn_lstm::{
-    CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmError, LstmKernel, LstmState, NanPolicy,
+    CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmBackend, LstmError, LstmKernel, LstmState,
+    NanPolicy,
 };
 use common::{rel_err, to_f64};
 
@@ -404,14 +405,13 @@ fn an_untracked_input_gets_no_gradient_and_changes_no_other() {
     assert_eq!(initial_without, initial, "the initial state's gradients");
 }
 
-#[test]
-fn kernel_choice_is_reported() {
+fn kernel_choice_is_reported_on<B: LstmBackend>() {
     let device = Default::default();
     let model = config().init::<B>(&device);
     let choice = model.kernel(&device, 4, 10);
     assert_eq!(choice.kernel, LstmKernel::FusedCpu);
     assert_eq!(choice.fallback_reason, None, "{choice}");
-    let ad = config().init::<AD>(&device);
+    let ad = config().init::<Autodiff<B>>(&device);
     assert_eq!(
         ad.kernel(&device, 4, 10),
         choice,
@@ -427,6 +427,16 @@ fn kernel_choice_is_reported() {
     let choice = cudnn.kernel(&device, 4, 10);
     assert_eq!(choice.kernel, LstmKernel::FusedCpu);
     assert!(choice.to_string().contains("CUDA"), "{choice}");
+}
+
+#[test]
+fn kernel_choice_is_reported() {
+    kernel_choice_is_reported_on::<NdArray<f32>>();
+}
+
+#[test]
+fn kernel_choice_is_reported_on_flex() {
+    kernel_choice_is_reported_on::<Flex>();
 }
 
 #[test]
@@ -450,8 +460,7 @@ fn threads_sharing_one_module_get_identical_results() {
     }
 }
 
-#[test]
-fn changed_parameters_are_used_at_once() {
+fn changed_parameters_are_used_at_once_on<B: LstmBackend>() {
     // The fused kernel packs weights per call; a parameter changed between two calls
     // must change the second call exactly as a freshly built module would.
     let device = Default::default();
@@ -476,11 +485,20 @@ fn changed_parameters_are_used_at_once() {
 }
 
 #[test]
-fn inference_reuses_packed_weights_only_while_the_parameters_are_unchanged() {
-    // NdArray inference keeps the flat and packed copies of the parameters it last saw
-    // (weights_cache.rs), keyed on the parameters' storage. The hazard: a parameter
-    // whose tensor nobody else holds is changed *in place* (same storage, same key) by
-    // NdArray. The cache holds a clone of every parameter, so that cannot happen; this
+fn changed_parameters_are_used_at_once() {
+    changed_parameters_are_used_at_once_on::<NdArray<f32>>();
+}
+
+#[test]
+fn changed_parameters_are_used_at_once_on_flex() {
+    changed_parameters_are_used_at_once_on::<Flex>();
+}
+
+fn inference_reuses_packed_weights_only_while_the_parameters_are_unchanged_on<B: LstmBackend>() {
+    // NdArray and Flex inference keep the flat and packed copies of the parameters they
+    // last saw (weights_cache.rs), keyed on the parameters' storage. The hazard: a
+    // parameter whose tensor nobody else holds is changed *in place* (same storage, same
+    // key) by the backend. The cache holds a clone of every parameter, so that cannot happen; this
     // checks the numbers after such a change, after loading a record, and after a
     // release.
     let device = Default::default();
@@ -517,6 +535,16 @@ fn inference_reuses_packed_weights_only_while_the_parameters_are_unchanged() {
     assert_eq!(to_f64(model.forward(x, None).0), expected);
 }
 
+#[test]
+fn inference_reuses_packed_weights_only_while_the_parameters_are_unchanged() {
+    inference_reuses_packed_weights_only_while_the_parameters_are_unchanged_on::<NdArray<f32>>();
+}
+
+#[test]
+fn inference_reuses_packed_weights_only_while_the_parameters_are_unchanged_on_flex() {
+    inference_reuses_packed_weights_only_while_the_parameters_are_unchanged_on::<Flex>();
+}
+
 /// Every parameter's values in the canonical order, read one by one through
 /// `into_data` (the reference for the op's flat buffer).
 fn canonical_values<Bk: burn::tensor::backend::Backend>(
@@ -536,10 +564,9 @@ fn canonical_values<Bk: burn::tensor::backend::Backend>(
     values
 }
 
-#[test]
-fn flat_weights_hold_every_parameter_in_canonical_order() {
-    // NdArray builds the buffer itself (row by row through strides), autodiff with
-    // tracked parameters through `cat`, autodiff without through the inner backend.
+fn flat_weights_hold_every_parameter_in_canonical_order_on<B: LstmBackend>() {
+    // NdArray and Flex build the buffer themselves (row by row through strides), autodiff
+    // with tracked parameters by appends, autodiff without through the inner backend.
     // A parameter stored transposed (a strided view) must be read in its logical order.
     let device = Default::default();
     let mut model = config().init::<B>(&device);
@@ -550,14 +577,14 @@ fn flat_weights_hold_every_parameter_in_canonical_order() {
     model.layers[0].forward.weight_ih = burn::module::Param::from_tensor(transposed);
     let expected = canonical_values(&model);
     assert_eq!(expected.len(), model.arch().weight_count());
-    assert_eq!(to_f64(model.flat_weights()), expected, "NdArray");
+    assert_eq!(to_f64(model.flat_weights()), expected, "the plain backend");
 
-    let tracked = config().init::<AD>(&device);
+    let tracked = config().init::<Autodiff<B>>(&device);
     let expected = canonical_values(&tracked);
     let flat = tracked.flat_weights();
     assert_eq!(to_f64(flat.clone()), expected, "autodiff, tracked");
     // Tracked: the gradient of the buffer reaches each parameter, in its place.
-    let scale = Tensor::<AD, 1>::from_floats(
+    let scale = Tensor::<Autodiff<B>, 1>::from_floats(
         (0..expected.len())
             .map(|i| i as f32)
             .collect::<Vec<_>>()
@@ -591,4 +618,14 @@ fn flat_weights_hold_every_parameter_in_canonical_order() {
         expected,
         "autodiff, untracked"
     );
+}
+
+#[test]
+fn flat_weights_hold_every_parameter_in_canonical_order() {
+    flat_weights_hold_every_parameter_in_canonical_order_on::<NdArray<f32>>();
+}
+
+#[test]
+fn flat_weights_hold_every_parameter_in_canonical_order_on_flex() {
+    flat_weights_hold_every_parameter_in_canonical_order_on::<Flex>();
 }

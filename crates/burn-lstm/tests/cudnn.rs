@@ -20,7 +20,7 @@
 mod common;
 
 use burn::backend::cuda::CudaDevice;
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex, NdArray};
 use burn::module::Module;
 use burn::module::Param;
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
@@ -145,7 +145,7 @@ fn requests_and_unsupported_architectures_fall_back_with_reasons() {
         choice
             .fallback_reason
             .unwrap()
-            .contains("runs only on NdArray")
+            .contains("runs only on the CPU backends")
     );
 
     // cuDNN's LSTMP needs proj_size < hidden_size; the module accepts any proj_size.
@@ -170,7 +170,7 @@ fn requests_and_unsupported_architectures_fall_back_with_reasons() {
 fn golden_cases_through_cudnn_on_fused_cuda() {
     assert!(gpu_usable(), "cuDNN does not run here");
     with_math(CudnnMath::Fma, || {
-        run_all::<Autodiff<Cuda>>(LstmKernel::Cudnn, "f32", 1e-4)
+        run_all::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, "f32", 1e-4)
     });
 }
 
@@ -184,7 +184,7 @@ fn golden_cases_through_cudnn_on_fused_cuda() {
 fn golden_cases_through_cudnn_in_tf32() {
     assert!(gpu_usable(), "cuDNN does not run here");
     with_math(CudnnMath::Tf32, || {
-        run_all::<Autodiff<Cuda>>(LstmKernel::Cudnn, "f32-tf32", 5e-2)
+        run_all::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, "f32-tf32", 5e-2)
     });
 }
 
@@ -193,7 +193,7 @@ fn golden_cases_through_cudnn_in_tf32() {
 fn golden_cases_through_cudnn_on_plain_cuda() {
     assert!(gpu_usable(), "cuDNN does not run here");
     with_math(CudnnMath::Fma, || {
-        run_all::<Autodiff<PlainCuda>>(LstmKernel::Cudnn, "f32", 1e-4)
+        run_all::<Autodiff<PlainCuda>>("cuda-plain", LstmKernel::Cudnn, "f32", 1e-4)
     });
 }
 
@@ -204,12 +204,17 @@ fn golden_cases_through_the_portable_kernel_on_cuda() {
     // the portable kernel's errors are TF32's (2.1e-2 on `medium`, 9.9e-4 on
     // `no_initial_state`, the same as cuDNN in TF32), not f32's. Hence TF32's bound. Slow
     // on a fresh machine: CubeCL autotunes every new matmul shape (minutes for all cases).
-    run_all::<Autodiff<Cuda>>(LstmKernel::Portable, "f32 (CubeCL matmul: TF32)", 5e-2);
+    run_all::<Autodiff<Cuda>>(
+        "cuda",
+        LstmKernel::Portable,
+        "f32 (CubeCL matmul: TF32)",
+        5e-2,
+    );
 }
 
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
-fn one_checkpoint_gives_the_same_outputs_on_ndarray_and_cuda() {
+fn one_checkpoint_gives_the_same_outputs_on_ndarray_flex_and_cuda() {
     assert!(gpu_usable(), "cuDNN does not run here");
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     let dir = std::env::temp_dir().join(format!("burn-lstm-cudnn-{}", std::process::id()));
@@ -236,16 +241,32 @@ fn one_checkpoint_gives_the_same_outputs_on_ndarray_and_cuda() {
         .load_checkpoint::<Cuda, _>(&path, &recorder, &cuda)
         .expect("load on CUDA");
     assert_eq!(on_cuda.kernel(&cuda, 3, 7).kernel, LstmKernel::Cudnn);
+    let on_flex = config
+        .load_checkpoint::<Flex, _>(&path, &recorder, &Default::default())
+        .expect("load on Flex");
+    let x_flex = Tensor::<Flex, 3>::from_data(x_cpu.to_data(), &Default::default());
+    let (y_flex, s_flex) = on_flex.forward(x_flex, None);
     let (y_cpu, s_cpu): (_, LstmState<NdArray<f32>>) = on_cpu.forward(x_cpu, None);
     let (y_gpu, s_gpu) = on_cuda.forward(x_cuda, None);
-    for (name, a, b) in [
-        ("y", to_f64(y_cpu), to_f64(y_gpu)),
-        ("h_n", to_f64(s_cpu.hidden), to_f64(s_gpu.hidden)),
-        ("c_n", to_f64(s_cpu.cell), to_f64(s_gpu.cell)),
+    for (name, a, b, c) in [
+        ("y", to_f64(y_cpu), to_f64(y_gpu), to_f64(y_flex)),
+        (
+            "h_n",
+            to_f64(s_cpu.hidden),
+            to_f64(s_gpu.hidden),
+            to_f64(s_flex.hidden),
+        ),
+        (
+            "c_n",
+            to_f64(s_cpu.cell),
+            to_f64(s_gpu.cell),
+            to_f64(s_flex.cell),
+        ),
     ] {
         let err = rel_err(&b, &a);
         println!("checkpoint NdArray vs Cuda {name}: {err:.2e}");
         assert!(err < 1e-5, "{name}: {err}");
+        assert_eq!(c, a, "{name}: Flex and NdArray run the same kernel");
     }
     assert_no_runtime_fallback();
 }

@@ -6,11 +6,12 @@
 
 mod common;
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex, NdArray};
 use burn_lstm::LstmKernel;
 use common::dropout_check::check_dropout_masks;
 
 type AD = Autodiff<NdArray<f32>>;
+type FlexAD = Autodiff<Flex>;
 
 #[test]
 fn fused_cpu_kernel_drops_with_rate_p_and_backpropagates_through_the_same_masks() {
@@ -20,4 +21,14 @@ fn fused_cpu_kernel_drops_with_rate_p_and_backpropagates_through_the_same_masks(
 #[test]
 fn portable_kernel_drops_with_rate_p_and_backpropagates_through_the_same_masks() {
     check_dropout_masks::<AD>(LstmKernel::Portable, &Default::default(), 1e-5);
+}
+
+#[test]
+fn fused_cpu_kernel_on_flex_drops_with_rate_p_and_backpropagates_through_the_same_masks() {
+    check_dropout_masks::<FlexAD>(LstmKernel::FusedCpu, &Default::default(), 1e-5);
+}
+
+#[test]
+fn portable_kernel_on_flex_drops_with_rate_p_and_backpropagates_through_the_same_masks() {
+    check_dropout_masks::<FlexAD>(LstmKernel::Portable, &Default::default(), 1e-5);
 }

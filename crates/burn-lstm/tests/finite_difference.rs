@@ -1,15 +1,17 @@
-//! Gradients of the op against central finite differences, in f64 on NdArray, on small
-//! random shapes covering every feature: layers, directions, projection, padding, no
-//! bias and inter-layer dropout (fixed seed, so every evaluation draws the same masks).
+//! Gradients of the op against central finite differences, in f64 on NdArray and on
+//! Flex (its device set to f64), on small random shapes covering every feature: layers,
+//! directions, projection, padding, no bias and inter-layer dropout (fixed seed, so
+//! every evaluation draws the same masks).
+
+mod common;
 
 use std::sync::Arc;
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex, NdArray};
 use burn::tensor::{Tensor, TensorData};
 use burn_lstm::{LstmArch, LstmBackend, LstmKernel, LstmSpec, lstm};
 
 type B = NdArray<f64>;
-type AD = Autodiff<B>;
 
 /// Deterministic values in (-1, 1) (a host LCG: the backend's generator is global and
 /// shared by tests running in parallel).
@@ -76,19 +78,34 @@ fn loss_of<Bk: LstmBackend>(
 }
 
 /// The gradient of the loss for each leaf (`input`, `weights`, `h0`, `c0`).
-fn backward((total, leaves): (Tensor<AD, 1>, Vec<Tensor<AD, 1>>)) -> Vec<Vec<f64>> {
+fn backward<Bk: LstmBackend>(
+    (total, leaves): (Tensor<Autodiff<Bk>, 1>, Vec<Tensor<Autodiff<Bk>, 1>>),
+) -> Vec<Vec<f64>> {
     let grads = total.backward();
     leaves
         .iter()
         .map(|leaf| {
             let grad = leaf.grad(&grads).expect("gradient");
-            grad.into_data().to_vec::<f64>().unwrap()
+            grad.into_data().convert::<f64>().to_vec::<f64>().unwrap()
         })
         .collect()
 }
 
-/// Both kernels NdArray runs, each checked against finite differences.
+/// Both CPU kernels on NdArray and on Flex, each checked against finite differences.
 fn check(arch: LstmArch, batch: usize, seq_len: usize, lengths: Option<Vec<usize>>, dropout: f64) {
+    common::flex_f64();
+    check_on::<B>("ndarray", &arch, batch, seq_len, &lengths, dropout);
+    check_on::<Flex>("flex", &arch, batch, seq_len, &lengths, dropout);
+}
+
+fn check_on<Bk: LstmBackend>(
+    backend: &str,
+    arch: &LstmArch,
+    batch: usize,
+    seq_len: usize,
+    lengths: &Option<Vec<usize>>,
+    dropout: f64,
+) {
     for kernel in [LstmKernel::Portable, LstmKernel::FusedCpu] {
         let spec = LstmSpec {
             seq_len,
@@ -100,8 +117,8 @@ fn check(arch: LstmArch, batch: usize, seq_len: usize, lengths: Option<Vec<usize
             kernel: Some(kernel),
             arch: arch.clone(),
         };
-        assert_eq!(B::lstm_kernel(&Default::default(), &spec).kernel, kernel);
-        check_kernel(&spec);
+        assert_eq!(Bk::lstm_kernel(&Default::default(), &spec).kernel, kernel);
+        check_kernel::<Bk>(backend, &spec);
     }
 }
 
@@ -132,27 +149,28 @@ fn case(spec: &LstmSpec) -> Case {
     (inputs, probes)
 }
 
-fn check_kernel(spec: &LstmSpec) {
+fn check_kernel<Bk: LstmBackend>(backend: &str, spec: &LstmSpec) {
     let (arch, dropout) = (&spec.arch, spec.dropout);
     let (inputs, probes) = case(spec);
 
     let names = ["input", "weights", "h0", "c0"];
     let eps = 1e-6;
-    let gradients = backward(loss::<AD>(spec, &inputs, &probes, true));
+    let gradients = backward::<Bk>(loss::<Autodiff<Bk>>(spec, &inputs, &probes, true));
     for (k, analytic) in gradients.iter().enumerate() {
         let mut worst = 0.0f64;
         for (i, analytic) in analytic.iter().enumerate() {
             let eval = |delta: f64| {
                 let mut perturbed = inputs.clone();
                 perturbed[k].1[i] += delta;
-                loss::<B>(spec, &perturbed, &probes, false).0.into_scalar()
+                let loss = loss::<Bk>(spec, &perturbed, &probes, false).0;
+                loss.into_data().convert::<f64>().to_vec::<f64>().unwrap()[0]
             };
             let numeric = (eval(eps) - eval(-eps)) / (2.0 * eps);
             let err = (numeric - analytic).abs() / numeric.abs().max(1.0);
             worst = worst.max(err);
         }
         println!(
-            "fd kernel={:?} {arch:?} lengths={:?} dropout={dropout} {}: worst {worst:.2e}",
+            "fd backend={backend} kernel={:?} {arch:?} lengths={:?} dropout={dropout} {}: worst {worst:.2e}",
             spec.kernel, spec.lengths, names[k]
         );
         assert!(
@@ -219,7 +237,7 @@ fn results_outside_the_loss_count_as_zero_gradients() {
         };
         let (inputs, probes) = case(&spec);
         let grads_of = |probes: &[(Vec<usize>, Vec<f64>); 3], reach: [bool; 3]| {
-            backward(loss_of::<AD>(&spec, &inputs, probes, true, reach))
+            backward::<B>(loss_of::<Autodiff<B>>(&spec, &inputs, probes, true, reach))
         };
         for which in 0..3 {
             let reach: [bool; 3] = core::array::from_fn(|i| i == which);

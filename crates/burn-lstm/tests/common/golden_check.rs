@@ -77,14 +77,23 @@ fn parameter_grad<B: AutodiffBackend>(
     }
 }
 
-fn check_case<B>(case: &GoldenCase, kernel: LstmKernel, dtype: &str, tol: f64) -> Result<(), String>
+fn check_case<B>(
+    case: &GoldenCase,
+    backend: &str,
+    kernel: LstmKernel,
+    dtype: &str,
+    tol: f64,
+) -> Result<(), String>
 where
     B: AutodiffBackend + LstmBackend,
     B::InnerBackend: LstmBackend,
 {
     let device = Default::default();
     let mut report = ErrorReport::new(
-        format!("golden case={} kernel={kernel} dtype={dtype}", case.name),
+        format!(
+            "golden case={} backend={backend} kernel={kernel} dtype={dtype}",
+            case.name
+        ),
         tol,
     );
 
@@ -147,14 +156,15 @@ where
     report.finish()
 }
 
-pub fn run_all<B>(kernel: LstmKernel, dtype: &str, tol: f64)
+/// Every golden case through `kernel` on `B` (`backend` names it in each printed line).
+pub fn run_all<B>(backend: &str, kernel: LstmKernel, dtype: &str, tol: f64)
 where
     B: AutodiffBackend + LstmBackend,
     B::InnerBackend: LstmBackend,
 {
     let results = golden_paths()
         .iter()
-        .map(|path| check_case::<B>(&GoldenCase::load(path), kernel, dtype, tol))
+        .map(|path| check_case::<B>(&GoldenCase::load(path), backend, kernel, dtype, tol))
         .collect();
     assert_all(results);
 }

@@ -121,6 +121,24 @@ impl GoldenCase {
     }
 }
 
+/// Makes f64 the float type of Flex's one device for this process and returns the
+/// device. Flex picks its float type at run time, and Burn 0.21 keeps one default per
+/// device, set before the first tensor is made on it (docs/numerics.md). Every test of
+/// a process that uses Flex in f64 calls this first.
+pub fn flex_f64() -> burn::backend::flex::FlexDevice {
+    use burn::tensor::{DType, IntDType, get_device_settings, set_default_dtypes};
+    let device = burn::backend::flex::FlexDevice;
+    // Refused after the first call (or after a tensor was made): checked below.
+    let _ = set_default_dtypes::<burn::backend::Flex>(&device, DType::F64, IntDType::I64);
+    let float = get_device_settings::<burn::backend::Flex>(&device).float_dtype;
+    assert_eq!(
+        float,
+        burn::tensor::FloatDType::F64,
+        "Flex's device was used in another float type first"
+    );
+    device
+}
+
 /// The fixtures shipped with the crate, plus every case in `$LSTM_GOLDEN_DIR` when set.
 pub fn golden_paths() -> Vec<PathBuf> {
     let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden");

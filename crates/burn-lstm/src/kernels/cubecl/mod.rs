@@ -1,0 +1,234 @@
+//! The op contract on Burn's CubeCL backends (feature `cubecl`): Wgpu, Cuda and Rocm,
+//! with and without fusion. On the CUDA runtime (feature `cuda`) the op runs on cuDNN
+//! (`kernels/cudnn`), elsewhere and as the fallback on the portable kernel.
+
+use burn::tensor::ops::FloatTensorOps;
+use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
+use burn_fusion::{Fusion, FusionBackend};
+
+use crate::kernels::portable;
+use crate::op::choice::{KernelChoice, LstmKernel};
+use crate::op::contract::LstmBackend;
+use crate::op::fusion as fusion_op;
+use crate::op::io::{LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::spec::LstmSpec;
+
+/// Wgpu, Cuda and Rocm without fusion: cuDNN on the CUDA runtime (feature `cuda`),
+/// the portable kernel otherwise and as the fallback.
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> LstmBackend
+    for CubeBackend<R, F, I, BT>
+{
+    fn lstm_kernel(device: &Self::Device, spec: &LstmSpec) -> KernelChoice {
+        choice::<R>(device, spec, F::dtype())
+    }
+
+    fn lstm_forward(
+        input: FloatTensor<Self>,
+        weights: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        c0: FloatTensor<Self>,
+        spec: &LstmSpec,
+    ) -> LstmOutput<Self> {
+        forward::<R, F, I, BT>([input, weights, h0, c0], spec, false).0
+    }
+
+    fn lstm_forward_train(
+        input: FloatTensor<Self>,
+        weights: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        c0: FloatTensor<Self>,
+        spec: &LstmSpec,
+    ) -> (LstmOutput<Self>, LstmSaved<Self>) {
+        let (output, saved) = forward::<R, F, I, BT>([input, weights, h0, c0], spec, true);
+        (
+            output,
+            saved.expect("a training forward saves its residuals"),
+        )
+    }
+
+    fn lstm_backward(saved: LstmSaved<Self>, grads: LstmOutputGrads<Self>) -> LstmGrads<Self> {
+        backward::<R, F, I, BT>(saved, grads)
+    }
+}
+
+use burn::tensor::ops::FloatTensor;
+
+/// A forward's outputs and, for training, what its backward needs.
+type ForwardResult<B> = (LstmOutput<B>, Option<LstmSaved<B>>);
+
+#[cfg(feature = "cuda")]
+fn choice<R: CubeRuntime>(
+    device: &R::Device,
+    spec: &LstmSpec,
+    dtype: burn::tensor::DType,
+) -> KernelChoice {
+    crate::kernels::cudnn::choice::choice::<R, R::Device>(device, spec, dtype)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn choice<R: CubeRuntime>(
+    _device: &R::Device,
+    spec: &LstmSpec,
+    _dtype: burn::tensor::DType,
+) -> KernelChoice {
+    KernelChoice::portable_only(spec.kernel)
+}
+
+#[cfg(feature = "cuda")]
+fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    inputs: [FloatTensor<CubeBackend<R, F, I, BT>>; 4],
+    spec: &LstmSpec,
+    save: bool,
+) -> ForwardResult<CubeBackend<R, F, I, BT>> {
+    use crate::kernels::cudnn::{
+        device::{log_fallback_once, record_runtime_error},
+        ops,
+        runtime_cast::{from_cuda, to_cuda},
+    };
+    let choice = choice::<R>(&inputs[0].device, spec, inputs[0].dtype);
+    if choice.kernel == LstmKernel::Cudnn {
+        match ops::forward(inputs.clone().map(to_cuda::<R>), spec, save) {
+            Ok(result) => {
+                let [y, h_n, c_n] = result.outputs.map(from_cuda::<R>);
+                let saved = result.saved.map(|(residuals, tape)| LstmSaved {
+                    spec: spec.clone(),
+                    kernel: LstmKernel::Cudnn,
+                    inputs,
+                    residuals: residuals.into_iter().map(from_cuda::<R>).collect(),
+                    host: Some(crate::op::io::HostResiduals(std::sync::Arc::new(tape))),
+                });
+                return (LstmOutput { y, h_n, c_n }, saved);
+            }
+            Err(reason) => record_runtime_error(&reason),
+        }
+    } else if let (Some(reason), true) = (
+        &choice.fallback_reason,
+        crate::kernels::cudnn::choice::is_cuda::<R>(),
+    ) {
+        log_fallback_once(reason);
+    }
+    portable::forward::<CubeBackend<R, F, I, BT>>(inputs, spec, save)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    inputs: [FloatTensor<CubeBackend<R, F, I, BT>>; 4],
+    spec: &LstmSpec,
+    save: bool,
+) -> ForwardResult<CubeBackend<R, F, I, BT>> {
+    portable::forward::<CubeBackend<R, F, I, BT>>(inputs, spec, save)
+}
+
+#[cfg(feature = "cuda")]
+fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    saved: LstmSaved<CubeBackend<R, F, I, BT>>,
+    grads: LstmOutputGrads<CubeBackend<R, F, I, BT>>,
+) -> LstmGrads<CubeBackend<R, F, I, BT>> {
+    use crate::kernels::cudnn::{
+        device::record_runtime_error,
+        ops,
+        runtime_cast::{from_cuda, to_cuda},
+    };
+    if saved.kernel != LstmKernel::Cudnn {
+        return portable::backward::<CubeBackend<R, F, I, BT>>(saved, grads);
+    }
+    let tape = saved
+        .host
+        .as_ref()
+        .and_then(|h| h.0.downcast_ref::<ops::CudnnTape>());
+    let result = match (tape, saved.residuals.as_slice()) {
+        (Some(tape), [y, space]) => ops::backward(
+            saved.inputs.clone().map(to_cuda::<R>),
+            [y.clone(), space.clone()].map(to_cuda::<R>),
+            tape,
+            [grads.dy.clone(), grads.dh_n.clone(), grads.dc_n.clone()].map(to_cuda::<R>),
+            &saved.spec,
+        ),
+        _ => Err("the cuDNN forward's residuals are missing".to_string()),
+    };
+    match result {
+        Ok(computed) => {
+            let [input, weights, h0, c0] = computed.map(from_cuda::<R>);
+            LstmGrads {
+                input: Some(input),
+                weights,
+                h0,
+                c0,
+            }
+        }
+        Err(reason) => {
+            // The portable backward needs its own residuals: recompute the forward.
+            // With inter-layer dropout the masks differ from the forward cuDNN ran.
+            record_runtime_error(&format!(
+                "cuDNN backward failed ({reason}); recomputing with the portable kernel"
+            ));
+            let spec = saved.spec.clone();
+            let (_, recomputed) =
+                portable::forward::<CubeBackend<R, F, I, BT>>(saved.inputs, &spec, true);
+            portable::backward::<CubeBackend<R, F, I, BT>>(recomputed.expect("saved"), grads)
+        }
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    saved: LstmSaved<CubeBackend<R, F, I, BT>>,
+    grads: LstmOutputGrads<CubeBackend<R, F, I, BT>>,
+) -> LstmGrads<CubeBackend<R, F, I, BT>> {
+    portable::backward::<CubeBackend<R, F, I, BT>>(saved, grads)
+}
+
+/// The fused backends that `burn::backend::Cuda` and `Wgpu` are by default: when the
+/// inner backend runs a fused kernel (cuDNN), the whole op is one custom fusion
+/// operation; otherwise the portable kernel runs on the fused backend (its gate math
+/// fuses into few kernels).
+impl<B: FusionBackend + LstmBackend> LstmBackend for Fusion<B> {
+    fn lstm_kernel(device: &Self::Device, spec: &LstmSpec) -> KernelChoice {
+        B::lstm_kernel(device, spec)
+    }
+
+    fn lstm_forward(
+        input: FloatTensor<Self>,
+        weights: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        c0: FloatTensor<Self>,
+        spec: &LstmSpec,
+    ) -> LstmOutput<Self> {
+        fused_forward::<B>([input, weights, h0, c0], spec, false).0
+    }
+
+    fn lstm_forward_train(
+        input: FloatTensor<Self>,
+        weights: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        c0: FloatTensor<Self>,
+        spec: &LstmSpec,
+    ) -> (LstmOutput<Self>, LstmSaved<Self>) {
+        let (output, saved) = fused_forward::<B>([input, weights, h0, c0], spec, true);
+        (
+            output,
+            saved.expect("a training forward saves its residuals"),
+        )
+    }
+
+    fn lstm_backward(saved: LstmSaved<Self>, grads: LstmOutputGrads<Self>) -> LstmGrads<Self> {
+        if fusion_op::is_fused_op::<B>(&saved) {
+            fusion_op::backward::<B>(saved, grads)
+        } else {
+            portable::backward::<Self>(saved, grads)
+        }
+    }
+}
+
+fn fused_forward<B: FusionBackend + LstmBackend>(
+    inputs: [FloatTensor<Fusion<B>>; 4],
+    spec: &LstmSpec,
+    save: bool,
+) -> ForwardResult<Fusion<B>> {
+    let device = <Fusion<B> as FloatTensorOps<Fusion<B>>>::float_device(&inputs[0]);
+    if B::lstm_kernel(&device, spec).kernel == LstmKernel::Cudnn {
+        fusion_op::forward::<B>(inputs, spec, save)
+    } else {
+        portable::forward::<Fusion<B>>(inputs, spec, save)
+    }
+}

@@ -1,0 +1,170 @@
+//! Per-GPU cuDNN state, created on first use and kept for the process: the handle (on
+//! its own stream), the dropout generator, and one configured LSTM (with its weight plan)
+//! per architecture. A GPU where any of it fails is remembered with the reason, logged
+//! once, and its calls run the portable kernel.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudnn_rnn::{CudnnHandle, CudnnRnnError, DataType, DropoutState, Lstm, MathMode, RnnConfig};
+
+use crate::kernels::cudnn::weights::WeightPlan;
+use crate::op::spec::LstmArch;
+
+/// The seed of the dropout generator when the call gives none.
+const DEFAULT_DROPOUT_SEED: u64 = 0x5eed_1057;
+
+/// One configured LSTM and how the canonical parameters map onto its weight space.
+pub(crate) struct PreparedLstm {
+    pub lstm: Lstm,
+    pub plan: WeightPlan,
+    /// The [`DeviceCudnn::dropout_generation`] the descriptor was last configured with.
+    dropout_generation: u64,
+}
+
+/// cuDNN state of one GPU.
+pub(crate) struct DeviceCudnn {
+    handle: CudnnHandle,
+    dropout: DropoutState,
+    /// Counts the changes of `dropout` (a new generator or a new rate). An LSTM
+    /// descriptor is configured again (`cudnnSetRNNDescriptor_v8`) only when it was last
+    /// configured with an older generation: setting it on every call would make cuDNN
+    /// redo its per-descriptor set-up each time.
+    dropout_generation: u64,
+    lstms: HashMap<RnnConfig, PreparedLstm>,
+}
+
+impl DeviceCudnn {
+    fn new(ordinal: usize) -> Result<Self, CudnnRnnError> {
+        let handle = CudnnHandle::for_device(ordinal)?;
+        let dropout = DropoutState::new(&handle, 0.0, DEFAULT_DROPOUT_SEED)?;
+        Ok(Self {
+            handle,
+            dropout,
+            dropout_generation: 0,
+            lstms: HashMap::new(),
+        })
+    }
+
+    /// The LSTM for `arch` with inter-layer dropout `probability` (0 for inference) and,
+    /// when given, a generator restarted from `seed`.
+    pub(crate) fn lstm(
+        &mut self,
+        arch: &LstmArch,
+        data_type: DataType,
+        math: MathMode,
+        probability: f32,
+        seed: Option<u64>,
+    ) -> Result<(&CudnnHandle, &PreparedLstm), String> {
+        if let Some(seed) = seed.filter(|&s| s != self.dropout.seed()) {
+            self.dropout =
+                DropoutState::new(&self.handle, probability, seed).map_err(|e| e.to_string())?;
+            self.dropout_generation += 1;
+        }
+        if probability != self.dropout.probability() {
+            self.dropout
+                .set_probability(&self.handle, probability)
+                .map_err(|e| e.to_string())?;
+            self.dropout_generation += 1;
+        }
+        let config = rnn_config(arch, data_type, math);
+        if !self.lstms.contains_key(&config) {
+            let lstm = Lstm::new(&self.handle, config.clone(), &self.dropout)
+                .map_err(|e| e.to_string())?;
+            let plan = WeightPlan::new(arch, lstm.weight_layout(), data_type.size())?;
+            let prepared = PreparedLstm {
+                lstm,
+                plan,
+                dropout_generation: self.dropout_generation,
+            };
+            self.lstms.insert(config.clone(), prepared);
+        }
+        let prepared = self.lstms.get_mut(&config).expect("inserted above");
+        if prepared.dropout_generation != self.dropout_generation {
+            prepared
+                .lstm
+                .set_dropout(&self.dropout)
+                .map_err(|e| e.to_string())?;
+            prepared.dropout_generation = self.dropout_generation;
+        }
+        Ok((&self.handle, prepared))
+    }
+}
+
+/// The cuDNN description of `arch`.
+pub(crate) fn rnn_config(arch: &LstmArch, data_type: DataType, math: MathMode) -> RnnConfig {
+    RnnConfig {
+        input_size: arch.input_size,
+        hidden_size: arch.hidden_size,
+        proj_size: arch.proj_size,
+        num_layers: arch.num_layers,
+        bidirectional: arch.bidirectional,
+        bias: arch.bias,
+        data_type,
+        math,
+    }
+}
+
+type Slot = Result<Arc<Mutex<DeviceCudnn>>, String>;
+
+fn devices() -> &'static Mutex<HashMap<usize, Slot>> {
+    static DEVICES: OnceLock<Mutex<HashMap<usize, Slot>>> = OnceLock::new();
+    DEVICES.get_or_init(Default::default)
+}
+
+/// The cuDNN state of GPU `ordinal`, created on first use, or why cuDNN cannot run there.
+pub(crate) fn device(ordinal: usize) -> Slot {
+    let mut devices = devices().lock().unwrap_or_else(|e| e.into_inner());
+    devices
+        .entry(ordinal)
+        .or_insert_with(|| {
+            DeviceCudnn::new(ordinal)
+                .map(|d| Arc::new(Mutex::new(d)))
+                .map_err(|e| format!("cuDNN is not usable on CUDA device {ordinal}: {e}"))
+        })
+        .clone()
+}
+
+/// cuDNN calls that failed at run time in this process, each reason once.
+static RUNTIME_ERRORS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Records a cuDNN call that failed at run time (the portable kernel runs instead) and
+/// logs it once. With `BURN_LSTM_CUDNN_STRICT=1` (for GPU test runs, where a silent
+/// fallback would hide the failure behind a slow, correct answer) it panics instead.
+pub(crate) fn record_runtime_error(reason: &str) {
+    if std::env::var("BURN_LSTM_CUDNN_STRICT").is_ok_and(|v| v == "1") {
+        panic!(
+            "cuDNN failed at run time and BURN_LSTM_CUDNN_STRICT=1 forbids the fallback: {reason}"
+        );
+    }
+    let mut errors = RUNTIME_ERRORS.lock().unwrap_or_else(|e| e.into_inner());
+    if !errors.iter().any(|seen| seen == reason) {
+        errors.push(reason.to_owned());
+    }
+    drop(errors);
+    log_fallback_once(reason);
+}
+
+/// Every distinct error of a cuDNN call that failed at run time in this process. Each
+/// such call was answered by the portable kernel instead (same numbers, slower) and the
+/// reason was logged once with `log::warn!`; this list is for programs without a logger
+/// and for tests, which must not pass on a silent fallback. Empty when cuDNN never failed
+/// (or never ran: [`crate::CudnnCompatibleLstm::kernel`] says which kernel a call uses).
+pub fn cudnn_runtime_errors() -> Vec<String> {
+    RUNTIME_ERRORS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}
+
+/// Logs `reason` as a warning the first time it is seen in this process.
+pub(crate) fn log_fallback_once(reason: &str) {
+    static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let mut seen = SEEN
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if seen.insert(reason.to_owned()) {
+        log::warn!("burn-lstm: running the portable LSTM kernel instead of cuDNN: {reason}");
+    }
+}

@@ -1,0 +1,23 @@
+//! The fused cuDNN op on Burn's CUDA backend (feature `cuda`).
+//!
+//! - [`device`]: one cuDNN handle, dropout state and configured LSTMs per GPU, created on
+//!   first use; a device where cuDNN cannot run is remembered with the reason.
+//! - [`choice`]: whether a call runs on cuDNN, and why not.
+//! - [`weights`]: the copy plan from the canonical flat parameters to cuDNN's weight space.
+//! - [`ops`]: forward and backward on `CubeTensor<CudaRuntime>`: raw device pointers from
+//!   CubeCL, CubeCL synchronised before the cuDNN call and cuDNN's stream after it.
+//!
+//! On Burn's fused backend (`burn::backend::Cuda`) the op runs as one custom fusion
+//! operation that calls this one (`op/fusion.rs`).
+
+pub(crate) mod choice;
+pub(crate) mod device;
+pub(crate) mod ops;
+pub(crate) mod runtime_cast;
+mod settings;
+mod trace;
+pub(crate) mod weights;
+
+pub use cudnn_rnn::MathMode as CudnnMath;
+pub use device::cudnn_runtime_errors;
+pub use settings::{cudnn_math, set_cudnn_math};

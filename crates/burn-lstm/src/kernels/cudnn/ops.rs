@@ -1,0 +1,306 @@
+//! The cuDNN op on `CubeTensor<CudaRuntime>`.
+//!
+//! Interop with CubeCL: the tensors' device addresses come from CubeCL's resources (kept
+//! alive until cuDNN's stream has finished). CubeCL's stream is not public, so the call
+//! synchronises CubeCL before cuDNN reads anything and cuDNN's stream before CubeCL reads
+//! the results: two host round trips per call (docs/cudnn.md).
+
+use std::sync::Mutex;
+
+use burn::tensor::{Shape, backend::Backend};
+use burn_cubecl::{
+    CubeBackend, kernel::into_contiguous, ops::numeric::empty_device_contiguous_dtype,
+    tensor::CubeTensor,
+};
+use cubecl_cuda::CudaRuntime;
+use cudnn_rnn::{
+    BackwardBuffers, DataType, DeviceBuffer, ForwardBuffers, MathMode, ReserveSpace, SeqShape,
+};
+
+use crate::kernels::cudnn::choice::data_type;
+use crate::kernels::cudnn::device::device;
+use crate::kernels::cudnn::settings::cudnn_math;
+use crate::kernels::cudnn::trace::CallTrace;
+use crate::kernels::cudnn::weights::WeightPlan;
+use crate::op::spec::LstmSpec;
+
+/// A tensor of the CUDA runtime.
+pub(crate) type CudaTensor = CubeTensor<CudaRuntime>;
+
+/// What a training forward keeps in host memory for its backward: cuDNN's reserve space
+/// (taken by the backward) and the settings the backward must configure cuDNN with.
+pub(crate) struct CudnnTape {
+    reserve: Mutex<Option<ReserveSpace>>,
+    data_type: DataType,
+    math: MathMode,
+    probability: f32,
+}
+
+/// Results of a forward: `y`, `h_n`, `c_n`, and for training the residual tensors
+/// (`y` and the weight space) and the tape.
+pub(crate) struct CudnnForward {
+    pub outputs: [CudaTensor; 3],
+    pub saved: Option<(Vec<CudaTensor>, CudnnTape)>,
+}
+
+fn empty(like: &CudaTensor, shape: &[usize]) -> CudaTensor {
+    empty_device_contiguous_dtype(
+        like.client.clone(),
+        like.device.clone(),
+        Shape::from(shape.to_vec()),
+        like.dtype,
+    )
+}
+
+/// cuDNN's weight space for `canonical` (flat parameters or their gradient): `canonical`
+/// itself when the layouts coincide, else a new buffer the plan copies into or out of.
+fn weight_space(plan: &WeightPlan, canonical: &CudaTensor) -> CudaTensor {
+    if plan.identity {
+        canonical.clone()
+    } else {
+        empty(canonical, &[plan.space_len])
+    }
+}
+
+fn byte_len(tensor: &CudaTensor) -> usize {
+    tensor.meta.shape().num_elements() * tensor.dtype.size()
+}
+
+/// CubeCL resources whose memory must stay allocated until cuDNN's stream has finished
+/// with it (dropping a resource lets CubeCL reuse the memory).
+struct Pinned {
+    _resources: Vec<Box<dyn core::any::Any>>,
+}
+
+impl Pinned {
+    /// The device addresses and sizes of `tensors` (contiguous, one device), kept alive
+    /// by the returned `Pinned`. Each `get_resource` is a round trip to CubeCL's device
+    /// thread (~50 µs on the H100 machine, 0.3-0.5 ms for a call's 8 to 13 buffers);
+    /// inside `exclusive`, which runs the closure on that thread, they run inline: one
+    /// round trip for all of them.
+    fn addresses<const N: usize>(
+        tensors: [&CudaTensor; N],
+    ) -> Result<(Self, [DeviceBuffer; N]), String> {
+        let client = &tensors[0].client;
+        let handles: Vec<_> = tensors.iter().map(|t| t.handle.clone()).collect();
+        let resources = client
+            .exclusive(|| {
+                handles
+                    .into_iter()
+                    .map(|handle| client.get_resource(handle))
+                    .collect::<Vec<_>>()
+            })
+            .map_err(|e| format!("reaching CubeCL's device thread: {e:?}"))?;
+        let mut pinned = Vec::with_capacity(N);
+        let mut buffers = [DeviceBuffer { ptr: 0, bytes: 0 }; N];
+        for ((resource, tensor), buffer) in resources.into_iter().zip(tensors).zip(&mut buffers) {
+            let resource =
+                resource.map_err(|e| format!("reading a CubeCL buffer's address: {e:?}"))?;
+            *buffer = DeviceBuffer {
+                ptr: resource.resource().ptr,
+                bytes: byte_len(tensor),
+            };
+            pinned.push(Box::new(resource) as Box<dyn core::any::Any>);
+        }
+        Ok((Self { _resources: pinned }, buffers))
+    }
+}
+
+/// Waits for every queued CubeCL kernel on `tensor`'s device.
+fn sync_cubecl(tensor: &CudaTensor) -> Result<(), String> {
+    <CubeBackend<CudaRuntime, f32, i32, u8> as Backend>::sync(&tensor.device)
+        .map_err(|e| format!("synchronising CubeCL before cuDNN: {e:?}"))
+}
+
+/// Forward through cuDNN; `save` keeps what [`backward`] needs.
+pub(crate) fn forward(
+    inputs: [CudaTensor; 4],
+    spec: &LstmSpec,
+    save: bool,
+) -> Result<CudnnForward, String> {
+    let mut trace = CallTrace::start(if save {
+        "forward (training)"
+    } else {
+        "forward"
+    });
+    let [x, weights, h0, c0] = inputs.map(into_contiguous);
+    let data_type = data_type(x.dtype).ok_or_else(|| format!("cuDNN cannot run {:?}", x.dtype))?;
+    let elem = data_type.size();
+    let arch = &spec.arch;
+    let shape = SeqShape::new(spec.seq_len, spec.batch, spec.lengths.as_deref())
+        .map_err(|e| e.to_string())?;
+    let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
+    let y = empty(&x, &[t, b, arch.dirs() * arch.output_size()]);
+    let h_n = empty(&x, &[cells, b, arch.output_size()]);
+    let c_n = empty(&x, &[cells, b, arch.hidden_size]);
+    let probability = if spec.dropout_active() {
+        spec.dropout as f32
+    } else {
+        0.0
+    };
+    let math = cudnn_math();
+    trace.mark("allocate outputs");
+
+    let device = device(x.device.index)?;
+    let mut device = device.lock().unwrap_or_else(|e| e.into_inner());
+    let (handle, prepared) = device.lstm(arch, data_type, math, probability, spec.dropout_seed)?;
+    let plan = &prepared.plan;
+    let space = weight_space(plan, &weights);
+    trace.mark("cuDNN state");
+
+    let (pinned, [x_at, y_at, hx_at, cx_at, hy_at, cy_at, space_at, canonical]) =
+        Pinned::addresses([&x, &y, &h0, &c0, &h_n, &c_n, &space, &weights])?;
+    let buffers = ForwardBuffers {
+        x: x_at,
+        y: y_at,
+        hx: hx_at,
+        cx: cx_at,
+        hy: hy_at,
+        cy: cy_at,
+        weights: space_at,
+    };
+    trace.mark("buffer addresses");
+    sync_cubecl(&x)?;
+    trace.mark("wait for CubeCL");
+    let reserve = (|| {
+        // SAFETY: every buffer is a live CubeCL allocation of this device (kept alive by
+        // `pinned`) that CubeCL has finished writing (synchronised above), and nothing
+        // else writes them before the stream synchronisation below.
+        unsafe {
+            if !plan.identity {
+                if plan.has_gaps {
+                    handle.zero(buffers.weights)?;
+                }
+                plan.to_cudnn
+                    .copy(handle.stream(), canonical.ptr, buffers.weights.ptr, elem)?;
+            }
+            trace.mark("queue weight copy");
+            let reserve = prepared.lstm.forward(handle, &shape, &buffers, save)?;
+            trace.mark("queue cuDNN");
+            handle.synchronize()?;
+            trace.mark("wait for cuDNN");
+            Ok::<_, cudnn_rnn::CudnnRnnError>(reserve)
+        }
+    })()
+    .map_err(|e| e.to_string())?;
+    drop(pinned);
+    trace.finish(plan);
+
+    let saved = reserve.map(|reserve| {
+        (
+            vec![y.clone(), space],
+            CudnnTape {
+                reserve: Mutex::new(Some(reserve)),
+                data_type,
+                math,
+                probability,
+            },
+        )
+    });
+    Ok(CudnnForward {
+        outputs: [y, h_n, c_n],
+        saved,
+    })
+}
+
+/// Backward through cuDNN from a training forward's `inputs` (`[x, weights, h0, c0]`),
+/// `residuals` (`[y, weight space]`), `tape`, and the output gradients `[dy, dh_n, dc_n]`.
+/// Returns the gradients of `[x, weights, h0, c0]`.
+pub(crate) fn backward(
+    inputs: [CudaTensor; 4],
+    residuals: [CudaTensor; 2],
+    tape: &CudnnTape,
+    output_grads: [CudaTensor; 3],
+    spec: &LstmSpec,
+) -> Result<[CudaTensor; 4], String> {
+    let mut trace = CallTrace::start("backward");
+    let [x, weights, h0, c0] = inputs.map(into_contiguous);
+    let [y, space] = residuals.map(into_contiguous);
+    let [dy, dh_n, dc_n] = output_grads.map(into_contiguous);
+    let mut reserve = tape
+        .reserve
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .ok_or("the cuDNN reserve space was already consumed (a second backward)")?;
+    let elem = tape.data_type.size();
+    let dx = empty(&x, x.meta.shape());
+    let dh0 = empty(&h0, h0.meta.shape());
+    let dc0 = empty(&c0, c0.meta.shape());
+    let dweights = empty(&weights, weights.meta.shape());
+    trace.mark("allocate gradients");
+
+    let device = device(x.device.index)?;
+    let mut device = device.lock().unwrap_or_else(|e| e.into_inner());
+    let (handle, prepared) = device.lstm(
+        &spec.arch,
+        tape.data_type,
+        tape.math,
+        tape.probability,
+        None,
+    )?;
+    let plan = &prepared.plan;
+    let dspace = weight_space(plan, &dweights);
+    trace.mark("cuDNN state");
+
+    let (
+        pinned,
+        [
+            x_at,
+            y_at,
+            hx_at,
+            cx_at,
+            space_at,
+            dy_at,
+            dhy_at,
+            dcy_at,
+            dx_at,
+            dhx_at,
+            dcx_at,
+            dspace_at,
+            canonical_grad,
+        ],
+    ) = Pinned::addresses([
+        &x, &y, &h0, &c0, &space, &dy, &dh_n, &dc_n, &dx, &dh0, &dc0, &dspace, &dweights,
+    ])?;
+    let buffers = BackwardBuffers {
+        x: x_at,
+        y: y_at,
+        hx: hx_at,
+        cx: cx_at,
+        weights: space_at,
+        dy: dy_at,
+        dhy: dhy_at,
+        dcy: dcy_at,
+        dx: dx_at,
+        dhx: dhx_at,
+        dcx: dcx_at,
+        dweights: dspace_at,
+    };
+    trace.mark("buffer addresses");
+    sync_cubecl(&x)?;
+    trace.mark("wait for CubeCL");
+    (|| {
+        // SAFETY: as in `forward`.
+        unsafe {
+            prepared.lstm.backward(handle, &mut reserve, &buffers)?;
+            trace.mark("queue cuDNN");
+            if !plan.identity {
+                plan.from_cudnn.copy(
+                    handle.stream(),
+                    buffers.dweights.ptr,
+                    canonical_grad.ptr,
+                    elem,
+                )?;
+            }
+            trace.mark("queue weight copy");
+            handle.synchronize()?;
+            trace.mark("wait for cuDNN");
+            Ok::<_, cudnn_rnn::CudnnRnnError>(())
+        }
+    })()
+    .map_err(|e| e.to_string())?;
+    drop(pinned);
+    trace.finish(plan);
+    Ok([dx, dweights, dh0, dc0])
+}

@@ -1,0 +1,263 @@
+//! One call of the fused CPU kernel on a [`HostTensors`] backend: the inputs copied to
+//! (or taken as) host vectors, the kernel run, the outputs handed back as tensors that
+//! own the kernel's vectors; a training call keeps its tape for the backward.
+
+use std::sync::Arc;
+
+use lstm_cpu::{LstmCall, LstmOutputs, OutputGrads, Tape};
+
+use burn::tensor::ops::FloatTensor;
+
+use super::cpu_threads;
+use super::host::{HostElement, HostTensors, device_tensor, recycle, to_host};
+use crate::kernels::portable::dropout_mask;
+use crate::op::choice::LstmKernel;
+use crate::op::io::{HostResiduals, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::spec::LstmSpec;
+use crate::op::tensor::primitive;
+
+/// Host copies of one call's inputs (the dropout masks, which only the forward reads,
+/// are not kept: the tape holds what the backward needs of them).
+struct HostCall<T> {
+    spec: LstmSpec,
+    input: Vec<T>,
+    /// `None` where the kernel reads the flat parameters elsewhere: in place in the flat
+    /// buffer tensor a training call keeps for its backward ([`Self::with_weights`]), or
+    /// packed by an earlier inference call.
+    weights: Option<Vec<T>>,
+    h0: Vec<T>,
+    c0: Vec<T>,
+}
+
+impl<T: HostElement> HostCall<T> {
+    /// Keeps the host copies' memory for the next call (lstm-cpu's buffer cache): the
+    /// next call's copies then need no fresh pages.
+    fn recycle(self) {
+        for values in [
+            self.input,
+            self.weights.unwrap_or_default(),
+            self.h0,
+            self.c0,
+        ] {
+            lstm_cpu::recycle_vec(values);
+        }
+    }
+
+    fn call<'a>(&'a self, weights: &'a [T]) -> LstmCall<'a, T> {
+        LstmCall {
+            arch: &self.spec.arch,
+            seq_len: self.spec.seq_len,
+            batch: self.spec.batch,
+            lengths: self.spec.lengths.as_deref(),
+            input: &self.input,
+            weights,
+            h0: &self.h0,
+            c0: &self.c0,
+            dropout_masks: &[],
+            threads: cpu_threads(),
+        }
+    }
+
+    /// Runs `f` on the flat parameters: the host copy, or the values of `flat`, the flat
+    /// buffer tensor, in place. A training call keeps that tensor for its backward
+    /// anyway, so a host copy of it (the size of every parameter: 144 MB at 20×35×1500)
+    /// would only double it.
+    fn with_weights<B: HostTensors, R>(
+        &self,
+        flat: &FloatTensor<B>,
+        f: impl FnOnce(&[T]) -> R,
+    ) -> R {
+        match &self.weights {
+            Some(weights) => f(weights),
+            None => B::with_values::<T, R>(flat, f)
+                .expect("the flat buffer was readable in place when the call was made"),
+        }
+    }
+}
+
+struct Saved<T: HostElement> {
+    host: HostCall<T>,
+    tape: Tape<T>,
+}
+
+/// Forward through the fused kernel in `T` (`f32` or `f64`).
+pub(crate) fn forward<B: HostTensors, T: HostElement>(
+    inputs: [FloatTensor<B>; 4],
+    spec: &LstmSpec,
+    save: bool,
+) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
+    let device = B::float_device(&inputs[0]);
+    // A training forward keeps its inputs for the backward; inference lets them go, so
+    // a buffer built for this call alone moves to the host without a copy.
+    let kept = save.then(|| inputs.clone());
+    let [x, w, h0, c0] = inputs;
+    let arch = &spec.arch;
+    let masks: Vec<Vec<T>> = if spec.dropout_active() {
+        let shape = [spec.seq_len, spec.batch, arch.dirs() * arch.output_size()];
+        (1..arch.num_layers)
+            .map(|layer| {
+                let place = (&device, T::dtype());
+                let mask = dropout_mask::<B>(shape, spec.dropout, spec.dropout_seed, layer, place);
+                to_host::<B, T, 3>(primitive(mask))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // Inference on parameters packed by an earlier call (unchanged since: see
+    // weights_cache.rs) needs no host copy of them.
+    let packed = (!save)
+        .then(|| super::weights_cache::packed::<B, T>(&w, arch))
+        .flatten();
+    let read_in_place =
+        |kept: &[FloatTensor<B>; 4]| B::with_values::<T, ()>(&kept[1], |_| ()).is_some();
+    let host_call = HostCall {
+        spec: spec.clone(),
+        input: to_host::<B, T, 3>(x),
+        weights: match (&packed, &kept) {
+            (Some(_), _) => None,
+            (None, Some(kept)) if read_in_place(kept) => None,
+            (None, _) => Some(to_host::<B, T, 1>(w)),
+        },
+        h0: to_host::<B, T, 3>(h0),
+        c0: to_host::<B, T, 3>(c0),
+    };
+    let mask_refs: Vec<&[T]> = masks.iter().map(Vec::as_slice).collect();
+    let expect = "the module validated the call";
+    let (outputs, tape) = match (&kept, &packed) {
+        (Some(kept), _) => host_call.with_weights::<B, _>(&kept[1], |weights| {
+            let call = LstmCall {
+                dropout_masks: &mask_refs,
+                ..host_call.call(weights)
+            };
+            let (outputs, tape) = lstm_cpu::forward_train(&call).expect(expect);
+            (outputs, Some(tape))
+        }),
+        (None, Some(packed)) => {
+            let call = LstmCall {
+                dropout_masks: &mask_refs,
+                ..host_call.call(&[])
+            };
+            (lstm_cpu::forward_packed(&call, packed).expect(expect), None)
+        }
+        (None, None) => {
+            let weights = host_call.weights.as_deref().expect("copied to the host");
+            let call = LstmCall {
+                dropout_masks: &mask_refs,
+                ..host_call.call(weights)
+            };
+            (lstm_cpu::forward(&call).expect(expect), None)
+        }
+    };
+    let LstmOutputs { y, h_n, c_n } = outputs;
+    let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
+    let output = LstmOutput {
+        y: device_tensor::<B, T, 3>(y, [t, b, arch.dirs() * arch.output_size()], &device),
+        h_n: device_tensor::<B, T, 3>(h_n, [cells, b, arch.output_size()], &device),
+        c_n: device_tensor::<B, T, 3>(c_n, [cells, b, arch.hidden_size], &device),
+    };
+    masks.into_iter().for_each(lstm_cpu::recycle_vec);
+    let Some(tape) = tape else {
+        host_call.recycle();
+        return (output, None);
+    };
+    let saved = LstmSaved {
+        spec: spec.clone(),
+        kernel: LstmKernel::FusedCpu,
+        inputs: kept.expect("a training forward keeps its inputs"),
+        residuals: Vec::new(),
+        host: Some(HostResiduals(Arc::new(std::sync::Mutex::new(Some(
+            Saved {
+                host: host_call,
+                tape,
+            },
+        ))))),
+    };
+    (output, Some(saved))
+}
+
+/// Backward of a [`forward`] with `save`.
+pub(crate) fn backward<B: HostTensors, T: HostElement>(
+    saved: LstmSaved<B>,
+    grads: LstmOutputGrads<B>,
+) -> LstmGrads<B> {
+    let device = B::float_device(&saved.inputs[0]);
+    let inputs = saved.inputs;
+    let residuals = saved
+        .host
+        .expect("the fused CPU forward keeps its tape")
+        .0
+        .downcast::<std::sync::Mutex<Option<Saved<T>>>>()
+        .unwrap_or_else(|_| panic!("the fused CPU tape has the backward's element type"));
+    let Saved { host, tape } = residuals
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .take()
+        .expect("an LSTM backward runs once per forward");
+    let (dy, dh_n, dc_n) = (
+        to_host::<B, T, 3>(grads.dy),
+        to_host::<B, T, 3>(grads.dh_n),
+        to_host::<B, T, 3>(grads.dc_n),
+    );
+    let computed = host.with_weights::<B, _>(&inputs[1], |weights| {
+        lstm_cpu::backward(
+            &host.call(weights),
+            tape,
+            OutputGrads {
+                dy: &dy,
+                dh_n: &dh_n,
+                dc_n: &dc_n,
+                input_wanted: grads.input_required,
+            },
+        )
+        .expect("the tape belongs to this call")
+    });
+    for values in [dy, dh_n, dc_n] {
+        lstm_cpu::recycle_vec(values);
+    }
+    let spec = &host.spec;
+    let arch = &spec.arch;
+    let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
+    let grads = LstmGrads {
+        input: grads
+            .input_required
+            .then(|| device_tensor::<B, T, 3>(computed.input, [t, b, arch.input_size], &device)),
+        weights: device_tensor::<B, T, 1>(computed.weights, [arch.weight_count()], &device),
+        h0: device_tensor::<B, T, 3>(computed.h0, [cells, b, arch.output_size()], &device),
+        c0: device_tensor::<B, T, 3>(computed.c0, [cells, b, arch.hidden_size], &device),
+    };
+    host.recycle();
+    // The call's own tensors (the flat parameter buffer, the transposed input) are held
+    // by nobody else now: their memory serves the next call's buffers.
+    recycle::<B, T>(inputs);
+    grads
+}
+
+/// A forward through the kernel [`super::choice`] picks for the input's dtype (which is
+/// not always the backend's element type: Burn's device settings decide).
+pub(crate) fn run<B: HostTensors>(
+    inputs: [FloatTensor<B>; 4],
+    spec: &LstmSpec,
+    save: bool,
+) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
+    use burn::tensor::{DType, TensorMetadata};
+    let dtype = inputs[0].dtype();
+    match (super::choice(dtype, spec).kernel, dtype) {
+        (LstmKernel::FusedCpu, DType::F64) => forward::<B, f64>(inputs, spec, save),
+        (LstmKernel::FusedCpu, _) => forward::<B, f32>(inputs, spec, save),
+        _ => crate::kernels::portable::forward::<B>(inputs, spec, save),
+    }
+}
+
+/// The backward of a [`run`] with `save`, by the kernel that ran it.
+pub(crate) fn run_backward<B: HostTensors>(
+    saved: LstmSaved<B>,
+    grads: LstmOutputGrads<B>,
+) -> LstmGrads<B> {
+    use burn::tensor::{DType, TensorMetadata};
+    match (saved.kernel, saved.inputs[0].dtype()) {
+        (LstmKernel::FusedCpu, DType::F64) => backward::<B, f64>(saved, grads),
+        (LstmKernel::FusedCpu, _) => backward::<B, f32>(saved, grads),
+        _ => crate::kernels::portable::backward::<B>(saved, grads),
+    }
+}

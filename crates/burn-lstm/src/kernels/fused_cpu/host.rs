@@ -1,0 +1,273 @@
+//! How the fused CPU kernel reaches a backend's tensors on the host. Each CPU backend
+//! implements [`HostTensors`] in its own folder (`kernels/ndarray`, `kernels/flex`);
+//! everything else of the glue (the call, the weight cache, the flat buffer) is written
+//! once, over this trait.
+//!
+//! The rule every implementation keeps: values are read in place or copied once, and a
+//! buffer nobody else holds is taken without a copy. Burn's generic `into_data`,
+//! `reshape`, `slice` and `cat` copy (or walk element by element) where these need not.
+
+use burn::tensor::{Element, Shape, TensorMetadata, backend::Backend, ops::FloatTensor};
+use lstm_cpu::Real;
+
+use crate::op::flat_weights::FlatBufferOps;
+use crate::op::tensor::tensor;
+
+/// The element types the fused CPU kernel computes in: `f32` and `f64`.
+pub(crate) trait HostElement: Real + Element + bytemuck::Pod {}
+
+impl HostElement for f32 {}
+impl HostElement for f64 {}
+
+/// Identity of a tensor's values: where they are and how they are laid out (the weight
+/// cache's key, see `weights_cache.rs`). Two tensors with equal keys hold the same
+/// values while either is alive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ValuesKey {
+    /// Address of the first value.
+    pub address: usize,
+    /// Logical shape.
+    pub shape: Vec<usize>,
+    /// Strides in elements.
+    pub strides: Vec<isize>,
+    /// Element type.
+    pub dtype: burn::tensor::DType,
+}
+
+impl ValuesKey {
+    /// The key of a view's values (`None` when it has none: an empty view's address is
+    /// not its own).
+    pub fn of_view<E>(
+        data: *const E,
+        shape: &[usize],
+        strides: &[isize],
+        dtype: burn::tensor::DType,
+    ) -> Option<Self> {
+        (shape.iter().product::<usize>() > 0).then(|| Self {
+            address: data as usize,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            dtype,
+        })
+    }
+}
+
+/// A CPU backend whose float tensors the fused kernel reads and writes directly.
+///
+/// Soundness of the weight cache rests on one property of the implementing backend:
+/// it changes a tensor's values in place only when nobody else holds them (NdArray and
+/// Flex are copy-on-write). A cache entry holds a clone of each parameter, so while it
+/// lives every change makes new storage, with a new [`ValuesKey`].
+pub(crate) trait HostTensors: Backend {
+    /// The values of `t` without a copy, when they are row-major `T` held by nobody else
+    /// (`t` back otherwise).
+    fn take_unique<T: HostElement>(t: FloatTensor<Self>) -> Result<Vec<T>, FloatTensor<Self>>;
+
+    /// Appends the values of `t` to `out` in row-major order (through its strides) when
+    /// they are of type `T`; returns whether they were.
+    fn append_values<T: HostElement>(t: &FloatTensor<Self>, out: &mut Vec<T>) -> bool;
+
+    /// Runs `f` on the values of `t` in place when they are row-major `T` (`None`
+    /// otherwise).
+    fn with_values<T: HostElement, R>(
+        t: &FloatTensor<Self>,
+        f: impl FnOnce(&[T]) -> R,
+    ) -> Option<R>;
+
+    /// A tensor that owns `values` (no copy).
+    fn from_host<T: HostElement>(
+        values: Vec<T>,
+        shape: &[usize],
+        device: &Self::Device,
+    ) -> FloatTensor<Self>;
+
+    /// The identity of `t`'s values, `None` when they cannot be cached (empty, or not
+    /// f32/f64).
+    fn values_key(t: &FloatTensor<Self>) -> Option<ValuesKey>;
+
+    /// Splits the gradient of a flat buffer `[before + part]` (see
+    /// [`FlatBufferOps::split_gradient`]). The default uses Burn's `slice` and `reshape`,
+    /// which are views on backends that have them (Flex).
+    fn split_flat_gradient(
+        grad: FloatTensor<Self>,
+        before: usize,
+        part_shape: Shape,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        split_by_slices::<Self>(grad, before, part_shape)
+    }
+}
+
+/// A flat buffer's gradient split by Burn's `slice` and `reshape` (the default of
+/// [`HostTensors::split_flat_gradient`], and the fallback of the backends' own splits).
+pub(crate) fn split_by_slices<B: Backend>(
+    grad: FloatTensor<B>,
+    before: usize,
+    part_shape: Shape,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    use burn::tensor::Slice;
+    let end = before + part_shape.num_elements();
+    let part = B::float_slice(
+        grad.clone(),
+        &[Slice::new(before as isize, Some(end as isize), 1)],
+    );
+    let prefix = B::float_slice(grad, &[Slice::new(0, Some(before as isize), 1)]);
+    (prefix, B::float_reshape(part, part_shape))
+}
+
+/// A host copy of `t` in `T`: its own buffer when nobody else holds it, else one copy
+/// into a block of lstm-cpu's buffer cache (a training call copies its inputs every
+/// call, and fresh pages cost more than the copy), else Burn's `into_data`.
+pub(crate) fn to_host<B: HostTensors, T: HostElement, const D: usize>(t: FloatTensor<B>) -> Vec<T> {
+    let t = match B::take_unique::<T>(t) {
+        Ok(values) => return values,
+        Err(t) => t,
+    };
+    let mut values = lstm_cpu::vec_with_capacity::<T>(t.shape().num_elements());
+    if B::append_values::<T>(&t, &mut values) {
+        return values;
+    }
+    lstm_cpu::recycle_vec(values);
+    tensor::<B, D>(t)
+        .into_data()
+        .convert::<T>()
+        .into_vec::<T>()
+        .expect("converted to the kernel's element type")
+}
+
+/// A tensor of `shape` owning `values`.
+pub(crate) fn device_tensor<B: HostTensors, T: HostElement, const D: usize>(
+    values: Vec<T>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> FloatTensor<B> {
+    B::from_host(values, &shape, device)
+}
+
+/// Gives the memory of tensors nobody else holds (a training call's inputs, once its
+/// backward has run) to lstm-cpu's buffer cache, for the next call's buffers.
+pub(crate) fn recycle<B: HostTensors, T: HostElement>(
+    tensors: impl IntoIterator<Item = FloatTensor<B>>,
+) {
+    for t in tensors {
+        if let Ok(values) = B::take_unique::<T>(t) {
+            lstm_cpu::recycle_vec(values);
+        }
+    }
+}
+
+/// The op's flat parameter buffer (canonical order, each part as stored): one buffer,
+/// each value copied once, whole rows at a time. Other dtypes go through Burn's `cat`.
+pub(crate) fn flatten<B: HostTensors>(parts: Vec<FloatTensor<B>>) -> FloatTensor<B> {
+    flatten_into_capacity::<B>(parts, 0)
+}
+
+/// [`flatten`] into a buffer with room for `capacity` values (the whole flat buffer when
+/// autodiff appends the parameters one at a time).
+fn flatten_into_capacity<B: HostTensors>(
+    parts: Vec<FloatTensor<B>>,
+    capacity: usize,
+) -> FloatTensor<B> {
+    match parts.first().map(|p| p.dtype()) {
+        Some(burn::tensor::DType::F32) => flatten_as::<B, f32>(parts, capacity),
+        Some(burn::tensor::DType::F64) => flatten_as::<B, f64>(parts, capacity),
+        _ => crate::op::flat_weights::concatenate::<B>(parts),
+    }
+}
+
+fn flatten_as<B: HostTensors, T: HostElement>(
+    parts: Vec<FloatTensor<B>>,
+    capacity: usize,
+) -> FloatTensor<B> {
+    if !parts.iter().all(|p| p.dtype() == T::dtype()) {
+        return crate::op::flat_weights::concatenate::<B>(parts);
+    }
+    let device = B::float_device(&parts[0]);
+    let len: usize = parts.iter().map(|p| p.shape().num_elements()).sum();
+    let capacity = capacity.max(len);
+    let mut parts = parts.into_iter();
+    let first = parts.next().expect("flatten has at least one part");
+    // A first part nobody else holds (the buffer built so far, when autodiff appends
+    // parameters one at a time) is extended in place; otherwise every part is copied.
+    // A buffer too small for `capacity` moves once into a cached one that is not (so
+    // the appends that follow neither reallocate nor fault in fresh pages).
+    let (mut values, first) = match B::take_unique::<T>(first) {
+        Ok(values) if values.capacity() >= capacity => (values, None),
+        Ok(small) => {
+            let mut values = lstm_cpu::vec_with_capacity::<T>(capacity);
+            values.extend_from_slice(&small);
+            lstm_cpu::recycle_vec(small);
+            (values, None)
+        }
+        Err(first) => (lstm_cpu::vec_with_capacity::<T>(capacity), Some(first)),
+    };
+    for part in first.into_iter().chain(parts) {
+        let appended = B::append_values::<T>(&part, &mut values);
+        assert!(appended, "every part was checked to hold T values");
+    }
+    B::from_host(values, &[len], &device)
+}
+
+/// The [`FlatBufferOps`] of a [`HostTensors`] backend: appends extend a buffer nobody
+/// else holds in place (each value is copied once), the gradient is split by the
+/// backend's [`HostTensors::split_flat_gradient`].
+pub(crate) fn flat_buffer_ops<B: HostTensors>() -> FlatBufferOps<B> {
+    FlatBufferOps {
+        append: |buffer, part, capacity| flatten_into_capacity::<B>(vec![buffer, part], capacity),
+        split_gradient: B::split_flat_gradient,
+    }
+}
+
+/// Appends the values of a strided array to `out` in row-major order, copying whole
+/// rows when the last axis is contiguous.
+///
+/// # Safety
+/// `ptr` with `shape` and `strides` (in elements) must describe values inside one live
+/// allocation of `E`s.
+pub(crate) unsafe fn gather_into<E: Copy>(
+    out: &mut Vec<E>,
+    ptr: *const E,
+    shape: &[usize],
+    strides: &[isize],
+) {
+    let len = shape.iter().product::<usize>();
+    out.reserve(len);
+    if len == 0 {
+        return;
+    }
+    let (rows_shape, last) = shape.split_at(shape.len().saturating_sub(1));
+    let (row_len, row_stride) = match last {
+        [n] => (*n, strides[shape.len() - 1]),
+        _ => (1, 1),
+    };
+    let mut index = vec![0usize; rows_shape.len()];
+    loop {
+        let offset: isize = index
+            .iter()
+            .zip(strides)
+            .map(|(&i, &s)| i as isize * s)
+            .sum();
+        // SAFETY: every index is inside the view's shape, so the offsets stay inside
+        // the allocation (the caller's contract).
+        unsafe {
+            let row = ptr.offset(offset);
+            if row_stride == 1 {
+                out.extend_from_slice(core::slice::from_raw_parts(row, row_len));
+            } else {
+                out.extend((0..row_len).map(|j| *row.offset(j as isize * row_stride)));
+            }
+        }
+        // Next row index, last axis fastest.
+        let mut axis = index.len();
+        loop {
+            if axis == 0 {
+                return;
+            }
+            axis -= 1;
+            index[axis] += 1;
+            if index[axis] < rows_shape[axis] {
+                break;
+            }
+            index[axis] = 0;
+        }
+    }
+}

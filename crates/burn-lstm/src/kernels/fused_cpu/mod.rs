@@ -1,0 +1,82 @@
+//! The fused CPU kernel of the `lstm-cpu` crate on Burn's CPU backends (f32 and f64;
+//! other float types run the portable kernel). This folder is the part of the glue
+//! written once: the call (`call.rs`), the reuse of packed parameters
+//! (`weights_cache.rs`) and the trait each backend implements to reach its tensors on
+//! the host (`host.rs`); `kernels/ndarray` and `kernels/flex` implement it.
+//!
+//! Inputs are copied to host vectors once per call, which is linear in their size and
+//! small next to the kernel's work; the flat parameters are not: inference reads packed
+//! copies it keeps while they are unchanged, training reads them in place in the flat
+//! buffer tensor it keeps for the backward.
+
+pub(crate) mod backend;
+pub(crate) mod call;
+pub(crate) mod host;
+pub(crate) mod weights_cache;
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use burn::tensor::DType;
+
+use crate::op::choice::{KernelChoice, LstmKernel};
+use crate::op::spec::LstmSpec;
+
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Threads the fused CPU kernel uses per call: set by [`set_cpu_threads`], else the
+/// `BURN_LSTM_THREADS` environment variable, else every core the process may use.
+/// Small shapes use fewer (one thread below ~32 K multiply-adds per thread and step).
+pub fn cpu_threads() -> usize {
+    match THREADS.load(Ordering::Relaxed) {
+        0 => {
+            static FROM_ENV: OnceLock<usize> = OnceLock::new();
+            *FROM_ENV.get_or_init(|| {
+                std::env::var("BURN_LSTM_THREADS")
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .filter(|&n| n > 0)
+                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            })
+        }
+        n => n,
+    }
+}
+
+/// Sets the threads of the fused CPU kernel for this process (`0` restores the default
+/// of [`cpu_threads`]).
+pub fn set_cpu_threads(threads: usize) {
+    THREADS.store(threads, Ordering::Relaxed);
+}
+
+/// Returns the fused CPU kernel's cached memory to the allocator: the freed scratch
+/// buffers it keeps for the next call (up to `LSTM_CPU_BUFFER_CACHE_MIB`, default
+/// 1024 MiB) and the flat and packed copies of recently used parameters that inference
+/// reuses while they are unchanged (up to `BURN_LSTM_WEIGHT_CACHE_MIB`, default 512 MiB,
+/// including the parameters those copies keep alive); see docs/fused-cpu.md. Call this
+/// after a large model's last call to give that memory back. Later calls work as before
+/// and fill the caches again.
+pub fn release_cpu_buffers() {
+    weights_cache::release();
+    lstm_cpu::release_cached_buffers();
+}
+
+/// The kernel a CPU backend with the fused kernel runs for `spec` with float type `dtype`.
+pub(crate) fn choice(dtype: DType, spec: &LstmSpec) -> KernelChoice {
+    let supported = matches!(dtype, DType::F32 | DType::F64);
+    match spec.kernel {
+        Some(LstmKernel::Portable) => KernelChoice::fallback(
+            LstmKernel::Portable,
+            "the portable kernel was asked for (the fused CPU kernel is faster)",
+        ),
+        _ if !supported => KernelChoice::fallback(
+            LstmKernel::Portable,
+            format!("the fused CPU kernel runs f32 and f64; this backend computes in {dtype:?}"),
+        ),
+        Some(LstmKernel::Cudnn) => KernelChoice::fallback(
+            LstmKernel::FusedCpu,
+            "the cudnn kernel was asked for but runs only on CUDA",
+        ),
+        None | Some(LstmKernel::FusedCpu) => KernelChoice::fastest(LstmKernel::FusedCpu),
+    }
+}

@@ -1,0 +1,178 @@
+//! Inference on a CPU backend reuses a module's flat parameter buffer and its packed copy
+//! (`lstm_cpu::PackedWeights`) while the parameters are unchanged, as ONNX Runtime packs
+//! its weights once per session. At batch 1 (H = 128) flattening and packing were
+//! ~15 % of a call, at 16×50×256 ~8 % (perf, docs/fused-cpu.md).
+//!
+//! **Why a cached copy can never be stale.** An entry is keyed on the backend and the
+//! identity of the parameter tensors ([`ValuesKey`]: data address, shape, strides,
+//! dtype) and *holds a clone* of each. NdArray and Flex change a tensor's storage in
+//! place only when nobody else holds it (a strong count of one; NdArray's borrowed
+//! storage never; see `HostTensors`), so while the entry's clone lives, any change to a
+//! parameter (an optimizer step, `Param::map`, loading a record) makes new storage with
+//! a new address, which misses the cache. The storage an entry holds cannot be freed,
+//! so its address cannot be reused by other values.
+//!
+//! Only inference uses the packed copy: a training call's parameters change every step.
+//! The cache keeps at most [`MAX_ENTRIES`] entries and `BURN_LSTM_WEIGHT_CACHE_MIB`
+//! (default 512; `0` turns it off) of flat and packed copies plus the parameters it keeps
+//! alive, least recently used first out; [`release`] empties it (through
+//! `burn_lstm::release_cpu_buffers`).
+
+use std::any::{Any, TypeId};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use burn::tensor::{TensorMetadata, ops::FloatTensor};
+use lstm_cpu::PackedWeights;
+
+use super::host::{HostElement, HostTensors, ValuesKey, flatten};
+use crate::op::spec::LstmArch;
+
+/// Most entries kept (one per module whose inference ran recently).
+pub(crate) const MAX_ENTRIES: usize = 8;
+
+struct Entry {
+    /// The backend whose tensors these are (keys of two backends never match).
+    backend: TypeId,
+    part_keys: Vec<ValuesKey>,
+    /// Clones of the parameters (see the module docs: they keep the values fixed).
+    _parts: Vec<Box<dyn Any + Send + Sync>>,
+    flat_key: ValuesKey,
+    /// The flat buffer built from the parameters (a `FloatTensor` of the backend).
+    flat: Box<dyn Any + Send + Sync>,
+    /// `PackedWeights<T>` of the flat buffer, once an inference call has packed it.
+    packed: Option<(LstmArch, Arc<dyn Any + Send + Sync>)>,
+    bytes: usize,
+}
+
+static ENTRIES: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+fn entries() -> std::sync::MutexGuard<'static, Vec<Entry>> {
+    ENTRIES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Most bytes the entries may hold: `BURN_LSTM_WEIGHT_CACHE_MIB` (read once), else 512 MiB.
+fn limit_bytes() -> usize {
+    static LIMIT: OnceLock<usize> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        std::env::var("BURN_LSTM_WEIGHT_CACHE_MIB")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(512)
+            .saturating_mul(1 << 20)
+    })
+}
+
+/// Empties the cache (the parameters it kept alive can then be freed).
+pub(crate) fn release() {
+    let dropped = std::mem::take(&mut *entries());
+    drop(dropped);
+}
+
+/// The flat parameter buffer of `parts` (not tracked by autodiff): the cached one when
+/// these very tensors built it before, else a new one ([`flatten`]), remembered for the
+/// next call.
+pub(crate) fn flat_weights<B: HostTensors>(parts: Vec<FloatTensor<B>>) -> FloatTensor<B> {
+    let keys: Option<Vec<ValuesKey>> = parts.iter().map(B::values_key).collect();
+    let Some(part_keys) = keys.filter(|_| limit_bytes() > 0) else {
+        return flatten::<B>(parts);
+    };
+    let backend = TypeId::of::<B>();
+    {
+        let mut entries = entries();
+        if let Some(at) = entries
+            .iter()
+            .position(|e| e.backend == backend && e.part_keys == part_keys)
+        {
+            let entry = entries.remove(at);
+            let flat = entry
+                .flat
+                .downcast_ref::<FloatTensor<B>>()
+                .expect("an entry of this backend holds a flat buffer of this backend")
+                .clone();
+            entries.push(entry);
+            return flat;
+        }
+    }
+    let kept: Vec<Box<dyn Any + Send + Sync>> = parts
+        .iter()
+        .map(|p| Box::new(p.clone()) as Box<dyn Any + Send + Sync>)
+        .collect();
+    let parts_bytes: usize = parts
+        .iter()
+        .map(|p| p.shape().num_elements() * p.dtype().size())
+        .sum();
+    let flat = flatten::<B>(parts);
+    let Some(flat_key) = B::values_key(&flat) else {
+        return flat;
+    };
+    let entry = Entry {
+        backend,
+        part_keys,
+        _parts: kept,
+        flat_key,
+        flat: Box::new(flat.clone()),
+        packed: None,
+        // The parameters kept alive, the flat copy and (later) a packed copy of it.
+        bytes: 3 * parts_bytes,
+    };
+    insert(entry);
+    flat
+}
+
+/// Keeps `entry`, evicting the least recently used entries beyond the limits.
+fn insert(entry: Entry) {
+    let limit = limit_bytes();
+    if entry.bytes > limit {
+        return;
+    }
+    let evicted = {
+        let mut entries = entries();
+        entries.push(entry);
+        let mut evicted = Vec::new();
+        while entries.len() > MAX_ENTRIES || entries.iter().map(|e| e.bytes).sum::<usize>() > limit
+        {
+            evicted.push(entries.remove(0));
+        }
+        evicted
+    };
+    // Dropped outside the lock: dropping releases (possibly large) memory.
+    drop(evicted);
+}
+
+/// The packed copy of `flat` for `arch` when `flat` is a flat buffer this cache built
+/// ([`flat_weights`]): packed by the first inference call that asks, shared by the
+/// next ones. `None` for any other tensor (the call packs its weights itself).
+pub(crate) fn packed<B: HostTensors, T: HostElement>(
+    flat: &FloatTensor<B>,
+    arch: &LstmArch,
+) -> Option<Arc<PackedWeights<T>>> {
+    let key = B::values_key(flat)?;
+    let backend = TypeId::of::<B>();
+    let flat_clone = {
+        let entries = entries();
+        let entry = entries
+            .iter()
+            .find(|e| e.backend == backend && e.flat_key == key)?;
+        if let Some((packed_arch, packed)) = &entry.packed
+            && packed_arch == arch
+            && let Ok(packed) = packed.clone().downcast::<PackedWeights<T>>()
+        {
+            return Some(packed);
+        }
+        entry.flat.downcast_ref::<FloatTensor<B>>()?.clone()
+    };
+    // Packed outside the lock (the first call of a large model packs for milliseconds).
+    let packed = Arc::new(B::with_values::<T, _>(&flat_clone, |values| {
+        PackedWeights::new(arch, values).ok()
+    })??);
+    let mut entries = entries();
+    if let Some(entry) = entries
+        .iter_mut()
+        .find(|e| e.backend == backend && e.flat_key == key)
+    {
+        entry.packed = Some((arch.clone(), packed.clone() as Arc<dyn Any + Send + Sync>));
+    }
+    Some(packed)
+}

@@ -1,0 +1,22 @@
+//! The kernels and their glue to Burn's backends: each folder implements the op
+//! contract ([`LstmBackend`](crate::LstmBackend)) for some backends. Nothing here
+//! imports `module/`.
+//!
+//! - `portable/`: Burn tensor ops only, every backend (the contract's defaults).
+//! - `fused_cpu/`: the glue of `lstm-cpu`'s fused kernel, written once over the
+//!   `HostTensors` trait that each CPU backend implements in its own folder:
+//!   `ndarray/`, `flex/`.
+//! - `cubecl/` (feature `cubecl`): Wgpu, Cuda and Rocm, fused or not; `cudnn/` (feature
+//!   `cuda`): the cuDNN op those run on CUDA.
+//! - `dispatch.rs` (feature `dispatch`): Burn's `Dispatch` backend.
+
+#[cfg(feature = "cubecl")]
+mod cubecl;
+#[cfg(feature = "cuda")]
+pub(crate) mod cudnn;
+#[cfg(feature = "dispatch")]
+mod dispatch;
+pub(crate) mod flex;
+pub(crate) mod fused_cpu;
+mod ndarray;
+pub(crate) mod portable;

@@ -1,0 +1,122 @@
+//! Views of one (layer, direction)'s parameters in the flat buffer, prepared for the
+//! portable kernel.
+
+use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
+
+use crate::op::spec::{DirectionLayout, LstmArch, LstmSpec};
+
+/// The affine map from `tanh(scaled pre-activation)` to the four gate activations:
+/// `act = tanh(s·z)·s + b` with `s = [½, ½, 1, ½]` and `b = [½, ½, 0, ½]` per gate
+/// block (i, f, g, o). For the sigmoid gates this is `σ(z)`, for `g` it is `tanh(z)`.
+pub(crate) struct GateAffine<B: Backend> {
+    /// `s` as `[1, 4H]`; also the row scale folded into the weights.
+    pub scale: Tensor<B, 2>,
+    /// `b` as `[1, 4H]`.
+    pub offset: Tensor<B, 2>,
+}
+
+impl<B: Backend> GateAffine<B> {
+    pub fn new(hidden: usize, device: &B::Device, dtype: DType) -> Self {
+        let block = |values: [f32; 4]| {
+            let data: Vec<f32> = values
+                .iter()
+                .flat_map(|&v| core::iter::repeat_n(v, hidden))
+                .collect();
+            Tensor::<B, 1>::from_data(TensorData::new(data, [4 * hidden]), (device, dtype))
+                .reshape([1, 4 * hidden])
+        };
+        Self {
+            scale: block([0.5, 0.5, 1.0, 0.5]),
+            offset: block([0.5, 0.5, 0.0, 0.5]),
+        }
+    }
+}
+
+/// One cell's weights. `*_scaled` have the gate rows multiplied by [`GateAffine::scale`].
+pub(crate) struct CellWeights<B: Backend> {
+    /// `W_ih`, `[4H, in]` (unscaled, for the input gradient).
+    pub weight_ih: Tensor<B, 2>,
+    /// `W_hh`, `[4H, H_out]` (unscaled, for the state gradient).
+    pub weight_hh: Tensor<B, 2>,
+    /// `(s ⊙ W_ih)ᵀ`, `[in, 4H]`.
+    pub weight_ih_scaled_t: Tensor<B, 2>,
+    /// `(s ⊙ W_hh)ᵀ`, `[H_out, 4H]`.
+    pub weight_hh_scaled_t: Tensor<B, 2>,
+    /// `s ⊙ (b_ih + b_hh)`, `[1, 4H]`.
+    pub bias_scaled: Option<Tensor<B, 2>>,
+    /// `W_hr`, `[H_out, H]`.
+    pub weight_hr: Option<Tensor<B, 2>>,
+    /// `W_hrᵀ`, `[H, H_out]`.
+    pub weight_hr_t: Option<Tensor<B, 2>>,
+}
+
+/// `tensor` in row-major layout. A transposed view is strided, and backends such as
+/// NdArray copy strided operands inside every matmul; the step loop reuses these
+/// matrices `T` times, so they are laid out once per call instead.
+fn row_major<B: Backend>(tensor: Tensor<B, 2>) -> Tensor<B, 2> {
+    let dims = tensor.dims();
+    tensor.reshape([-1]).reshape(dims)
+}
+
+fn matrix<B: Backend>(
+    flat: &Tensor<B, 1>,
+    range: core::ops::Range<usize>,
+    cols: usize,
+) -> Tensor<B, 2> {
+    let rows = range.len() / cols;
+    flat.clone().slice([range]).reshape([rows, cols])
+}
+
+impl<B: Backend> CellWeights<B> {
+    pub fn new(
+        flat: &Tensor<B, 1>,
+        arch: &LstmArch,
+        layout: &DirectionLayout,
+        affine: &GateAffine<B>,
+    ) -> Self {
+        let weight_ih = matrix(flat, layout.weight_ih.clone(), layout.input_size);
+        let weight_hh = matrix(flat, layout.weight_hh.clone(), arch.output_size());
+        let scale_rows = affine.scale.clone().transpose(); // [4H, 1]
+        let bias_scaled = match (&layout.bias_ih, &layout.bias_hh) {
+            (Some(ih), Some(hh)) => {
+                let sum = flat.clone().slice([ih.clone()]) + flat.clone().slice([hh.clone()]);
+                Some(sum.reshape([1, 4 * arch.hidden_size]) * affine.scale.clone())
+            }
+            _ => None,
+        };
+        let weight_hr = layout
+            .weight_hr
+            .clone()
+            .map(|range| matrix(flat, range, arch.hidden_size));
+        Self {
+            weight_ih_scaled_t: row_major((weight_ih.clone() * scale_rows.clone()).transpose()),
+            weight_hh_scaled_t: row_major((weight_hh.clone() * scale_rows).transpose()),
+            weight_hr_t: weight_hr.clone().map(|w| row_major(w.transpose())),
+            weight_ih,
+            weight_hh,
+            bias_scaled,
+            weight_hr,
+        }
+    }
+}
+
+/// Per-row validity masks `[T, B, 1]` (1 where `t < length`), or `None` without padding.
+pub(crate) fn step_masks<B: Backend>(
+    spec: &LstmSpec,
+    device: &B::Device,
+    dtype: DType,
+) -> Option<Tensor<B, 3>> {
+    let (seq_len, batch) = (spec.seq_len, spec.batch);
+    let lengths = spec.lengths.as_deref().filter(|_| spec.has_padding())?;
+    let data: Vec<f32> = (0..seq_len)
+        .flat_map(|t| {
+            lengths
+                .iter()
+                .map(move |&len| if t < len { 1.0 } else { 0.0 })
+        })
+        .collect();
+    Some(Tensor::from_data(
+        TensorData::new(data, [seq_len, batch, 1]),
+        (device, dtype),
+    ))
+}

@@ -1,0 +1,153 @@
+//! Checkpoints: Burn records checked against the config before they are applied
+//! (Burn itself would silently drop a missing bias or panic on a layer count), and
+//! PyTorch `nn.LSTM` state dicts in safetensors, by their PyTorch names.
+
+use std::path::Path;
+
+use burn::module::{Module, Param};
+use burn::record::FileRecorder;
+use burn::tensor::{Tensor, TensorData, backend::Backend};
+use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore};
+
+use crate::error::LstmError;
+use crate::module::config::CudnnCompatibleLstmConfig;
+use crate::module::lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmRecord};
+use crate::module::shapes::{PARAM_NAMES, expected_shapes, missing, unexpected, validate_layers};
+
+fn io_error(path: &Path, e: impl core::fmt::Display) -> LstmError {
+    LstmError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+impl CudnnCompatibleLstmConfig {
+    /// Loads a module saved with a Burn file recorder (e.g. `module.save_file(path,
+    /// &recorder)`), after checking every parameter against this config. A checkpoint
+    /// of another architecture is a named error, never a silently changed module.
+    pub fn load_checkpoint<B: Backend, R: FileRecorder<B>>(
+        &self,
+        path: impl AsRef<Path>,
+        recorder: &R,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleLstm<B>, LstmError> {
+        let path = path.as_ref();
+        let module = self.try_init::<B>(device)?;
+        let record: CudnnCompatibleLstmRecord<B> = recorder
+            .load(path.to_path_buf(), device)
+            .map_err(|e| io_error(path, e))?;
+        validate_layers(&self.arch(), &record.layers).map_err(|e| with_source(e, path))?;
+        Ok(module.load_record(record))
+    }
+
+    /// Loads PyTorch `nn.LSTM` parameters saved as safetensors under their state-dict
+    /// names (`weight_ih_l0`, `bias_hh_l1_reverse`, `weight_hr_l0`, ...). Values are
+    /// converted to the device's float type; every tensor the config needs must be
+    /// present with its exact shape, and no LSTM parameter the config lacks may be.
+    pub fn load_pytorch_safetensors<B: Backend>(
+        &self,
+        path: impl AsRef<Path>,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleLstm<B>, LstmError> {
+        let path = path.as_ref();
+        if !path.is_file() {
+            return Err(io_error(path, "no such file"));
+        }
+        let arch = self.arch();
+        let mut store = SafetensorsStore::from_file(path);
+        let names = store.keys().map_err(|e| io_error(path, e))?;
+        for name in names.iter().filter(|n| parse_pytorch_name(n).is_some()) {
+            let (param, layer, reverse) = parse_pytorch_name(name).expect("filtered");
+            let index = PARAM_NAMES
+                .iter()
+                .position(|p| *p == param)
+                .expect("known name");
+            if layer >= arch.num_layers
+                || (reverse && !arch.bidirectional)
+                || expected_shapes(&arch, layer)[index].is_none()
+            {
+                return Err(unexpected(&path.display().to_string(), name.clone()));
+            }
+        }
+        let mut load = |name: String, shape: Vec<usize>| -> Result<TensorData, LstmError> {
+            let snapshot = store
+                .get_snapshot(&name)
+                .map_err(|e| io_error(path, e))?
+                .ok_or_else(|| missing(&path.display().to_string(), name.clone()))?;
+            if snapshot.shape.to_vec() != shape {
+                return Err(LstmError::ParameterShape {
+                    name,
+                    expected: shape,
+                    actual: snapshot.shape.to_vec(),
+                });
+            }
+            // `Tensor::from_data` converts to the device's float type (not the backend's
+            // `FloatElem`: Flex's is f32 even on a device set to f64).
+            snapshot
+                .to_data()
+                .map_err(|e| io_error(path, format!("{e:?}")))
+        };
+        let mut module = self.try_init::<B>(device)?;
+        for (l, layer) in module.layers.iter_mut().enumerate() {
+            let expected = expected_shapes(&arch, l);
+            let directions = core::iter::once((&mut layer.forward, ""))
+                .chain(layer.reverse.as_mut().map(|r| (r, "_reverse")));
+            for (weights, suffix) in directions {
+                let mut fetch = |index: usize| -> Result<Option<TensorData>, LstmError> {
+                    expected[index]
+                        .clone()
+                        .map(|shape| load(format!("{}_l{l}{suffix}", PARAM_NAMES[index]), shape))
+                        .transpose()
+                };
+                let matrix =
+                    |d: TensorData| Param::from_tensor(Tensor::<B, 2>::from_data(d, device));
+                let vector =
+                    |d: TensorData| Param::from_tensor(Tensor::<B, 1>::from_data(d, device));
+                weights.weight_ih = matrix(fetch(0)?.expect("always present"));
+                weights.weight_hh = matrix(fetch(1)?.expect("always present"));
+                weights.bias_ih = fetch(2)?.map(vector);
+                weights.bias_hh = fetch(3)?.map(vector);
+                weights.weight_hr = fetch(4)?.map(matrix);
+            }
+        }
+        Ok(module)
+    }
+}
+
+impl<B: Backend> CudnnCompatibleLstm<B> {
+    /// Saves the parameters as safetensors under PyTorch's `nn.LSTM` state-dict names,
+    /// loadable with `model.load_state_dict(safetensors.torch.load_file(path))`.
+    pub fn save_pytorch_safetensors(&self, path: impl AsRef<Path>) -> Result<(), LstmError> {
+        let path = path.as_ref();
+        let mut store = SafetensorsStore::from_file(path)
+            .with_key_remapping(r"^layers\.(\d+)\.forward\.(\w+)$", "${2}_l${1}")
+            .with_key_remapping(r"^layers\.(\d+)\.reverse\.(\w+)$", "${2}_l${1}_reverse")
+            .overwrite(true);
+        self.save_into(&mut store).map_err(|e| io_error(path, e))
+    }
+}
+
+/// `weight_ih_l3_reverse` → `("weight_ih", 3, true)`; `None` for other names.
+fn parse_pytorch_name(name: &str) -> Option<(&str, usize, bool)> {
+    let (stem, reverse) = match name.strip_suffix("_reverse") {
+        Some(stem) => (stem, true),
+        None => (name, false),
+    };
+    let (param, layer) = stem.rsplit_once("_l")?;
+    let layer = layer.parse().ok()?;
+    PARAM_NAMES
+        .iter()
+        .find(|p| **p == param)
+        .map(|p| (*p, layer, reverse))
+}
+
+fn with_source(error: LstmError, path: &Path) -> LstmError {
+    match error {
+        LstmError::CheckpointTensor { problem, name, .. } => LstmError::CheckpointTensor {
+            source_name: path.display().to_string(),
+            problem,
+            name,
+        },
+        other => other,
+    }
+}

@@ -1,0 +1,162 @@
+//! [`CudnnCompatibleLstmConfig`]: the architecture of the module and how it is initialised.
+
+use burn::config::Config;
+use burn::module::Initializer;
+use burn::tensor::backend::Backend;
+
+use crate::error::LstmError;
+use crate::module::lstm::CudnnCompatibleLstm;
+use crate::module::weights::{LstmDirectionWeights, LstmLayer};
+use crate::op::spec::LstmArch;
+
+/// What to do with NaN or infinite values in the input and the initial state.
+#[derive(Config, Debug, Copy, PartialEq, Eq)]
+pub enum NanPolicy {
+    /// Let them flow through, as PyTorch and cuDNN do (no check, no cost).
+    Propagate,
+    /// Check input and state before every call and return [`LstmError::NonFinite`].
+    /// The check reads the tensors back to the host, so it synchronises the device.
+    Reject,
+}
+
+/// Configuration of a [`CudnnCompatibleLstm`]. Field names follow PyTorch's `nn.LSTM`;
+/// defaults follow Burn's `nn::LstmConfig` (batch-first) and PyTorch (everything else).
+#[derive(Config, Debug)]
+pub struct CudnnCompatibleLstmConfig {
+    /// Features of each input step.
+    pub input_size: usize,
+    /// Size of the cell state (and of the hidden state without projection).
+    pub hidden_size: usize,
+    /// Stacked layers.
+    #[config(default = 1)]
+    pub num_layers: usize,
+    /// Run every layer in both directions and concatenate them.
+    #[config(default = false)]
+    pub bidirectional: bool,
+    /// Gate biases `bias_ih` and `bias_hh`.
+    #[config(default = true)]
+    pub bias: bool,
+    /// Dropout on the output of every layer but the last, while training, in `[0, 1)`.
+    #[config(default = 0.0)]
+    pub dropout: f64,
+    /// Input and output are `[batch, seq, features]` (true, Burn's default) or
+    /// `[seq, batch, features]` (false, PyTorch's default).
+    #[config(default = true)]
+    pub batch_first: bool,
+    /// Projected hidden size (LSTMP, PyTorch's `proj_size`); 0 disables it. Must be
+    /// smaller than `hidden_size`.
+    #[config(default = 0)]
+    pub proj_size: usize,
+    /// Initializer of every parameter; `None` is PyTorch's `U(-1/√H, 1/√H)`.
+    #[config(default = "None")]
+    pub initializer: Option<Initializer>,
+    /// What to do with non-finite inputs.
+    #[config(default = "NanPolicy::Propagate")]
+    pub nan_policy: NanPolicy,
+}
+
+impl CudnnCompatibleLstmConfig {
+    /// The architecture this config describes.
+    pub fn arch(&self) -> LstmArch {
+        LstmArch {
+            input_size: self.input_size,
+            hidden_size: self.hidden_size,
+            proj_size: self.proj_size,
+            num_layers: self.num_layers,
+            bidirectional: self.bidirectional,
+            bias: self.bias,
+        }
+    }
+
+    /// Checks every field, naming the first that is out of range.
+    pub fn validate(&self) -> Result<(), LstmError> {
+        let positive = |name: &str, value: usize| {
+            if value == 0 {
+                Err(LstmError::invalid(name, "a value of at least 1", "0"))
+            } else {
+                Ok(())
+            }
+        };
+        positive("input_size", self.input_size)?;
+        positive("hidden_size", self.hidden_size)?;
+        positive("num_layers", self.num_layers)?;
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(LstmError::invalid(
+                "dropout",
+                "a probability in [0, 1)",
+                self.dropout.to_string(),
+            ));
+        }
+        if self.proj_size >= self.hidden_size {
+            return Err(LstmError::invalid(
+                "proj_size",
+                format!("0 (none) or less than hidden_size ({})", self.hidden_size),
+                self.proj_size.to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Creates the module, or says which field is invalid.
+    pub fn try_init<B: Backend>(
+        &self,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleLstm<B>, LstmError> {
+        self.validate()?;
+        let arch = self.arch();
+        let bound = 1.0 / (self.hidden_size as f64).sqrt();
+        let initializer = self.initializer.clone().unwrap_or(Initializer::Uniform {
+            min: -bound,
+            max: bound,
+        });
+        let h4 = 4 * arch.hidden_size;
+        let out = arch.output_size();
+        let direction = |layer: usize| {
+            let input = arch.layer_input_size(layer);
+            LstmDirectionWeights {
+                weight_ih: initializer.init_with([h4, input], Some(input), Some(h4), device),
+                weight_hh: initializer.init_with([h4, out], Some(out), Some(h4), device),
+                bias_ih: arch
+                    .bias
+                    .then(|| initializer.init_with([h4], Some(input), Some(h4), device)),
+                bias_hh: arch
+                    .bias
+                    .then(|| initializer.init_with([h4], Some(out), Some(h4), device)),
+                weight_hr: (arch.proj_size > 0).then(|| {
+                    initializer.init_with(
+                        [out, arch.hidden_size],
+                        Some(arch.hidden_size),
+                        Some(out),
+                        device,
+                    )
+                }),
+            }
+        };
+        let layers = (0..arch.num_layers)
+            .map(|layer| LstmLayer {
+                forward: direction(layer),
+                reverse: arch.bidirectional.then(|| direction(layer)),
+            })
+            .collect();
+        Ok(CudnnCompatibleLstm {
+            layers,
+            input_size: self.input_size,
+            hidden_size: self.hidden_size,
+            proj_size: self.proj_size,
+            bidirectional: self.bidirectional,
+            bias: self.bias,
+            batch_first: self.batch_first,
+            dropout: self.dropout,
+            reject_non_finite: self.nan_policy == NanPolicy::Reject,
+            kernel: None,
+        })
+    }
+
+    /// Creates the module.
+    ///
+    /// # Panics
+    /// With the message of [`CudnnCompatibleLstmConfig::try_init`]'s error when a field is invalid.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> CudnnCompatibleLstm<B> {
+        self.try_init(device).unwrap_or_else(|e| panic!("{e}"))
+    }
+}

@@ -1,0 +1,205 @@
+//! [`CudnnCompatibleLstm`]: a Burn module with ordinary `Param` tensors in PyTorch's and
+//! cuDNN's canonical layout, running the fused op of its backend.
+
+use std::sync::Arc;
+
+use burn::module::Module;
+use burn::tensor::{Tensor, backend::Backend};
+
+use crate::error::LstmError;
+use crate::module::shapes::validate_layers;
+use crate::module::state::LstmState;
+use crate::module::validate;
+use crate::module::weights::{LstmDirectionWeights, LstmLayer};
+use crate::op::call::lstm;
+use crate::op::choice::{KernelChoice, LstmKernel};
+use crate::op::contract::LstmBackend;
+use crate::op::spec::{LstmArch, LstmSpec};
+use crate::op::tensor::{primitive, tensor};
+
+/// A multi-layer, optionally bidirectional LSTM with PyTorch's semantics whose whole
+/// layer stack runs as one op: cuDNN on CUDA, a fused kernel on CPU, the portable
+/// kernel elsewhere. Create it with [`CudnnCompatibleLstmConfig`](crate::CudnnCompatibleLstmConfig).
+#[derive(Module, Debug)]
+pub struct CudnnCompatibleLstm<B: Backend> {
+    /// The layers, bottom first.
+    pub layers: Vec<LstmLayer<B>>,
+    /// Features of each input step.
+    pub input_size: usize,
+    /// Size of the cell state.
+    pub hidden_size: usize,
+    /// Projected hidden size, 0 for none.
+    pub proj_size: usize,
+    /// Whether each layer runs in both directions.
+    pub bidirectional: bool,
+    /// Whether the gates have biases.
+    pub bias: bool,
+    /// `[batch, seq, features]` (true) or `[seq, batch, features]` (false).
+    pub batch_first: bool,
+    /// Inter-layer dropout while training.
+    pub dropout: f64,
+    /// Whether non-finite input or state is an error ([`NanPolicy::Reject`](crate::NanPolicy)).
+    pub reject_non_finite: bool,
+    /// The kernel asked for ([`Self::with_kernel`]); `None`: the fastest available.
+    /// Not saved in checkpoints: it is a choice of the process, not of the model.
+    #[module(skip)]
+    pub kernel: Option<LstmKernel>,
+}
+
+impl<B: Backend> CudnnCompatibleLstm<B> {
+    /// The architecture of the layer stack.
+    pub fn arch(&self) -> LstmArch {
+        LstmArch {
+            input_size: self.input_size,
+            hidden_size: self.hidden_size,
+            proj_size: self.proj_size,
+            num_layers: self.layers.len(),
+            bidirectional: self.bidirectional,
+            bias: self.bias,
+        }
+    }
+
+    /// Every (layer, direction), in the canonical order `layer * dirs + direction`.
+    pub fn directions(&self) -> impl Iterator<Item = &LstmDirectionWeights<B>> {
+        self.layers
+            .iter()
+            .flat_map(|layer| core::iter::once(&layer.forward).chain(layer.reverse.as_ref()))
+    }
+
+    /// Asks for a kernel (`None`: the fastest one the backend can run). A kernel the
+    /// backend cannot run falls back; [`Self::kernel`] reports which runs and why.
+    pub fn with_kernel(mut self, kernel: Option<LstmKernel>) -> Self {
+        self.kernel = kernel;
+        self
+    }
+
+    /// Checks that every parameter is present with the shape the architecture needs.
+    pub fn validate(&self) -> Result<(), LstmError> {
+        validate_layers(&self.arch(), &self.layers)
+    }
+}
+
+impl<B: LstmBackend> CudnnCompatibleLstm<B> {
+    /// All parameters in one flat tensor, in the op's canonical layout (see
+    /// [`LstmArch::direction_layout`]), built by [`LstmBackend::lstm_flat_weights`].
+    /// Differentiable: gradients reach every `Param`.
+    pub fn flat_weights(&self) -> Tensor<B, 1> {
+        let mut parts = Vec::new();
+        for cell in self.directions() {
+            parts.push(primitive(cell.weight_ih.val()));
+            parts.push(primitive(cell.weight_hh.val()));
+            parts.extend(cell.bias_ih.as_ref().map(|b| primitive(b.val())));
+            parts.extend(cell.bias_hh.as_ref().map(|b| primitive(b.val())));
+            parts.extend(cell.weight_hr.as_ref().map(|w| primitive(w.val())));
+        }
+        tensor(B::lstm_flat_weights(parts))
+    }
+
+    /// Which kernel runs a call of `batch` rows of `seq_len` steps on `device`, and why not
+    /// a faster one.
+    pub fn kernel(&self, device: &B::Device, batch: usize, seq_len: usize) -> KernelChoice {
+        B::lstm_kernel(device, &self.spec(batch, seq_len, None, device))
+    }
+
+    fn spec(
+        &self,
+        batch: usize,
+        seq_len: usize,
+        lengths: Option<&[usize]>,
+        device: &B::Device,
+    ) -> LstmSpec {
+        LstmSpec {
+            arch: self.arch(),
+            seq_len,
+            batch,
+            lengths: lengths.map(Arc::from),
+            dropout: self.dropout,
+            training: B::ad_enabled(device),
+            dropout_seed: None,
+            kernel: self.kernel,
+        }
+    }
+
+    /// Runs the layer stack over full-length sequences.
+    ///
+    /// - `input`: `[batch, seq, input_size]` when `batch_first`, else `[seq, batch, input_size]`.
+    /// - `state`: initial state (zeros when `None`).
+    ///
+    /// Returns the output sequence of the last layer (`[.., dirs * H_out]`, same layout as
+    /// the input) and the final state of every layer and direction.
+    ///
+    /// # Panics
+    /// With the message of [`Self::try_forward`]'s error on invalid input.
+    pub fn forward(
+        &self,
+        input: Tensor<B, 3>,
+        state: Option<LstmState<B>>,
+    ) -> (Tensor<B, 3>, LstmState<B>) {
+        self.try_forward(input, state, None)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like [`Self::forward`] for right-padded batches: row `b` has `lengths[b]` valid steps
+    /// (1 to `seq`). Its final state is taken at its own last valid step, its outputs past
+    /// that are zero, and its reverse direction starts at its last valid step.
+    ///
+    /// # Panics
+    /// With the message of [`Self::try_forward`]'s error on invalid input.
+    pub fn forward_with_lengths(
+        &self,
+        input: Tensor<B, 3>,
+        lengths: &[usize],
+        state: Option<LstmState<B>>,
+    ) -> (Tensor<B, 3>, LstmState<B>) {
+        self.try_forward(input, state, Some(lengths))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Self::forward`] / [`Self::forward_with_lengths`] returning an error, naming the
+    /// argument with the expected and the actual value, instead of panicking.
+    pub fn try_forward(
+        &self,
+        input: Tensor<B, 3>,
+        state: Option<LstmState<B>>,
+        lengths: Option<&[usize]>,
+    ) -> Result<(Tensor<B, 3>, LstmState<B>), LstmError> {
+        let arch = self.arch();
+        let device = input.device();
+        let [batch, seq_len] = validate::input(&input, &arch, self.batch_first)?;
+        if let Some(lengths) = lengths {
+            validate::lengths(lengths, batch, seq_len)?;
+        }
+        self.validate()?;
+        let (h0, c0) = match state {
+            Some(state) => {
+                validate::state(&state, &arch, batch)?;
+                (state.hidden, state.cell)
+            }
+            None => {
+                let place = (&device, input.dtype());
+                (
+                    Tensor::zeros([arch.cells(), batch, arch.output_size()], place),
+                    Tensor::zeros([arch.cells(), batch, arch.hidden_size], place),
+                )
+            }
+        };
+        if self.reject_non_finite {
+            validate::finite("input", &input)?;
+            validate::finite("state.hidden", &h0)?;
+            validate::finite("state.cell", &c0)?;
+        }
+        let seq_major = if self.batch_first {
+            input.swap_dims(0, 1)
+        } else {
+            input
+        };
+        let spec = self.spec(batch, seq_len, lengths, &device);
+        let (y, h_n, c_n) = lstm(seq_major, self.flat_weights(), h0, c0, &spec);
+        let y = if self.batch_first {
+            y.swap_dims(0, 1)
+        } else {
+            y
+        };
+        Ok((y, LstmState::new(h_n, c_n)))
+    }
+}

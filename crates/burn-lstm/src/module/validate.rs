@@ -1,0 +1,105 @@
+//! Argument checks of the module's forward: each failure names the argument, the
+//! expected and the actual value.
+
+use burn::tensor::{Tensor, backend::Backend};
+
+use crate::error::LstmError;
+use crate::module::state::LstmState;
+use crate::op::spec::LstmArch;
+
+/// Checks the input's feature size and non-empty dims; returns `[batch, seq_len]`.
+pub(crate) fn input<B: Backend>(
+    input: &Tensor<B, 3>,
+    arch: &LstmArch,
+    batch_first: bool,
+) -> Result<[usize; 2], LstmError> {
+    let dims = input.dims();
+    let layout = if batch_first {
+        "[batch, seq, input_size]"
+    } else {
+        "[seq, batch, input_size]"
+    };
+    let [batch, seq_len] = if batch_first {
+        [dims[0], dims[1]]
+    } else {
+        [dims[1], dims[0]]
+    };
+    if dims[2] != arch.input_size || batch == 0 || seq_len == 0 {
+        return Err(LstmError::invalid(
+            "input",
+            format!(
+                "shape {layout} with input_size = {} and batch, seq >= 1",
+                arch.input_size
+            ),
+            format!("{dims:?}"),
+        ));
+    }
+    Ok([batch, seq_len])
+}
+
+/// Checks one length per row, each in `1..=seq_len`.
+pub(crate) fn lengths(lengths: &[usize], batch: usize, seq_len: usize) -> Result<(), LstmError> {
+    if lengths.len() != batch {
+        return Err(LstmError::invalid(
+            "lengths",
+            format!("one length per batch row ({batch})"),
+            format!("{} lengths", lengths.len()),
+        ));
+    }
+    if let Some((row, &len)) = lengths
+        .iter()
+        .enumerate()
+        .find(|&(_, &len)| len == 0 || len > seq_len)
+    {
+        return Err(LstmError::invalid(
+            format!("lengths[{row}]"),
+            format!("a length in 1..={seq_len} (the sequence length)"),
+            len.to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the initial state's shapes.
+pub(crate) fn state<B: Backend>(
+    state: &LstmState<B>,
+    arch: &LstmArch,
+    batch: usize,
+) -> Result<(), LstmError> {
+    let check = |name: &str, actual: [usize; 3], size: usize| {
+        let expected = [arch.cells(), batch, size];
+        if actual == expected {
+            Ok(())
+        } else {
+            Err(LstmError::invalid(
+                name,
+                format!(
+                    "shape {expected:?} ([layers * dirs, batch, {}])",
+                    if name.ends_with("hidden") {
+                        "H_out"
+                    } else {
+                        "H"
+                    }
+                ),
+                format!("{actual:?}"),
+            ))
+        }
+    };
+    check("state.hidden", state.hidden.dims(), arch.output_size())?;
+    check("state.cell", state.cell.dims(), arch.hidden_size)
+}
+
+/// Counts non-finite values (reads the tensor back to the host).
+pub(crate) fn finite<B: Backend>(name: &str, tensor: &Tensor<B, 3>) -> Result<(), LstmError> {
+    let bad = tensor.clone().is_nan().int().sum() + tensor.clone().is_inf().int().sum();
+    let count: i64 = bad.into_scalar().elem();
+    if count > 0 {
+        return Err(LstmError::NonFinite {
+            argument: name.to_string(),
+            count: count as usize,
+        });
+    }
+    Ok(())
+}
+
+use burn::tensor::ElementConversion;

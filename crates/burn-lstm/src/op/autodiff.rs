@@ -1,0 +1,218 @@
+//! The op on `Autodiff<B>`: one autodiff node for the whole layer stack, whose backward
+//! calls the inner backend's [`LstmBackend::lstm_backward`].
+//!
+//! An autodiff op has one float output, but the LSTM has three results (`y`, `h_n`,
+//! `c_n`) and its backward needs all three gradients at once. So the op's node outputs a
+//! one-element marker, and each result is a node of its own whose only parent is the op's
+//! node: its backward puts the result's gradient in a slot shared with the op and hands
+//! the op a one-element marker gradient. The op's backward, which autodiff runs after
+//! its children's, takes the three gradients from the slot (zeros for a result the loss
+//! does not reach). Packing the results into one tensor and slicing it apart instead costs
+//! a copy of every output on the way in and, on the way out, a zero-filled packed
+//! gradient per result plus the sums of those (NdArray: ~15 passes over `y`).
+
+use std::sync::{Arc, Mutex};
+
+use burn::tensor::{
+    DType, Shape, TensorMetadata,
+    backend::{AutodiffBackend, Backend},
+    ops::FloatTensor,
+};
+use burn_autodiff::{
+    Autodiff,
+    checkpoint::{base::Checkpointer, strategy::CheckpointStrategy},
+    grads::Gradients,
+    ops::{Backward, Ops, OpsKind},
+};
+
+use crate::op::choice::KernelChoice;
+use crate::op::contract::LstmBackend;
+use crate::op::io::{LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::spec::LstmSpec;
+
+/// The gradients of `[y, h_n, c_n]`, put here by the result nodes' backward and taken by
+/// the op's.
+struct ResultGrads<B: Backend>(Mutex<[Option<FloatTensor<B>>; 3]>);
+
+impl<B: Backend> core::fmt::Debug for ResultGrads<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("ResultGrads(..)")
+    }
+}
+
+impl<B: Backend> ResultGrads<B> {
+    fn shared() -> Arc<Self> {
+        Arc::new(Self(Mutex::new([None, None, None])))
+    }
+
+    fn put(&self, which: usize, grad: FloatTensor<B>) {
+        let mut grads = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        grads[which] = Some(match grads[which].take() {
+            Some(earlier) => B::float_add(earlier, grad),
+            None => grad,
+        });
+    }
+
+    fn take(&self) -> [Option<FloatTensor<B>>; 3] {
+        core::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// The one-element stand-in for the op node's output and for its gradient.
+fn marker<B: Backend>(device: &B::Device, dtype: DType) -> FloatTensor<B> {
+    B::float_zeros(Shape::new([1]), device, dtype.into())
+}
+
+#[derive(Debug)]
+struct LstmBackward;
+
+impl<B: LstmBackend> Backward<B, 4> for LstmBackward {
+    type State = (LstmSaved<B>, Arc<ResultGrads<B>>);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 4>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let (saved, result_grads) = ops.state;
+        // The markers the result nodes registered; the real gradients are in the slot.
+        let marker_grad = grads.consume::<B>(&ops.node);
+        let (device, dtype) = (B::float_device(&marker_grad), marker_grad.dtype());
+        let spec = &saved.spec;
+        let [dy, dh_n, dc_n] = result_grads.take();
+        let [y_shape, h_shape, c_shape] = result_shapes(spec);
+        let or_zeros = |grad: Option<FloatTensor<B>>, shape: [usize; 3]| {
+            grad.unwrap_or_else(|| B::float_zeros(Shape::new(shape), &device, dtype.into()))
+        };
+        let [input, weights, h0, c0] = ops.parents;
+        let output_grads = LstmOutputGrads {
+            dy: or_zeros(dy, y_shape),
+            dh_n: or_zeros(dh_n, h_shape),
+            dc_n: or_zeros(dc_n, c_shape),
+            input_required: input.is_some(),
+        };
+        let computed = B::lstm_backward(saved, output_grads);
+        let results = [
+            computed.input,
+            Some(computed.weights),
+            Some(computed.h0),
+            Some(computed.c0),
+        ];
+        for (parent, grad) in [input, weights, h0, c0].into_iter().zip(results) {
+            if let (Some(parent), Some(grad)) = (parent, grad) {
+                grads.register::<B>(parent.id, grad);
+            }
+        }
+    }
+}
+
+/// One of the op's results (`which`: 0 `y`, 1 `h_n`, 2 `c_n`).
+#[derive(Debug)]
+struct TakeResult;
+
+impl<B: Backend> Backward<B, 1> for TakeResult {
+    type State = (usize, Arc<ResultGrads<B>>);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let (which, result_grads) = ops.state;
+        let grad = grads.consume::<B>(&ops.node);
+        let (device, dtype) = (B::float_device(&grad), grad.dtype());
+        result_grads.put(which, grad);
+        let [op] = ops.parents;
+        if let Some(op) = op {
+            grads.register::<B>(op.id, marker::<B>(&device, dtype));
+        }
+    }
+}
+
+/// Shapes of `y`, `h_n` and `c_n`.
+fn result_shapes(spec: &LstmSpec) -> [[usize; 3]; 3] {
+    let arch = &spec.arch;
+    [
+        [spec.seq_len, spec.batch, arch.dirs() * arch.output_size()],
+        [arch.cells(), spec.batch, arch.output_size()],
+        [arch.cells(), spec.batch, arch.hidden_size],
+    ]
+}
+
+impl<B: LstmBackend, C: CheckpointStrategy> LstmBackend for Autodiff<B, C> {
+    fn lstm_kernel(device: &Self::Device, spec: &LstmSpec) -> KernelChoice {
+        B::lstm_kernel(device, spec)
+    }
+
+    /// Untracked parameters (inference on an autodiff backend) take the inner backend's
+    /// fast path; tracked ones are joined by autodiff ops (see `tracked_weights.rs`),
+    /// whose backward splits the buffer's gradient back into each parameter.
+    fn lstm_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
+        if parts.iter().all(|part| part.node.requirement.is_none()) {
+            let inner = parts.into_iter().map(|part| part.primitive).collect();
+            return Self::from_inner(B::lstm_flat_weights(inner));
+        }
+        crate::op::tracked_weights::tracked::<B, C>(parts)
+    }
+
+    fn lstm_forward(
+        input: FloatTensor<Self>,
+        weights: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        c0: FloatTensor<Self>,
+        spec: &LstmSpec,
+    ) -> LstmOutput<Self> {
+        let nodes = [
+            input.node.clone(),
+            weights.node.clone(),
+            h0.node.clone(),
+            c0.node.clone(),
+        ];
+        match <LstmBackward as Backward<B, 4>>::prepare::<C>(LstmBackward, nodes)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let device = B::float_device(&input.primitive);
+                let dtype = input.primitive.dtype();
+                let (output, saved) = B::lstm_forward_train(
+                    input.primitive,
+                    weights.primitive,
+                    h0.primitive,
+                    c0.primitive,
+                    spec,
+                );
+                let result_grads = ResultGrads::shared();
+                let op = prep.finish((saved, result_grads.clone()), marker::<B>(&device, dtype));
+                let result = |which: usize, value: FloatTensor<B>| {
+                    let nodes = [op.node.clone()];
+                    match TakeResult.prepare::<C>(nodes).compute_bound().stateful() {
+                        OpsKind::Tracked(prep) => prep.finish((which, result_grads.clone()), value),
+                        OpsKind::UnTracked(prep) => prep.finish(value),
+                    }
+                };
+                LstmOutput {
+                    y: result(0, output.y),
+                    h_n: result(1, output.h_n),
+                    c_n: result(2, output.c_n),
+                }
+            }
+            OpsKind::UnTracked(_) => {
+                let output = B::lstm_forward(
+                    input.primitive,
+                    weights.primitive,
+                    h0.primitive,
+                    c0.primitive,
+                    spec,
+                );
+                LstmOutput {
+                    y: Self::from_inner(output.y),
+                    h_n: Self::from_inner(output.h_n),
+                    c_n: Self::from_inner(output.c_n),
+                }
+            }
+        }
+    }
+}

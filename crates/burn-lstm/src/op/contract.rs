@@ -1,0 +1,75 @@
+//! The op contract: an extension trait over Burn's [`Backend`] (Burn's backend-extension
+//! pattern). One call covers a whole layer stack, every direction and every time step.
+//!
+//! Every method has a default, the portable kernel, so a backend opts in with an empty
+//! `impl`. Backends with a faster kernel (cuDNN, the fused CPU kernel) override them.
+
+use burn::tensor::{backend::Backend, ops::FloatTensor};
+
+use crate::kernels::portable;
+use crate::op::choice::KernelChoice;
+use crate::op::flat_weights::FlatBufferOps;
+use crate::op::io::{LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::spec::LstmSpec;
+
+/// Backends that run a whole LSTM layer stack as one op.
+///
+/// Tensor layouts: `input` `[T, B, I]` (sequence-major), `weights` the flat parameter
+/// buffer of [`LstmArch::direction_layout`](crate::LstmArch::direction_layout),
+/// `h0` `[layers * dirs, B, H_out]`, `c0` `[layers * dirs, B, H]`.
+pub trait LstmBackend: Backend {
+    /// Which kernel a call with `spec` runs on `device`, and why it is not a faster one.
+    fn lstm_kernel(_device: &Self::Device, spec: &LstmSpec) -> KernelChoice {
+        KernelChoice::portable_only(spec.kernel)
+    }
+
+    /// The flat parameter buffer of the op ([`LstmArch::direction_layout`](crate::LstmArch::direction_layout))
+    /// from the module's parameters, in that order, each as stored (`weight_ih`
+    /// `[4H, in]`, `weight_hh`, the biases `[4H]`, `weight_hr`). Differentiable on
+    /// autodiff backends. The default flattens and concatenates with Burn's ops;
+    /// NdArray copies each value once into one buffer.
+    fn lstm_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
+        crate::op::flat_weights::concatenate::<Self>(parts)
+    }
+
+    /// How `Autodiff<Self>` builds the flat buffer of *tracked* parameters: one autodiff
+    /// op per parameter appends it to the buffer so far (an autodiff op has a fixed
+    /// number of parents). `None`, the default, joins them with Burn's `cat` instead,
+    /// which is right for backends whose `reshape` and `slice` are views (Flex, CubeCL);
+    /// NdArray returns an append that extends an unshared buffer in place (its
+    /// `reshape` and `cat` copy each value three times).
+    fn lstm_flat_buffer_ops() -> Option<FlatBufferOps<Self>> {
+        None
+    }
+
+    /// Forward pass for inference (nothing saved for a backward).
+    fn lstm_forward(
+        input: FloatTensor<Self>,
+        weights: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        c0: FloatTensor<Self>,
+        spec: &LstmSpec,
+    ) -> LstmOutput<Self> {
+        portable::forward::<Self>([input, weights, h0, c0], spec, false).0
+    }
+
+    /// Forward pass that also returns what [`LstmBackend::lstm_backward`] needs.
+    fn lstm_forward_train(
+        input: FloatTensor<Self>,
+        weights: FloatTensor<Self>,
+        h0: FloatTensor<Self>,
+        c0: FloatTensor<Self>,
+        spec: &LstmSpec,
+    ) -> (LstmOutput<Self>, LstmSaved<Self>) {
+        let (output, saved) = portable::forward::<Self>([input, weights, h0, c0], spec, true);
+        (
+            output,
+            saved.expect("a training forward saves its residuals"),
+        )
+    }
+
+    /// Backpropagation through time from the saved residuals.
+    fn lstm_backward(saved: LstmSaved<Self>, grads: LstmOutputGrads<Self>) -> LstmGrads<Self> {
+        portable::backward::<Self>(saved, grads)
+    }
+}

@@ -1,0 +1,77 @@
+//! What flows through the op: its results, the upstream gradients, the gradients it
+//! returns and what a training forward keeps for its backward.
+
+use burn::tensor::{backend::Backend, ops::FloatTensor};
+
+use crate::op::choice::LstmKernel;
+use crate::op::spec::LstmSpec;
+
+/// Results of a forward call. Layouts are sequence-major.
+#[derive(Debug, Clone)]
+pub struct LstmOutput<B: Backend> {
+    /// Output sequence of the last layer, `[T, B, dirs * H_out]`, zero past each row's length.
+    pub y: FloatTensor<B>,
+    /// Final hidden state of every layer and direction, `[layers * dirs, B, H_out]`.
+    pub h_n: FloatTensor<B>,
+    /// Final cell state of every layer and direction, `[layers * dirs, B, H]`.
+    pub c_n: FloatTensor<B>,
+}
+
+/// Upstream gradients of the three outputs (same shapes as [`LstmOutput`]).
+#[derive(Debug, Clone)]
+pub struct LstmOutputGrads<B: Backend> {
+    /// Gradient of `y`.
+    pub dy: FloatTensor<B>,
+    /// Gradient of `h_n`.
+    pub dh_n: FloatTensor<B>,
+    /// Gradient of `c_n`.
+    pub dc_n: FloatTensor<B>,
+    /// Whether the gradient of the input sequence is wanted (autodiff tracks the input).
+    /// When it is not (raw features nobody trains), a kernel may skip it and return
+    /// `None` in [`LstmGrads::input`]: the fused CPU kernel then skips the first layer's
+    /// input product, a sixth of a one-layer step's work.
+    pub input_required: bool,
+}
+
+/// Gradients of the four inputs of the op.
+#[derive(Debug, Clone)]
+pub struct LstmGrads<B: Backend> {
+    /// Gradient of the input sequence, `[T, B, I]`; `None` only when it was not
+    /// required ([`LstmOutputGrads::input_required`]).
+    pub input: Option<FloatTensor<B>>,
+    /// Gradient of the flat parameter buffer, same layout as the parameters.
+    pub weights: FloatTensor<B>,
+    /// Gradient of the initial hidden state.
+    pub h0: FloatTensor<B>,
+    /// Gradient of the initial cell state.
+    pub c0: FloatTensor<B>,
+}
+
+/// What a training forward keeps for its backward: the call, the kernel that ran and
+/// that kernel's residuals (for the portable kernel: gate activations and states per
+/// step; for cuDNN: its reserve space).
+#[derive(Debug, Clone)]
+pub struct LstmSaved<B: Backend> {
+    /// The call.
+    pub spec: LstmSpec,
+    /// The kernel that produced the residuals (its backward must read them).
+    pub kernel: LstmKernel,
+    /// The op's inputs: `[input, weights, h0, c0]`.
+    pub inputs: [FloatTensor<B>; 4],
+    /// Kernel-defined residual tensors.
+    pub residuals: Vec<FloatTensor<B>>,
+    /// Kernel-defined residuals that live outside the backend's tensors (the fused CPU
+    /// kernel's tape).
+    pub host: Option<HostResiduals>,
+}
+
+/// Residuals a kernel keeps in host memory, shared cheaply between clones of
+/// [`LstmSaved`] and taken back by the backward.
+#[derive(Clone)]
+pub struct HostResiduals(pub std::sync::Arc<dyn core::any::Any + Send + Sync>);
+
+impl core::fmt::Debug for HostResiduals {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("HostResiduals(..)")
+    }
+}
