@@ -1,44 +1,71 @@
-//! Loads a checkpoint written by `train` on the CPU (NdArray; a checkpoint trained on CUDA
-//! loads unchanged), forecasts every held-back month from the months before it, prints
-//! the error against the real numbers and the persistence baseline, forecasts the months
-//! after the data ends, and draws the held-back years as an SVG.
+//! Loads a checkpoint written by `train` on the CPU (Flex by default; a checkpoint
+//! trained on CUDA loads unchanged), forecasts every held-back month from the months
+//! before it, prints the error against the real numbers and the persistence baseline,
+//! forecasts the months after the data ends, and draws the held-back years as an SVG.
 //!
 //! ```text
 //! cargo run --release --example infer -- target/sunspots-model [--plot FILE.svg] [--horizon N]
+//! cargo run --release --example infer -- target/sunspots-model --backend ndarray
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use burn::backend::NdArray;
-use lstm_examples::flags::Flags;
+use burn::backend::{Flex, NdArray};
+use burn_lstm::LstmBackend;
+use clap::{Parser, ValueEnum};
 use lstm_examples::sunspots::{self, ExampleError};
 
-const USAGE: &str = "usage: infer <checkpoint dir or model.mpk> [--config FILE.json] [--data FILE.csv] [--plot FILE.svg] [--horizon N]";
+/// Burn's CPU backend that serves the model.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    /// Flex, Burn's recommended CPU backend.
+    Flex,
+    /// NdArray.
+    Ndarray,
+}
+
+/// Serves a checkpoint written by `train`: held-back error, a forecast past the data
+/// and a plot.
+#[derive(Parser, Debug)]
+#[command(name = "infer")]
+struct Args {
+    /// The checkpoint directory (or the `model.mpk` in one).
+    checkpoint: PathBuf,
+    /// The config (default: `config.json` next to the model).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The data file (`year,month,sunspots`).
+    #[arg(long, default_value_os_t = sunspots::default_data_path())]
+    data: PathBuf,
+    /// Where to draw the held-back months (SVG).
+    #[arg(long, default_value = "target/sunspots-forecast.svg")]
+    plot: PathBuf,
+    /// Months to forecast past the end of the data.
+    #[arg(long, default_value_t = 12)]
+    horizon: usize,
+    /// Burn's CPU backend.
+    #[arg(long, value_enum, default_value_t = Backend::Flex)]
+    backend: Backend,
+}
 
 fn main() {
-    if let Err(e) = run() {
+    let args = Args::parse();
+    let result = match args.backend {
+        Backend::Flex => run::<Flex>(&args),
+        Backend::Ndarray => run::<NdArray>(&args),
+    };
+    if let Err(e) = result {
         eprintln!("infer: {e}");
         std::process::exit(2);
     }
 }
 
-fn run() -> Result<(), ExampleError> {
-    let flags = Flags::parse(std::env::args().skip(1), &[])?;
-    flags.only(&["config", "data", "plot", "horizon"], USAGE)?;
-    let [checkpoint] = &flags.positional[..] else {
-        return Err(ExampleError::Usage(USAGE.into()));
-    };
-    let checkpoint = PathBuf::from(checkpoint);
-    let config = Some(flags.get("config", String::new())?)
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from);
-    let data: PathBuf = flags.get("data", sunspots::default_data_path())?;
-    let plot: PathBuf = flags.get("plot", PathBuf::from("target/sunspots-forecast.svg"))?;
-    let horizon: usize = flags.get("horizon", 12)?;
-
+fn run<B: LstmBackend>(args: &Args) -> Result<(), ExampleError> {
+    let (checkpoint, data, plot, horizon): (&Path, &Path, &Path, usize) =
+        (&args.checkpoint, &args.data, &args.plot, args.horizon);
     let device = Default::default();
     let (model, config) =
-        sunspots::load_forecaster::<NdArray>(&checkpoint, config.as_deref(), &device)?;
+        sunspots::load_forecaster::<B>(checkpoint, args.config.as_deref(), &device)?;
     println!(
         "loaded {} (window {}, hidden {}, layers {}); LSTM kernel: {}",
         checkpoint.display(),
@@ -47,7 +74,7 @@ fn run() -> Result<(), ExampleError> {
         config.layers,
         model.lstm.kernel(&device, 1, config.window)
     );
-    let series = sunspots::load_series(&data)?;
+    let series = sunspots::load_series(data)?;
     let evaluation = sunspots::evaluate(&model, &config, &series, &device)?;
     let (y0, m0) = series.dates[evaluation.start];
     println!(
@@ -70,7 +97,7 @@ fn run() -> Result<(), ExampleError> {
     if let Some(dir) = plot.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    sunspots::write_svg(&plot, &series, &evaluation)?;
+    sunspots::write_svg(plot, &series, &evaluation)?;
     println!("plot: {}", plot.display());
     Ok(())
 }

@@ -9,9 +9,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use burn::backend::NdArray;
+use burn::backend::Flex;
 use burn::tensor::{Tensor, TensorData};
 use burn_lstm::CudnnCompatibleLstmConfig;
+use clap::Parser;
 
 /// A tensor of the JSON file: shape and row-major values.
 #[derive(serde::Deserialize)]
@@ -39,7 +40,7 @@ struct Io {
     c_n: Stored,
 }
 
-fn largest_difference(ours: Tensor<NdArray, 3>, theirs: &Stored) -> Result<f32, String> {
+fn largest_difference(ours: Tensor<Flex, 3>, theirs: &Stored) -> Result<f32, String> {
     if ours.dims().as_slice() != theirs.shape.as_slice() {
         return Err(format!(
             "shape {:?} where PyTorch has {:?}",
@@ -59,15 +60,22 @@ fn largest_difference(ours: Tensor<NdArray, 3>, theirs: &Stored) -> Result<f32, 
         .fold(0.0, f32::max))
 }
 
-fn run() -> Result<(), String> {
+/// Loads PyTorch `nn.LSTM` weights (safetensors) and checks the outputs against PyTorch's.
+#[derive(Parser, Debug)]
+#[command(name = "pytorch_weights")]
+struct Args {
+    /// The state dict in safetensors (default: `examples/data/pytorch_lstm.safetensors`).
+    weights: Option<PathBuf>,
+    /// The input and PyTorch's outputs in JSON (default: `examples/data/pytorch_lstm_io.json`).
+    io: Option<PathBuf>,
+}
+
+fn run(args: Args) -> Result<(), String> {
     let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data");
-    let mut args = std::env::args().skip(1);
     let weights = args
-        .next()
-        .map_or_else(|| data.join("pytorch_lstm.safetensors"), PathBuf::from);
-    let io_path = args
-        .next()
-        .map_or_else(|| data.join("pytorch_lstm_io.json"), PathBuf::from);
+        .weights
+        .unwrap_or_else(|| data.join("pytorch_lstm.safetensors"));
+    let io_path = args.io.unwrap_or_else(|| data.join("pytorch_lstm_io.json"));
     let io_text = std::fs::read_to_string(&io_path)
         .map_err(|e| format!("cannot read {}: {e}", io_path.display()))?;
     let io: Io = serde_json::from_str(&io_text)
@@ -82,7 +90,7 @@ fn run() -> Result<(), String> {
     // Every tensor is checked against the config: a file of another shape is an error
     // that names the tensor, not a silently different model.
     let model = config
-        .load_pytorch_safetensors::<NdArray>(&weights, &device)
+        .load_pytorch_safetensors::<Flex>(&weights, &device)
         .map_err(|e| e.to_string())?;
     println!(
         "loaded {} (PyTorch {}), kernel: {}",
@@ -92,7 +100,7 @@ fn run() -> Result<(), String> {
     );
 
     let shape: [usize; 3] = io.x.shape.clone().try_into().map_err(|_| "x is not 3-D")?;
-    let x = Tensor::<NdArray, 3>::from_data(TensorData::new(io.x.values.clone(), shape), &device);
+    let x = Tensor::<Flex, 3>::from_data(TensorData::new(io.x.values.clone(), shape), &device);
     let (y, state) = model
         .try_forward(x, None, None)
         .map_err(|e| e.to_string())?;
@@ -114,7 +122,7 @@ fn run() -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    match run() {
+    match run(Args::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("pytorch_weights: {message}");

@@ -3,21 +3,21 @@
 //!
 //! `cargo run --release --example quickstart`
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex};
 use burn::nn::LstmConfig;
 use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::tensor::{Distribution, Int, Tensor};
 use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig};
 
-type Backend = Autodiff<NdArray>;
+type Backend = Autodiff<Flex>;
 
 fn main() {
     let device = Default::default();
 
     // 1. An existing Burn LSTM converts with identical outputs.
-    let burn_lstm = LstmConfig::new(8, 16, true).init::<NdArray>(&device);
+    let burn_lstm = LstmConfig::new(8, 16, true).init::<Flex>(&device);
     let converted = CudnnCompatibleLstm::from_burn_lstm(&burn_lstm).expect("a standard nn::Lstm");
-    let x = Tensor::<NdArray, 3>::random([4, 12, 8], Distribution::Normal(0.0, 1.0), &device);
+    let x = Tensor::<Flex, 3>::random([4, 12, 8], Distribution::Normal(0.0, 1.0), &device);
     let difference = (burn_lstm.forward(x.clone(), None).0 - converted.forward(x, None).0)
         .abs()
         .max()

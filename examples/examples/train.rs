@@ -1,86 +1,121 @@
 //! Trains the sunspot forecaster (an LSTM over 48 months, then a linear head) on the
-//! monthly sunspot numbers 1749–1988 and saves the checkpoint and its config; the last 20
-//! years are held back for `infer`.
+//! monthly sunspot numbers 1749–1988 with burn-train's `Learner`, and saves the
+//! checkpoint and its config; the last 20 years are held back for `infer`.
 //!
 //! ```text
-//! cargo run --release --example train                        # CPU (Autodiff<NdArray>)
-//! cargo run --release --features cuda --example train        # CUDA (cuDNN) when built with it
+//! cargo run --release --example train                          # CPU (Autodiff<Flex>)
+//! cargo run --release --example train -- --device ndarray      # CPU (Autodiff<NdArray>)
+//! cargo run --release --features cuda --example train -- --device cuda   # cuDNN
 //! cargo run --release --example train -- --epochs 5 --hidden 16 --out target/my-model
 //! ```
 
 use std::path::PathBuf;
 
-use burn::backend::{Autodiff, NdArray};
-use lstm_examples::flags::Flags;
-use lstm_examples::sunspots::{self, ExampleError, ForecastConfig, TrainOptions};
+use burn::backend::{Autodiff, Flex, NdArray};
+use clap::{Parser, ValueEnum};
+use lstm_examples::sunspots::{self, ExampleError, ForecastConfig, Progress, TrainOptions};
 
-const USAGE: &str = "usage: train [--epochs N] [--batch-size N] [--lr X] [--window N] [--hidden N] \
-[--layers N] [--dropout X] [--seed N] [--data FILE.csv] [--out DIR] [--device cpu|cuda]";
+/// Where training runs.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Device {
+    /// The CPU through Flex, Burn's recommended CPU backend (the fused CPU kernel).
+    #[value(alias = "flex")]
+    Cpu,
+    /// The CPU through NdArray (the fused CPU kernel).
+    Ndarray,
+    /// An NVIDIA GPU through Burn's Cuda backend (cuDNN; builds with `--features cuda`).
+    Cuda,
+}
+
+/// Trains the sunspot forecaster and saves `model.mpk` and `config.json`.
+#[derive(Parser, Debug)]
+#[command(name = "train")]
+struct Args {
+    /// Passes over the training months.
+    #[arg(long, default_value_t = 30)]
+    epochs: usize,
+    /// Windows per step.
+    #[arg(long, default_value_t = 64)]
+    batch_size: usize,
+    /// Adam's learning rate.
+    #[arg(long, default_value_t = 3e-3)]
+    lr: f64,
+    /// Months of history the model reads.
+    #[arg(long, default_value_t = 48)]
+    window: usize,
+    /// LSTM hidden size.
+    #[arg(long, default_value_t = 32)]
+    hidden: usize,
+    /// LSTM layers.
+    #[arg(long, default_value_t = 2)]
+    layers: usize,
+    /// Dropout between LSTM layers while training.
+    #[arg(long, default_value_t = 0.1)]
+    dropout: f64,
+    /// Seed of the initialisation, the dropout masks and the batch order.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// The data file (`year,month,sunspots`).
+    #[arg(long, default_value_os_t = sunspots::default_data_path())]
+    data: PathBuf,
+    /// Directory of the checkpoint.
+    #[arg(long, default_value = "target/sunspots-model")]
+    out: PathBuf,
+    /// Where training runs (cuda when built with `--features cuda`, else cpu).
+    #[arg(long)]
+    device: Option<Device>,
+    /// A line per epoch instead of Burn's dashboard (which needs a terminal).
+    #[arg(long)]
+    plain: bool,
+}
 
 fn main() {
-    if let Err(e) = run() {
+    if let Err(e) = run(Args::parse()) {
         eprintln!("train: {e}");
         std::process::exit(2);
     }
 }
 
-fn run() -> Result<(), ExampleError> {
-    let flags = Flags::parse(std::env::args().skip(1), &[])?;
-    flags.only(
-        &[
-            "epochs",
-            "batch-size",
-            "lr",
-            "window",
-            "hidden",
-            "layers",
-            "dropout",
-            "seed",
-            "data",
-            "out",
-            "device",
-        ],
-        USAGE,
-    )?;
+fn run(args: Args) -> Result<(), ExampleError> {
     let config = ForecastConfig::new()
-        .with_window(flags.get("window", 48)?)
-        .with_hidden(flags.get("hidden", 32)?)
-        .with_layers(flags.get("layers", 2)?)
-        .with_dropout(flags.get("dropout", 0.1)?);
+        .with_window(args.window)
+        .with_hidden(args.hidden)
+        .with_layers(args.layers)
+        .with_dropout(args.dropout);
     let options = TrainOptions {
         config,
-        epochs: flags.get("epochs", 30)?,
-        batch_size: flags.get("batch-size", 64)?,
-        learning_rate: flags.get("lr", 3e-3)?,
-        seed: flags.get("seed", 42)?,
-        max_steps: None,
-        verbose: true,
+        epochs: args.epochs,
+        batch_size: args.batch_size,
+        learning_rate: args.lr,
+        seed: args.seed,
+        max_batches_per_epoch: None,
+        progress: if args.plain {
+            Progress::Lines
+        } else {
+            Progress::Auto
+        },
     };
-    let data: PathBuf = flags.get("data", sunspots::default_data_path())?;
-    let out: PathBuf = flags.get("out", PathBuf::from("target/sunspots-model"))?;
-    let default_device = if cfg!(feature = "cuda") {
-        "cuda"
+    let device = args.device.unwrap_or(if cfg!(feature = "cuda") {
+        Device::Cuda
     } else {
-        "cpu"
-    };
-    let device: String = flags.get("device", default_device.to_string())?;
-    let series = sunspots::load_series(&data)?;
+        Device::Cpu
+    });
+    let series = sunspots::load_series(&args.data)?;
     println!(
-        "{} months of sunspot numbers from {}; training on {device}",
+        "{} months of sunspot numbers from {}; training on {device:?}",
         series.values.len(),
-        data.display()
+        args.data.display()
     );
+    let out = &args.out;
     let start = std::time::Instant::now();
-    let evaluation = match device.as_str() {
-        "cpu" => {
-            sunspots::train::<Autodiff<NdArray>>(&series, &options, &out, &Default::default())?
+    let evaluation = match device {
+        Device::Cpu => {
+            sunspots::train::<Autodiff<Flex>>(&series, &options, out, &Default::default())?
         }
-        "cuda" => train_cuda(&series, &options, &out)?,
-        other => {
-            return Err(ExampleError::Usage(format!(
-                "--device {other}: expected cpu or cuda"
-            )));
+        Device::Ndarray => {
+            sunspots::train::<Autodiff<NdArray>>(&series, &options, out, &Default::default())?
         }
+        Device::Cuda => train_cuda(&series, &options, out)?,
     };
     println!(
         "trained in {:.1} s; held-back RMSE {:.2} (persistence {:.2}); saved {} and {}",

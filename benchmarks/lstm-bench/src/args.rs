@@ -1,10 +1,70 @@
-//! Command-line flags, the same as the peer script's.
+//! Command-line flags: the peer script's (`shared/peers/lstm_peers.py`), plus `--backend`.
 
-pub const USAGE: &str = "usage: lstm-bench --impl NAME|list [--device cpu|cuda] [--mode infer|train] \
---batch B --seq T --input I --hidden H [--layers L] [--bidirectional] [--threads N] [--iters K]";
+use clap::{Parser, ValueEnum};
 
-/// Forward only, or forward plus backward of `sum(y)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Times one LSTM implementation on one shape and prints one JSON line with the fields
+/// of `shared/peers/lstm_peers.py` (`--impl list` lists the implementations).
+#[derive(Parser, Clone, Debug)]
+#[command(name = "lstm-bench")]
+pub struct Args {
+    /// Implementation to time, or `list`.
+    #[arg(long = "impl")]
+    pub implementation: String,
+    /// Where it runs.
+    #[arg(long, default_value = "cpu")]
+    pub device: Device,
+    /// Burn's CPU backend for the implementations through Burn on `--device cpu`.
+    #[arg(long, default_value = "flex")]
+    pub backend: CpuBackend,
+    /// Forward only, or forward plus the backward of `sum(y)`.
+    #[arg(long, default_value = "infer")]
+    pub mode: Mode,
+    /// Batch rows.
+    #[arg(long, value_parser = positive)]
+    pub batch: usize,
+    /// Time steps.
+    #[arg(long, value_parser = positive)]
+    pub seq: usize,
+    /// Input features.
+    #[arg(long, value_parser = positive)]
+    pub input: usize,
+    /// Hidden size.
+    #[arg(long, value_parser = positive)]
+    pub hidden: usize,
+    /// Stacked layers.
+    #[arg(long, value_parser = positive, default_value_t = 1)]
+    pub layers: usize,
+    /// Both directions.
+    #[arg(long)]
+    pub bidirectional: bool,
+    /// CPU threads.
+    #[arg(long, value_parser = positive, default_value_t = 2)]
+    pub threads: usize,
+    /// Timed calls (after 3 untimed ones); the median is reported.
+    #[arg(long, value_parser = positive, default_value_t = 10)]
+    pub iters: usize,
+}
+
+/// The device of `--device`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    /// The CPU.
+    Cpu,
+    /// An NVIDIA GPU (builds with feature `cuda`).
+    Cuda,
+}
+
+/// The Burn CPU backend of `--backend`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuBackend {
+    /// Flex, Burn 0.21's recommended CPU backend.
+    Flex,
+    /// NdArray (Burn calls it legacy).
+    Ndarray,
+}
+
+/// Forward only, or forward plus backward.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// Inference forward.
     Infer,
@@ -21,89 +81,36 @@ impl Mode {
     }
 }
 
-/// Parsed flags.
-#[derive(Clone, Debug)]
-pub struct Args {
-    pub implementation: String,
-    pub device: String,
-    pub mode: Mode,
-    pub batch: usize,
-    pub seq: usize,
-    pub input: usize,
-    pub hidden: usize,
-    pub layers: usize,
-    pub bidirectional: bool,
-    pub threads: usize,
-    pub iters: usize,
+impl Device {
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Cpu => "cpu",
+            Device::Cuda => "cuda",
+        }
+    }
 }
 
-impl Args {
-    pub fn parse(mut it: impl Iterator<Item = String>) -> Result<Self, String> {
-        let mut implementation = None;
-        let (mut device, mut mode) = ("cpu".to_string(), Mode::Infer);
-        let (mut batch, mut seq, mut input, mut hidden) = (None, None, None, None);
-        let (mut layers, mut bidirectional, mut threads, mut iters) = (1, false, 2, 10);
-        while let Some(flag) = it.next() {
-            let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-            let mut number = |name: &str| -> Result<usize, String> {
-                let v = value()?;
-                v.parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| format!("{name}: expected a positive integer, got `{v}`"))
-            };
-            match flag.as_str() {
-                "--impl" => implementation = Some(value()?),
-                "--device" => device = value()?,
-                "--mode" => {
-                    mode = match value()?.as_str() {
-                        "infer" => Mode::Infer,
-                        "train" => Mode::Train,
-                        other => {
-                            return Err(format!("--mode: expected infer or train, got `{other}`"));
-                        }
-                    }
-                }
-                "--batch" => batch = Some(number("--batch")?),
-                "--seq" => seq = Some(number("--seq")?),
-                "--input" => input = Some(number("--input")?),
-                "--hidden" => hidden = Some(number("--hidden")?),
-                "--layers" => layers = number("--layers")?,
-                "--threads" => threads = number("--threads")?,
-                "--iters" => iters = number("--iters")?,
-                "--bidirectional" => bidirectional = true,
-                other => return Err(format!("unknown flag `{other}`")),
-            }
+impl CpuBackend {
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuBackend::Flex => "flex",
+            CpuBackend::Ndarray => "ndarray",
         }
-        let implementation = implementation.ok_or("--impl is required")?;
-        if implementation == "list" {
-            return Ok(Self {
-                implementation,
-                device,
-                mode,
-                batch: 1,
-                seq: 1,
-                input: 1,
-                hidden: 1,
-                layers,
-                bidirectional,
-                threads,
-                iters,
-            });
-        }
-        let need = |v: Option<usize>, name: &str| v.ok_or_else(|| format!("{name} is required"));
-        Ok(Self {
-            implementation,
-            device,
-            mode,
-            batch: need(batch, "--batch")?,
-            seq: need(seq, "--seq")?,
-            input: need(input, "--input")?,
-            hidden: need(hidden, "--hidden")?,
-            layers,
-            bidirectional,
-            threads,
-            iters,
-        })
     }
+}
+
+fn positive(value: &str) -> Result<usize, String> {
+    value
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("expected a positive integer, got `{value}`"))
+}
+
+/// Whether the command line asks for the list of implementations (`--impl list`, which
+/// needs no shape flags).
+pub fn wants_list() -> bool {
+    let argv: Vec<String> = std::env::args().collect();
+    argv.windows(2).any(|w| w[0] == "--impl" && w[1] == "list")
+        || argv.iter().any(|a| a == "--impl=list")
 }

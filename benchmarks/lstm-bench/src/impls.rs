@@ -1,11 +1,14 @@
 //! The implementations a run can time, each built into a closure doing one call.
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::{Autodiff, Flex, NdArray};
 use burn::nn::{BiLstm, BiLstmConfig, Lstm, LstmConfig};
-use burn::tensor::{Distribution, Tensor, backend::Backend};
+use burn::tensor::{
+    Distribution, Tensor,
+    backend::{AutodiffBackend, Backend},
+};
 use burn_lstm::{CudnnCompatibleLstmConfig, LstmBackend, LstmKernel};
 
-use crate::args::{Args, Mode};
+use crate::args::{Args, CpuBackend, Device, Mode};
 
 /// Implementations built into this binary.
 #[cfg(not(feature = "cuda"))]
@@ -40,10 +43,22 @@ impl Lcg {
 }
 
 pub fn build(args: &Args) -> Result<Call, String> {
-    match args.device.as_str() {
-        "cpu" => build_cpu(args),
-        "cuda" => build_cuda(args),
-        other => Err(format!("--device {other}: expected cpu or cuda")),
+    match args.device {
+        Device::Cpu => match args.backend {
+            CpuBackend::Flex => build_cpu::<Flex>(args),
+            CpuBackend::Ndarray => build_cpu::<NdArray>(args),
+        },
+        Device::Cuda => build_cuda(args),
+    }
+}
+
+/// The backend the JSON line names: Burn's backend for the implementations through
+/// Burn, `none` for those without Burn.
+pub fn backend_name(args: &Args) -> &'static str {
+    match (args.device, args.implementation.as_str()) {
+        (_, "lstm-cpu" | "cudnn-raw") => "none",
+        (Device::Cuda, _) => "cuda",
+        (Device::Cpu, _) => args.backend.name(),
     }
 }
 
@@ -65,30 +80,25 @@ fn build_cuda(args: &Args) -> Result<Call, String> {
             burn_lstm::CudnnMath::Fma
         },
     );
-    match (args.implementation.as_str(), args.mode) {
-        ("cudnn", Mode::Infer) => ours::<Cuda>(args, LstmKernel::Cudnn),
-        ("cudnn", Mode::Train) => ours::<Autodiff<Cuda>>(args, LstmKernel::Cudnn),
-        ("portable", Mode::Infer) => ours::<Cuda>(args, LstmKernel::Portable),
-        ("portable", Mode::Train) => ours::<Autodiff<Cuda>>(args, LstmKernel::Portable),
-        ("burn-lstm", Mode::Infer) => Ok(burn_nn::<Cuda>(args)),
-        ("burn-lstm", Mode::Train) => Ok(burn_nn::<Autodiff<Cuda>>(args)),
-        ("cudnn-raw", _) => crate::cudnn_raw::build(args),
-        (other, _) => Err(format!(
+    match args.implementation.as_str() {
+        "cudnn" => ours::<Cuda>(args, LstmKernel::Cudnn),
+        "portable" => ours::<Cuda>(args, LstmKernel::Portable),
+        "burn-lstm" => Ok(burn_nn::<Cuda>(args)),
+        "cudnn-raw" => crate::cudnn_raw::build(args),
+        other => Err(format!(
             "--impl {other} --device cuda: not available; on cuda: cudnn, cudnn-raw, portable, burn-lstm"
         )),
     }
 }
 
-fn build_cpu(args: &Args) -> Result<Call, String> {
-    match (args.implementation.as_str(), args.mode) {
-        ("portable", Mode::Infer) => ours::<NdArray>(args, LstmKernel::Portable),
-        ("portable", Mode::Train) => ours::<Autodiff<NdArray>>(args, LstmKernel::Portable),
-        ("fused-cpu", Mode::Infer) => ours::<NdArray>(args, LstmKernel::FusedCpu),
-        ("fused-cpu", Mode::Train) => ours::<Autodiff<NdArray>>(args, LstmKernel::FusedCpu),
-        ("burn-lstm", Mode::Infer) => Ok(burn_nn::<NdArray>(args)),
-        ("burn-lstm", Mode::Train) => Ok(burn_nn::<Autodiff<NdArray>>(args)),
-        ("lstm-cpu", mode) => Ok(kernel_alone(args, mode)),
-        (other, _) => Err(format!(
+/// The CPU implementations, through Burn on backend `B` (`Flex` or `NdArray`).
+fn build_cpu<B: LstmBackend + 'static>(args: &Args) -> Result<Call, String> {
+    match args.implementation.as_str() {
+        "portable" => ours::<B>(args, LstmKernel::Portable),
+        "fused-cpu" => ours::<B>(args, LstmKernel::FusedCpu),
+        "burn-lstm" => Ok(burn_nn::<B>(args)),
+        "lstm-cpu" => Ok(kernel_alone(args, args.mode)),
+        other => Err(format!(
             "--impl {other}: not built in; available: {}",
             NAMES.join(", ")
         )),
@@ -107,31 +117,54 @@ fn input<B: Backend>(args: &Args) -> Tensor<B, 3> {
     .require_grad()
 }
 
-/// Inference ends with the output (as the peers' calls do); training adds the backward
-/// of `sum(y)`. Then wait for the device.
-fn finish<B: Backend>(y: Tensor<B, 3>) {
+/// Inference ends with the output (as the peers' calls do): wait for the device.
+fn infer_done<B: Backend>(y: Tensor<B, 3>) {
+    B::sync(&y.device()).expect("device sync");
+}
+
+/// A training step ends with the backward of `sum(y)`, then waits for the device.
+fn train_done<B: AutodiffBackend>(y: Tensor<B, 3>) {
     let device = y.device();
-    if B::ad_enabled(&device) {
-        backward_hook::<B>(y.sum());
-    }
+    let _gradients = y.sum().backward();
     B::sync(&device).expect("device sync");
 }
 
-/// `CudnnCompatibleLstm` with `kernel` asked for (refused if another would run).
+/// `CudnnCompatibleLstm` on `B` (on `Autodiff<B>` for `--mode train`) with `kernel`
+/// asked for (refused if another would run).
 fn ours<B: LstmBackend + 'static>(args: &Args, kernel: LstmKernel) -> Result<Call, String> {
-    let device = Default::default();
     burn_lstm::set_cpu_threads(args.threads);
-    let model = CudnnCompatibleLstmConfig::new(args.input, args.hidden)
+    let device = Default::default();
+    let config = CudnnCompatibleLstmConfig::new(args.input, args.hidden)
         .with_num_layers(args.layers)
-        .with_bidirectional(args.bidirectional)
-        .init::<B>(&device)
-        .with_kernel(Some(kernel));
-    let choice = model.kernel(&device, args.batch, args.seq);
-    if choice.kernel != kernel {
-        return Err(format!("--impl {kernel} would run {choice}"));
+        .with_bidirectional(args.bidirectional);
+    match args.mode {
+        Mode::Infer => {
+            let model = config.init::<B>(&device).with_kernel(Some(kernel));
+            check_kernel(model.kernel(&device, args.batch, args.seq), kernel)?;
+            let x = input::<B>(args);
+            Ok(Box::new(move || {
+                infer_done(model.forward(x.clone(), None).0)
+            }))
+        }
+        Mode::Train => {
+            let model = config
+                .init::<Autodiff<B>>(&device)
+                .with_kernel(Some(kernel));
+            check_kernel(model.kernel(&device, args.batch, args.seq), kernel)?;
+            let x = input::<Autodiff<B>>(args);
+            Ok(Box::new(move || {
+                train_done(model.forward(x.clone(), None).0)
+            }))
+        }
     }
-    let x = input::<B>(args);
-    Ok(Box::new(move || finish(model.forward(x.clone(), None).0)))
+}
+
+fn check_kernel(choice: burn_lstm::KernelChoice, kernel: LstmKernel) -> Result<(), String> {
+    if choice.kernel == kernel {
+        Ok(())
+    } else {
+        Err(format!("--impl {kernel} would run {choice}"))
+    }
 }
 
 enum BurnLayer<B: Backend> {
@@ -139,7 +172,21 @@ enum BurnLayer<B: Backend> {
     Bi(Box<BiLstm<B>>),
 }
 
+/// Burn's `nn::Lstm` / `nn::BiLstm` stack on `B` (on `Autodiff<B>` for training).
 fn burn_nn<B: Backend + 'static>(args: &Args) -> Call {
+    match args.mode {
+        Mode::Infer => {
+            let forward = burn_nn_forward::<B>(args);
+            Box::new(move || infer_done(forward()))
+        }
+        Mode::Train => {
+            let forward = burn_nn_forward::<Autodiff<B>>(args);
+            Box::new(move || train_done(forward()))
+        }
+    }
+}
+
+fn burn_nn_forward<B: Backend + 'static>(args: &Args) -> impl Fn() -> Tensor<B, 3> + 'static {
     let device = Default::default();
     let dirs = if args.bidirectional { 2 } else { 1 };
     let layers: Vec<BurnLayer<B>> = (0..args.layers)
@@ -161,7 +208,7 @@ fn burn_nn<B: Backend + 'static>(args: &Args) -> Call {
         })
         .collect();
     let x = input::<B>(args);
-    Box::new(move || {
+    move || {
         let mut h = x.clone();
         for layer in &layers {
             h = match layer {
@@ -169,31 +216,8 @@ fn burn_nn<B: Backend + 'static>(args: &Args) -> Call {
                 BurnLayer::Bi(l) => l.forward(h, None).0,
             };
         }
-        finish(h)
-    })
-}
-
-/// Runs the backward when `B` is one of the training backends here (`Autodiff<NdArray>`,
-/// `Autodiff<Cuda>`): `backward` exists only on autodiff backends, and the closures are
-/// generic.
-fn backward_hook<B: Backend>(loss: Tensor<B, 1>) {
-    use std::any::Any;
-    let any: Box<dyn Any> = Box::new(loss);
-    let any = match any.downcast::<Tensor<Autodiff<NdArray>, 1>>() {
-        Ok(loss) => {
-            loss.backward();
-            return;
-        }
-        Err(other) => other,
-    };
-    #[cfg(feature = "cuda")]
-    if let Ok(loss) = any.downcast::<Tensor<Autodiff<burn::backend::Cuda>, 1>>() {
-        loss.backward();
-        return;
+        h
     }
-    #[cfg(not(feature = "cuda"))]
-    drop(any);
-    panic!("no backward for this backend");
 }
 
 /// The fused CPU kernel on plain slices, without Burn (no tensor copies, no parameter

@@ -3,9 +3,10 @@
 //! Runtime and Keras come from one run.
 //!
 //! ```text
-//! cargo run --release -p lstm-bench -- --impl portable --mode infer \
+//! cargo run --release -p lstm-bench -- --impl portable --mode infer [--backend flex|ndarray] \
 //!     --batch 16 --seq 50 --input 256 --hidden 256 [--layers L] [--bidirectional] [--threads N] [--iters K]
 //! cargo run --release -p lstm-bench -- --impl list
+//! cargo run --release -p lstm-bench -- --help
 //! ```
 
 mod args;
@@ -16,6 +17,8 @@ mod impls;
 use std::time::Instant;
 
 use args::{Args, Mode};
+
+use clap::Parser;
 
 /// Floating-point operations of one call (same formula as the peer script).
 fn flops(a: &Args) -> f64 {
@@ -54,19 +57,13 @@ fn peak_rss_mib() -> Option<f64> {
 }
 
 fn main() {
-    let args = match Args::parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("lstm-bench: {message}\n\n{}", args::USAGE);
-            std::process::exit(2);
-        }
-    };
-    if args.implementation == "list" {
+    if args::wants_list() {
         for name in impls::NAMES {
             println!("{name}");
         }
         return;
     }
+    let args = Args::parse();
     // Both CPU thread pools read these once, on first use.
     // SAFETY: set before any other thread exists.
     unsafe {
@@ -83,7 +80,8 @@ fn main() {
     let seconds = median_seconds(&mut *call, 3, args.iters);
     let line = serde_json::json!({
         "impl": args.implementation,
-        "device": args.device,
+        "device": args.device.name(),
+        "backend": impls::backend_name(&args),
         "mode": args.mode.name(),
         "batch": args.batch,
         "seq": args.seq,

@@ -1,0 +1,172 @@
+//! Training through burn-train's `Learner`: the forecaster's `TrainStep` and
+//! `InferenceStep`, loaders over the training and held-back months, the loss and the
+//! held-back RMSE as metrics, checkpoints of every epoch under `checkpoint/`, and Burn's
+//! dashboard on a terminal (a line per epoch otherwise).
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+
+use burn::optim::AdamConfig;
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
+use burn::tensor::backend::AutodiffBackend;
+use burn::train::logger::InMemoryMetricLogger;
+use burn::train::metric::LossMetric;
+use burn::train::{
+    InferenceStep, Learner, LearningResult, RegressionOutput, SupervisedTraining, TrainOutput,
+    TrainStep,
+};
+use burn_lstm::LstmBackend;
+
+use super::checkpoint::save_forecaster;
+use super::data::Series;
+use super::error::ExampleError;
+use super::evaluate::{Evaluation, evaluate, persistence_rmse};
+use super::loader::{WindowBatch, WindowLoader};
+use super::metric::HeldBackRmse;
+use super::model::{ForecastConfig, Forecaster, split};
+use super::renderer::EpochLog;
+
+/// How training reports its progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Burn's dashboard on a terminal (feature `tui`), a line per epoch otherwise.
+    Auto,
+    /// A line per epoch.
+    Lines,
+    /// Nothing (tests).
+    Quiet,
+}
+
+/// Training settings (command-line flags of `train`).
+#[derive(Clone, Debug)]
+pub struct TrainOptions {
+    /// The model's shape.
+    pub config: ForecastConfig,
+    /// Passes over the training windows.
+    pub epochs: usize,
+    /// Windows per step.
+    pub batch_size: usize,
+    /// Adam's learning rate.
+    pub learning_rate: f64,
+    /// Seed of the shuffling (and of Burn's generator).
+    pub seed: u64,
+    /// At most this many batches per epoch (tests); `None` runs every batch.
+    pub max_batches_per_epoch: Option<usize>,
+    /// How training reports its progress.
+    pub progress: Progress,
+}
+
+impl<B: AutodiffBackend + LstmBackend> TrainStep for Forecaster<B> {
+    type Input = WindowBatch<B>;
+    type Output = RegressionOutput<B>;
+
+    fn step(&self, batch: WindowBatch<B>) -> TrainOutput<RegressionOutput<B>> {
+        let output = self.regression(batch);
+        TrainOutput::new(self, output.loss.backward(), output)
+    }
+}
+
+impl<B: LstmBackend> InferenceStep for Forecaster<B> {
+    type Input = WindowBatch<B>;
+    type Output = RegressionOutput<B>;
+
+    fn step(&self, batch: WindowBatch<B>) -> RegressionOutput<B> {
+        self.regression(batch)
+    }
+}
+
+impl<B: LstmBackend> Forecaster<B> {
+    /// The standardised forecasts of a batch with their mean squared error.
+    fn regression(&self, batch: WindowBatch<B>) -> RegressionOutput<B> {
+        let forecasts = self.forward(batch.windows);
+        let loss = (forecasts.clone() - batch.targets.clone())
+            .powi_scalar(2)
+            .mean();
+        let n = forecasts.dims()[0];
+        RegressionOutput::new(
+            loss,
+            forecasts.reshape([n, 1]),
+            batch.targets.reshape([n, 1]),
+        )
+    }
+}
+
+/// Trains a forecaster on everything but the held-back months with burn-train's
+/// `Learner` (Adam, constant learning rate), validating on the held-back months after
+/// every epoch, and saves `model.mpk` and `config.json` in `out_dir` (the `Learner`'s
+/// per-epoch checkpoints go to `out_dir/checkpoint/`). Returns the held-back evaluation
+/// of the trained model.
+pub fn train<B: AutodiffBackend + LstmBackend>(
+    series: &Series,
+    options: &TrainOptions,
+    out_dir: &Path,
+    device: &B::Device,
+) -> Result<Evaluation, ExampleError>
+where
+    B::InnerBackend: LstmBackend,
+{
+    B::seed(device, options.seed);
+    let mut config = options.config.clone();
+    if config.window == 0 || config.hidden == 0 || config.layers == 0 || options.batch_size == 0 {
+        return Err(ExampleError::Usage(
+            "--window, --hidden, --layers and --batch-size must be at least 1".into(),
+        ));
+    }
+    if options.epochs == 0 {
+        return Err(ExampleError::Usage("--epochs must be at least 1".into()));
+    }
+    let test_start = split(series, &config)?;
+    let train_values = &series.values[..test_start];
+    let mean = train_values.iter().sum::<f32>() / train_values.len() as f32;
+    let var =
+        train_values.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / train_values.len() as f32;
+    config.mean = mean;
+    config.std = var.sqrt().max(1e-6);
+    let model = config.init::<B>(device);
+    if options.progress != Progress::Quiet {
+        let kernel = model.lstm.kernel(device, options.batch_size, config.window);
+        println!("LSTM kernel: {kernel}");
+    }
+
+    let values = Arc::new(series.values.clone());
+    let train_loader = WindowLoader::<B>::new(
+        values.clone(),
+        (config.window..test_start).collect(),
+        config.clone(),
+        options.batch_size,
+        Some(options.seed),
+        device.clone(),
+    )
+    .with_max_batches(options.max_batches_per_epoch);
+    let held_back: Vec<usize> = (test_start..series.values.len()).collect();
+    let valid_loader = WindowLoader::<B::InnerBackend>::new(
+        values,
+        held_back.clone(),
+        config.clone(),
+        held_back.len(),
+        None,
+        device.clone(),
+    );
+    let persistence = persistence_rmse(series, test_start);
+    let training = SupervisedTraining::new(out_dir, Arc::new(train_loader), Arc::new(valid_loader))
+        .metric_train_numeric(LossMetric::new())
+        .metric_valid_numeric(LossMetric::new())
+        .metric_valid_numeric(HeldBackRmse::new(config.mean, config.std))
+        .with_file_checkpointer(NamedMpkFileRecorder::<FullPrecisionSettings>::new())
+        .with_application_logger(None)
+        .with_metric_logger(InMemoryMetricLogger::new())
+        .num_epochs(options.epochs);
+    let dashboard = cfg!(feature = "tui") && std::io::stdout().is_terminal();
+    let training = match options.progress {
+        Progress::Auto if dashboard => training,
+        Progress::Auto | Progress::Lines => training.renderer(EpochLog::new(persistence, false)),
+        Progress::Quiet => training.renderer(EpochLog::new(persistence, true)),
+    };
+    let optimizer = AdamConfig::new().init();
+    let LearningResult { model, .. } =
+        training.launch(Learner::new(model, optimizer, options.learning_rate));
+    let evaluation = evaluate(&model, &config, series, device)?;
+    save_forecaster(model, &config, out_dir)?;
+    Ok(evaluation)
+}

@@ -1,0 +1,107 @@
+//! The forecaster: an LSTM over a window of months, then a linear head on its last
+//! output; its config (saved as `config.json`); the standardised windows it reads.
+
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::{Linear, LinearConfig};
+use burn::tensor::{Tensor, TensorData, backend::Backend};
+use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmBackend};
+
+use super::data::Series;
+use super::error::ExampleError;
+
+/// Everything that fixes a trained forecaster (saved as `config.json`).
+#[derive(Config, Debug)]
+pub struct ForecastConfig {
+    /// Months of history the model reads.
+    #[config(default = 48)]
+    pub window: usize,
+    /// LSTM hidden size.
+    #[config(default = 32)]
+    pub hidden: usize,
+    /// LSTM layers.
+    #[config(default = 2)]
+    pub layers: usize,
+    /// Dropout between LSTM layers while training.
+    #[config(default = 0.1)]
+    pub dropout: f64,
+    /// Months at the end of the series held back from training.
+    #[config(default = 240)]
+    pub test_months: usize,
+    /// Mean of the training months (inputs are standardised with it).
+    #[config(default = 0.0)]
+    pub mean: f32,
+    /// Standard deviation of the training months.
+    #[config(default = 1.0)]
+    pub std: f32,
+}
+
+/// The model: an LSTM over the window, a linear head on its last output.
+#[derive(Module, Debug)]
+pub struct Forecaster<B: Backend> {
+    /// The recurrent part.
+    pub lstm: CudnnCompatibleLstm<B>,
+    /// Next-month value from the last hidden state.
+    pub head: Linear<B>,
+}
+
+impl ForecastConfig {
+    fn lstm(&self) -> CudnnCompatibleLstmConfig {
+        CudnnCompatibleLstmConfig::new(1, self.hidden)
+            .with_num_layers(self.layers)
+            .with_dropout(self.dropout)
+            .with_batch_first(true)
+    }
+
+    /// A freshly initialised forecaster.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> Forecaster<B> {
+        Forecaster {
+            lstm: self.lstm().init(device),
+            head: LinearConfig::new(self.hidden, 1).init(device),
+        }
+    }
+}
+
+impl<B: LstmBackend> Forecaster<B> {
+    /// `windows [N, window]` of standardised values to the standardised next value `[N]`.
+    pub fn forward(&self, windows: Tensor<B, 2>) -> Tensor<B, 1> {
+        let [n, window] = windows.dims();
+        let (y, _) = self.lstm.forward(windows.reshape([n, window, 1]), None);
+        let hidden = y.dims()[2];
+        let last = y.narrow(1, window - 1, 1).reshape([n, hidden]);
+        self.head.forward(last).reshape([n])
+    }
+}
+
+/// Standardised windows and targets for months `targets` (each reads the `window` months
+/// before it).
+pub(crate) fn windows<B: Backend>(
+    values: &[f32],
+    targets: &[usize],
+    config: &ForecastConfig,
+    device: &B::Device,
+) -> (Tensor<B, 2>, Tensor<B, 1>) {
+    let w = config.window;
+    let scale = |v: f32| (v - config.mean) / config.std;
+    let x: Vec<f32> = targets
+        .iter()
+        .flat_map(|&t| values[t - w..t].iter().map(|&v| scale(v)))
+        .collect();
+    let y: Vec<f32> = targets.iter().map(|&t| scale(values[t])).collect();
+    (
+        Tensor::from_data(TensorData::new(x, [targets.len(), w]), device),
+        Tensor::from_data(TensorData::new(y, [targets.len()]), device),
+    )
+}
+
+/// Index of the first held-back month.
+pub(crate) fn split(series: &Series, config: &ForecastConfig) -> Result<usize, ExampleError> {
+    let n = series.values.len();
+    if config.test_months + config.window + 1 >= n {
+        return Err(ExampleError::Usage(format!(
+            "--window {} and {} held-back months need more than the {n} months of data",
+            config.window, config.test_months
+        )));
+    }
+    Ok(n - config.test_months)
+}
