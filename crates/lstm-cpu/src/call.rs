@@ -173,11 +173,7 @@ impl<T> LstmCall<'_, T> {
         )?;
         if let Some(lengths) = self.lengths {
             len_check("lengths", "one per batch row", b, lengths.len())?;
-            if let Some((row, &len)) = lengths
-                .iter()
-                .enumerate()
-                .find(|(_, l)| **l > t)
-            {
+            if let Some((row, &len)) = lengths.iter().enumerate().find(|(_, l)| **l > t) {
                 return Err(CallError {
                     argument: "lengths",
                     expected: format!("every length in 0..={t}"),

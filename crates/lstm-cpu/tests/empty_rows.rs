@@ -94,7 +94,10 @@ fn run(arch: &LstmArch, seq: usize, lengths: &[usize], keep: &[usize]) -> Run {
 
 fn max_diff(a: &[f64], b: &[f64]) -> f64 {
     assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
 }
 
 fn archs() -> Vec<LstmArch> {
@@ -141,15 +144,24 @@ fn empty_rows_leave_the_other_rows_unchanged_and_pass_their_state_through() {
         let at = |v: &[f64], lead, keep: &[usize]| rows(v, lead, b, keep);
         let tol = 1e-13;
         let o = &with.out;
-        assert!(max_diff(&at(&o.y, seq, &kept), &alone.out.y) < tol, "{arch:?}: y");
+        assert!(
+            max_diff(&at(&o.y, seq, &kept), &alone.out.y) < tol,
+            "{arch:?}: y"
+        );
         assert!(max_diff(&at(&o.h_n, cells, &kept), &alone.out.h_n) < tol);
         assert!(max_diff(&at(&o.c_n, cells, &kept), &alone.out.c_n) < tol);
-        assert!(at(&o.y, seq, &empty).iter().all(|&v| v == 0.0), "empty rows emit zeros");
+        assert!(
+            at(&o.y, seq, &empty).iter().all(|&v| v == 0.0),
+            "empty rows emit zeros"
+        );
         assert_eq!(at(&o.h_n, cells, &empty), at(&with.h0, cells, &empty));
         assert_eq!(at(&o.c_n, cells, &empty), at(&with.c0, cells, &empty));
 
         let g = &with.grads;
-        assert!(max_diff(&g.weights, &alone.grads.weights) < tol, "{arch:?}: dW");
+        assert!(
+            max_diff(&g.weights, &alone.grads.weights) < tol,
+            "{arch:?}: dW"
+        );
         assert!(max_diff(&at(&g.input, seq, &kept), &alone.grads.input) < tol);
         assert!(max_diff(&at(&g.h0, cells, &kept), &alone.grads.h0) < tol);
         assert!(max_diff(&at(&g.c0, cells, &kept), &alone.grads.c0) < tol);
