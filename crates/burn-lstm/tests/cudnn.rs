@@ -191,6 +191,7 @@ fn empty_rows_run_the_portable_kernel_by_default() {
     assert!(
         choice
             .fallback_reason
+            .as_ref()
             .is_none_or(|r| !r.contains("length 0")),
         "{choice:?}"
     );

@@ -342,3 +342,111 @@ fn a_missing_file_is_a_named_error() {
         }
     }
 }
+
+/// `bytes` with the first byte string whose contents start with `start` given a length
+/// prefix of `claimed`: bincode's varint `0xFD` + u64 (`msgpack` false), or MessagePack's
+/// bin32 `0xC6` + u32 (`msgpack` true). The real prefix is found as the bytes just before
+/// `start`.
+fn huge_prefix(bytes: &[u8], start: &[u8], msgpack: bool, claimed: u64) -> Vec<u8> {
+    let at = bytes
+        .windows(start.len())
+        .position(|w| w == start)
+        .expect("the parameter's bytes are in the record");
+    // bincode: one byte for a length below 251; MessagePack bin8: 0xC4 and one byte.
+    let prefix_len = if msgpack { 2 } else { 1 };
+    let mut out = bytes[..at - prefix_len].to_vec();
+    if msgpack {
+        out.push(0xC6);
+        out.extend_from_slice(&(claimed as u32).to_be_bytes());
+    } else {
+        out.push(0xFD);
+        out.extend_from_slice(&claimed.to_le_bytes());
+    }
+    out.extend_from_slice(&bytes[at..]);
+    out
+}
+
+/// A record whose byte string claims 2^40 bytes (or 4 GiB in MessagePack, its largest):
+/// Burn's bincode decoder would allocate that before reading (an allocation failure
+/// aborts the process); here each is a named error.
+#[test]
+fn absurd_length_prefixes_are_named_errors_not_aborts() {
+    use std::io::{Read, Write};
+    let (config, model) = model();
+    // The first values of layer 0's weight_ih, as the f32 bytes every format stores.
+    let weight_ih: Vec<f32> = model.layers[0]
+        .forward
+        .weight_ih
+        .val()
+        .into_data()
+        .to_vec()
+        .unwrap();
+    let start: Vec<u8> = weight_ih[..4]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let dir = temp_dir();
+    let gz = |bytes: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    };
+    let gunzip = |bytes: &[u8]| {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .read_to_end(&mut out)
+            .unwrap();
+        out
+    };
+    fn check<R: FileRecorder<B>>(
+        config: &CudnnCompatibleLstmConfig,
+        model: &CudnnCompatibleLstm<B>,
+        recorder: R,
+        stem: PathBuf,
+        patch: &dyn Fn(&[u8]) -> Vec<u8>,
+    ) {
+        model.clone().save_file(&stem, &recorder).unwrap();
+        let path = stem.with_extension(<R as FileRecorder<B>>::file_extension());
+        let patched = patch(&std::fs::read(&path).unwrap());
+        std::fs::write(&path, patched).unwrap();
+        let result = config.load_checkpoint::<B, R>(&path, &recorder, &Default::default());
+        match result {
+            Err(LstmError::Io { path: p, message }) => {
+                assert!(
+                    p.ends_with(path.file_name().unwrap().to_str().unwrap()),
+                    "{p}"
+                );
+                println!("{}: {message}", path.display());
+            }
+            other => panic!("{}: expected a named error, got {other:?}", path.display()),
+        }
+    }
+    check(
+        &config,
+        &model,
+        BinFileRecorder::<FullPrecisionSettings>::new(),
+        dir.join("huge-bin"),
+        &|b| huge_prefix(b, &start, false, 1 << 40),
+    );
+    check(
+        &config,
+        &model,
+        BinGzFileRecorder::<FullPrecisionSettings>::new(),
+        dir.join("huge-bin-gz"),
+        &|b| gz(&huge_prefix(&gunzip(b), &start, false, 1 << 40)),
+    );
+    check(
+        &config,
+        &model,
+        NamedMpkFileRecorder::<FullPrecisionSettings>::new(),
+        dir.join("huge-mpk"),
+        &|b| huge_prefix(b, &start, true, u32::MAX as u64),
+    );
+    check(
+        &config,
+        &model,
+        NamedMpkGzFileRecorder::<FullPrecisionSettings>::new(),
+        dir.join("huge-mpk-gz"),
+        &|b| gz(&huge_prefix(&gunzip(b), &start, true, u32::MAX as u64)),
+    );
+}

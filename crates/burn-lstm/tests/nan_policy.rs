@@ -50,6 +50,9 @@ fn input<B: LstmBackend>(at: Option<(usize, usize, f32)>) -> Tensor<B, 3> {
     )
 }
 
+/// An input, an initial state, the argument the error must name and its count.
+type RejectCase<B> = (Tensor<B, 3>, Option<LstmState<B>>, &'static str, usize);
+
 fn rejects_on<B: LstmBackend>() {
     for kernel in KERNELS {
         let model = model::<B>(NanPolicy::Reject, kernel);
@@ -65,7 +68,7 @@ fn rejects_on<B: LstmBackend>() {
                 Tensor::from_data(TensorData::new(cell, [2, BATCH, HIDDEN]), &device),
             )
         };
-        let cases: [(Tensor<B, 3>, Option<LstmState<B>>, &str, usize); 4] = [
+        let cases: [RejectCase<B>; 4] = [
             (input(Some((1, 2, f32::NAN))), None, "input", 1),
             (input(Some((2, 0, f32::INFINITY))), None, "input", 1),
             (

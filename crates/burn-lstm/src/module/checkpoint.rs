@@ -6,13 +6,14 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
 use burn::module::{Module, Param};
-use burn::record::FileRecorder;
+use burn::record::{FileRecorder, Recorder};
 use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
 use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore};
 
 use crate::error::LstmError;
 use crate::module::config::CudnnCompatibleLstmConfig;
 use crate::module::lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmRecord};
+use crate::module::record_guard;
 use crate::module::shapes::{PARAM_NAMES, expected_shapes, missing, unexpected, validate_layers};
 
 fn io_error(path: &Path, e: impl core::fmt::Display) -> LstmError {
@@ -48,11 +49,17 @@ impl CudnnCompatibleLstmConfig {
         // damaged file is the user's input, so that panic becomes a named error. Sound
         // here: nothing this call shares outlives it half-built (the recorder is only
         // read, the record is dropped). See docs/robustness.md.
+        let file = stem.with_extension(&extension[1..]);
         let loaded = catch_unwind(AssertUnwindSafe(|| {
-            recorder.load::<CudnnCompatibleLstmRecord<B>>(stem, device)
+            // Bincode records: no length prefix may make Burn's decoder allocate more
+            // than the file holds (an allocation failure aborts the process).
+            record_guard::check::<B, <R as Recorder<B>>::Settings>(&file, &extension[1..])?;
+            recorder
+                .load::<CudnnCompatibleLstmRecord<B>>(stem, device)
+                .map_err(|e| io_error(path, e))
         }));
         let record = match loaded {
-            Ok(record) => record.map_err(|e| io_error(path, e))?,
+            Ok(record) => record?,
             Err(panic) => {
                 return Err(io_error(
                     path,
