@@ -379,6 +379,7 @@ fn absurd_length_prefixes_are_named_errors_not_aborts() {
         .weight_ih
         .val()
         .into_data()
+        .convert::<f32>()
         .to_vec()
         .unwrap();
     let start: Vec<u8> = weight_ih[..4]

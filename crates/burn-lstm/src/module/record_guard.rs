@@ -111,11 +111,13 @@ mod tests {
         decode::<Item, B, { 1 << 24 }>(&bytes).unwrap();
         assert!(limit_exceeded(&decode::<Item, B, 64>(&bytes).unwrap_err()));
         // weight_ih's byte string (48 f32: a one-byte length, 192) claiming 2^40 bytes.
+        // (Converted: another test of this process may have made the device f64.)
         let values: Vec<f32> = model.layers[0]
             .forward
             .weight_ih
             .val()
             .into_data()
+            .convert::<f32>()
             .to_vec()
             .unwrap();
         let start: Vec<u8> = values[..4].iter().flat_map(|v| v.to_le_bytes()).collect();
