@@ -34,6 +34,19 @@ pub enum LstmError {
         /// The tensor name.
         name: String,
     },
+    /// A checkpoint tensor holds values of a type that is not a float (an integer or
+    /// boolean tensor under a parameter's name): refused rather than converted.
+    #[error("checkpoint {source_name}: tensor `{name}` has dtype {actual}, expected {expected}")]
+    CheckpointDtype {
+        /// The file or store.
+        source_name: String,
+        /// The tensor name.
+        name: String,
+        /// The dtypes accepted.
+        expected: String,
+        /// The dtype found.
+        actual: String,
+    },
     /// Input or state holds NaN or infinite values while the NaN policy rejects them.
     #[error(
         "`{argument}` holds {count} non-finite value(s) (NaN or ±inf), rejected by NanPolicy::Reject"

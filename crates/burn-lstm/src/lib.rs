@@ -35,8 +35,13 @@ mod op;
 
 pub use error::LstmError;
 #[cfg(feature = "cuda")]
-pub use kernels::cudnn::{CudnnMath, cudnn_math, cudnn_runtime_errors, set_cudnn_math};
-pub use kernels::fused_cpu::{cpu_threads, release_cpu_buffers, set_cpu_threads};
+pub use kernels::cudnn::{
+    CudnnMath, cudnn_empty_rows, cudnn_math, cudnn_runtime_errors, set_cudnn_empty_rows,
+    set_cudnn_math,
+};
+pub use kernels::fused_cpu::{
+    CpuCacheUsage, cpu_cache_usage, cpu_threads, release_cpu_buffers, set_cpu_threads,
+};
 pub use module::config::{CudnnCompatibleLstmConfig, NanPolicy};
 pub use module::lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmRecord};
 pub use module::state::LstmState;

@@ -29,9 +29,10 @@ use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_cubecl::CubeBackend;
 use burn_lstm::{
     CudnnCompatibleLstm, CudnnCompatibleLstmConfig, CudnnMath, LstmBackend, LstmKernel, LstmSpec,
-    LstmState, set_cudnn_math,
+    LstmState, set_cudnn_empty_rows, set_cudnn_math,
 };
 use common::dropout_check::check_dropout_masks;
+use common::empty_rows_check;
 use common::golden_check::run_all;
 use common::{ErrorReport, rel_err, to_f64};
 
@@ -163,6 +164,54 @@ fn requests_and_unsupported_architectures_fall_back_with_reasons() {
     let choice =
         burn::backend::Cuda::<half::f16, i32>::lstm_kernel(&device, &spec(&config(), 2, 2));
     assert!(choice.fallback_reason.unwrap().contains("runs f32 and f64"));
+}
+
+/// Held by every test that depends on the process-wide switch of the cuDNN path for
+/// rows of length 0.
+static EMPTY_ROWS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[test]
+fn empty_rows_run_the_portable_kernel_by_default() {
+    let _lock = EMPTY_ROWS.lock().unwrap_or_else(|e| e.into_inner());
+    set_cudnn_empty_rows(false);
+    let mut padded = spec(&config(), 3, 4);
+    padded.lengths = Some(vec![4, 0, 2].into());
+    for choice in [
+        Cuda::lstm_kernel(&CudaDevice::default(), &padded),
+        PlainCuda::lstm_kernel(&CudaDevice::default(), &padded),
+    ] {
+        assert_eq!(choice.kernel, LstmKernel::Portable, "{choice}");
+        let reason = choice.fallback_reason.expect("a fallback names its reason");
+        assert!(reason.contains("length 0"), "{reason}");
+        assert!(reason.contains("BURN_LSTM_CUDNN_EMPTY_ROWS"), "{reason}");
+    }
+    // The same batch without its empty row is not refused for that reason.
+    padded.lengths = Some(vec![4, 1, 2].into());
+    let choice = Cuda::lstm_kernel(&CudaDevice::default(), &padded);
+    assert!(
+        choice
+            .fallback_reason
+            .as_ref()
+            .is_none_or(|r| !r.contains("length 0")),
+        "{choice:?}"
+    );
+}
+
+/// The compacting path around cuDNN (`BURN_LSTM_CUDNN_EMPTY_ROWS=1`): the non-empty
+/// rows of every golden case give PyTorch's numbers, the empty rows their exact values
+/// (`common/empty_rows_check.rs`), and a batch of only empty rows runs no kernel.
+#[test]
+#[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
+fn empty_rows_around_cudnn_when_switched_on() {
+    assert!(gpu_usable(), "cuDNN does not run here");
+    let _lock = EMPTY_ROWS.lock().unwrap_or_else(|e| e.into_inner());
+    set_cudnn_empty_rows(true);
+    with_math(CudnnMath::Fma, || {
+        empty_rows_check::run_all::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, 1e-4);
+        empty_rows_check::run_all::<Autodiff<PlainCuda>>("cuda-plain", LstmKernel::Cudnn, 1e-4);
+        empty_rows_check::only_empty_rows::<Autodiff<Cuda>>(LstmKernel::Cudnn);
+    });
+    set_cudnn_empty_rows(false);
 }
 
 #[test]

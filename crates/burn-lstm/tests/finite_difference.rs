@@ -209,6 +209,13 @@ fn stacked_bidirectional_padded_projected_matches_finite_differences() {
     check(arch(3, 4, 2, 2, true, true), 3, 4, Some(vec![4, 2, 1]), 0.0);
 }
 
+/// An empty row (length 0) between padded ones: its outputs are constant, its final
+/// state is its initial state, and no parameter depends on it.
+#[test]
+fn empty_row_matches_finite_differences() {
+    check(arch(3, 4, 2, 2, true, true), 3, 4, Some(vec![3, 0, 4]), 0.0);
+}
+
 #[test]
 fn no_bias_matches_finite_differences() {
     check(arch(2, 3, 0, 2, false, false), 2, 3, None, 0.0);

@@ -14,10 +14,14 @@ pub struct LstmCall<'a, T> {
     pub seq_len: usize,
     /// Batch rows `B`.
     pub batch: usize,
-    /// Valid steps of each row of a right-padded batch, each in `1..=T`; `None` when
-    /// every row is full.
+    /// Valid steps of each row of a right-padded batch, each in `0..=T`; `None` when
+    /// every row is full. A row of length 0 (an empty sequence) emits zeros at every
+    /// step, ends in its initial state, and in the backward passes `dh_n` / `dc_n`
+    /// straight to `dh0` / `dc0` with no gradient to the parameters or its input.
     pub lengths: Option<&'a [usize]>,
-    /// Input sequence `[T, B, I]`.
+    /// Input sequence `[T, B, I]`. Values at padded steps (`t >= lengths[b]`) never
+    /// reach an output, but the input products read them: they must be finite, or a
+    /// NaN there (multiplied by a zero gradient) reaches the gradient of `weight_ih`.
     pub input: &'a [T],
     /// Flat parameters in the canonical layout ([`LstmArch::direction_layout`]).
     pub weights: &'a [T],
@@ -169,14 +173,10 @@ impl<T> LstmCall<'_, T> {
         )?;
         if let Some(lengths) = self.lengths {
             len_check("lengths", "one per batch row", b, lengths.len())?;
-            if let Some((row, &len)) = lengths
-                .iter()
-                .enumerate()
-                .find(|(_, l)| **l == 0 || **l > t)
-            {
+            if let Some((row, &len)) = lengths.iter().enumerate().find(|(_, l)| **l > t) {
                 return Err(CallError {
                     argument: "lengths",
-                    expected: format!("every length in 1..={t}"),
+                    expected: format!("every length in 0..={t}"),
                     actual: format!("{len} at row {row}"),
                 });
             }

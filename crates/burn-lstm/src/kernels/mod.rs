@@ -9,6 +9,8 @@
 //! - `cubecl/` (feature `cubecl`): Wgpu, Cuda and Rocm, fused or not; `cudnn/` (feature
 //!   `cuda`): the cuDNN op those run on CUDA.
 //! - `dispatch.rs` (feature `dispatch`): Burn's `Dispatch` backend.
+//! - `empty_rows.rs`: rows of length 0 taken out of a call and put back, for a kernel
+//!   that refuses them (cuDNN).
 
 #[cfg(feature = "cubecl")]
 mod cubecl;
@@ -16,6 +18,9 @@ mod cubecl;
 pub(crate) mod cudnn;
 #[cfg(feature = "dispatch")]
 mod dispatch;
+// Used by the cuDNN glue (feature `cuda`) and by its own tests on the CPU kernels.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) mod empty_rows;
 pub(crate) mod flex;
 pub(crate) mod fused_cpu;
 mod ndarray;

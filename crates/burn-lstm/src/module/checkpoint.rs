@@ -2,16 +2,18 @@
 //! (Burn itself would silently drop a missing bias or panic on a layer count), and
 //! PyTorch `nn.LSTM` state dicts in safetensors, by their PyTorch names.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
 use burn::module::{Module, Param};
-use burn::record::FileRecorder;
-use burn::tensor::{Tensor, TensorData, backend::Backend};
+use burn::record::{FileRecorder, Recorder};
+use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
 use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore};
 
 use crate::error::LstmError;
 use crate::module::config::CudnnCompatibleLstmConfig;
 use crate::module::lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmRecord};
+use crate::module::record_guard;
 use crate::module::shapes::{PARAM_NAMES, expected_shapes, missing, unexpected, validate_layers};
 
 fn io_error(path: &Path, e: impl core::fmt::Display) -> LstmError {
@@ -23,7 +25,9 @@ fn io_error(path: &Path, e: impl core::fmt::Display) -> LstmError {
 
 impl CudnnCompatibleLstmConfig {
     /// Loads a module saved with a Burn file recorder (e.g. `module.save_file(path,
-    /// &recorder)`), after checking every parameter against this config. A checkpoint
+    /// &recorder)`), after checking every parameter against this config. `path` may
+    /// carry the recorder's extension (`model.mpk.gz`) or not (`model`). A damaged file
+    /// is an [`LstmError::Io`] naming it, never a panic (docs/robustness.md). A checkpoint
     /// of another architecture is a named error, never a silently changed module.
     pub fn load_checkpoint<B: Backend, R: FileRecorder<B>>(
         &self,
@@ -33,9 +37,39 @@ impl CudnnCompatibleLstmConfig {
     ) -> Result<CudnnCompatibleLstm<B>, LstmError> {
         let path = path.as_ref();
         let module = self.try_init::<B>(device)?;
-        let record: CudnnCompatibleLstmRecord<B> = recorder
-            .load(path.to_path_buf(), device)
-            .map_err(|e| io_error(path, e))?;
+        // Burn's recorders set their extension on the path they are given, which turns
+        // `model.mpk.gz` into `model.mpk.mpk.gz`: give them the stem.
+        let extension = format!(".{}", <R as FileRecorder<B>>::file_extension());
+        let stem = path
+            .to_str()
+            .and_then(|p| p.strip_suffix(&extension))
+            .map_or_else(|| path.to_path_buf(), std::path::PathBuf::from);
+        // Burn's decoders return errors for most damage, but building the tensors of a
+        // decoded record panics on some (a shape that does not match its bytes): a
+        // damaged file is the user's input, so that panic becomes a named error. Sound
+        // here: nothing this call shares outlives it half-built (the recorder is only
+        // read, the record is dropped). See docs/robustness.md.
+        let file = stem.with_extension(&extension[1..]);
+        let loaded = catch_unwind(AssertUnwindSafe(|| {
+            // Bincode records: no length prefix may make Burn's decoder allocate more
+            // than the file holds (an allocation failure aborts the process).
+            record_guard::check::<B, <R as Recorder<B>>::Settings>(&file, &extension[1..])?;
+            recorder
+                .load::<CudnnCompatibleLstmRecord<B>>(stem, device)
+                .map_err(|e| io_error(path, e))
+        }));
+        let record = match loaded {
+            Ok(record) => record?,
+            Err(panic) => {
+                return Err(io_error(
+                    path,
+                    format!(
+                        "damaged record: Burn's loader failed ({})",
+                        panic_message(panic.as_ref())
+                    ),
+                ));
+            }
+        };
         validate_layers(&self.arch(), &record.layers).map_err(|e| with_source(e, path))?;
         Ok(module.load_record(record))
     }
@@ -79,6 +113,19 @@ impl CudnnCompatibleLstmConfig {
                     name,
                     expected: shape,
                     actual: snapshot.shape.to_vec(),
+                });
+            }
+            // Float values are converted to the device's float type; an integer or
+            // boolean tensor under a parameter's name is not a parameter.
+            if !matches!(
+                snapshot.dtype,
+                DType::F64 | DType::F32 | DType::F16 | DType::BF16
+            ) {
+                return Err(LstmError::CheckpointDtype {
+                    source_name: path.display().to_string(),
+                    name,
+                    expected: "a float dtype (F64, F32, F16 or BF16)".into(),
+                    actual: format!("{:?}", snapshot.dtype),
                 });
             }
             // `Tensor::from_data` converts to the device's float type (not the backend's
@@ -150,4 +197,13 @@ fn with_source(error: LstmError, path: &Path) -> LstmError {
         },
         other => other,
     }
+}
+
+/// The message of a caught panic (`&str` or `String` payloads; others unnamed).
+fn panic_message(payload: &(dyn core::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }

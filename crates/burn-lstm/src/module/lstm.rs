@@ -101,6 +101,19 @@ impl<B: LstmBackend> CudnnCompatibleLstm<B> {
         B::lstm_kernel(device, &self.spec(batch, seq_len, None, device))
     }
 
+    /// [`Self::kernel`] for a right-padded call with `lengths` (one per row): rows of
+    /// length 0 can change the choice (cuDNN refuses them; see
+    /// [`Self::forward_with_lengths`]).
+    pub fn kernel_with_lengths(
+        &self,
+        device: &B::Device,
+        batch: usize,
+        seq_len: usize,
+        lengths: Option<&[usize]>,
+    ) -> KernelChoice {
+        B::lstm_kernel(device, &self.spec(batch, seq_len, lengths, device))
+    }
+
     fn spec(
         &self,
         batch: usize,
@@ -140,8 +153,18 @@ impl<B: LstmBackend> CudnnCompatibleLstm<B> {
     }
 
     /// Like [`Self::forward`] for right-padded batches: row `b` has `lengths[b]` valid steps
-    /// (1 to `seq`). Its final state is taken at its own last valid step, its outputs past
-    /// that are zero, and its reverse direction starts at its last valid step.
+    /// (0 to `seq`). Its final state is taken at its own last valid step, its outputs past
+    /// that are zero, and its reverse direction starts at its last valid step. Values at
+    /// padded steps are never read into a result (a NaN there changes nothing).
+    ///
+    /// **Empty rows** (length 0: an empty utterance, a user with no history) are
+    /// accepted on every kernel: such a row's outputs are zero at every step, its final
+    /// state is its initial state (zeros without one), and in training the gradients of
+    /// its final state flow unchanged to its initial state, with no gradient to the
+    /// parameters or to its input. cuDNN refuses empty rows, so on CUDA a batch with one
+    /// runs the portable kernel unless `BURN_LSTM_CUDNN_EMPTY_ROWS=1` (see
+    /// `docs/robustness.md`; [`Self::kernel_with_lengths`] tells which kernel runs). A
+    /// batch of only empty rows works too.
     ///
     /// # Panics
     /// With the message of [`Self::try_forward`]'s error on invalid input.

@@ -6,6 +6,7 @@ pub(crate) mod checkpoint;
 pub(crate) mod config;
 pub(crate) mod convert;
 pub(crate) mod lstm;
+pub(crate) mod record_guard;
 pub(crate) mod shapes;
 pub(crate) mod state;
 pub(crate) mod validate;

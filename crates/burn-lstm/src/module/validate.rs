@@ -37,7 +37,8 @@ pub(crate) fn input<B: Backend>(
     Ok([batch, seq_len])
 }
 
-/// Checks one length per row, each in `1..=seq_len`.
+/// Checks one length per row, each in `0..=seq_len` (0: an empty row, see
+/// `docs/robustness.md`).
 pub(crate) fn lengths(lengths: &[usize], batch: usize, seq_len: usize) -> Result<(), LstmError> {
     if lengths.len() != batch {
         return Err(LstmError::invalid(
@@ -46,14 +47,10 @@ pub(crate) fn lengths(lengths: &[usize], batch: usize, seq_len: usize) -> Result
             format!("{} lengths", lengths.len()),
         ));
     }
-    if let Some((row, &len)) = lengths
-        .iter()
-        .enumerate()
-        .find(|&(_, &len)| len == 0 || len > seq_len)
-    {
+    if let Some((row, &len)) = lengths.iter().enumerate().find(|&(_, &len)| len > seq_len) {
         return Err(LstmError::invalid(
             format!("lengths[{row}]"),
-            format!("a length in 1..={seq_len} (the sequence length)"),
+            format!("a length in 0..={seq_len} (the sequence length)"),
             len.to_string(),
         ));
     }

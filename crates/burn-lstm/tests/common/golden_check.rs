@@ -45,7 +45,7 @@ fn initial_state<B: LstmBackend>(
 }
 
 /// The parameter of `model` that PyTorch calls `name`.
-fn parameter_grad<B: AutodiffBackend>(
+pub fn parameter_grad<B: AutodiffBackend>(
     model: &CudnnCompatibleLstm<B>,
     name: &str,
     grads: &B::Gradients,

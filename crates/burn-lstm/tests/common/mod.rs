@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub mod dropout_check;
+pub mod empty_rows_check;
 pub mod golden_check;
 
 use burn::tensor::{Tensor, TensorData, backend::Backend};

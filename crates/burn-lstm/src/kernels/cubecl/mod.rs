@@ -80,34 +80,57 @@ fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
     spec: &LstmSpec,
     save: bool,
 ) -> ForwardResult<CubeBackend<R, F, I, BT>> {
-    use crate::kernels::cudnn::{
-        device::{log_fallback_once, record_runtime_error},
-        ops,
-        runtime_cast::{from_cuda, to_cuda},
-    };
+    use crate::kernels::cudnn::device::log_fallback_once;
+    use crate::kernels::empty_rows::{self, EmptyRows};
     let choice = choice::<R>(&inputs[0].device, spec, inputs[0].dtype);
     if choice.kernel == LstmKernel::Cudnn {
-        match ops::forward(inputs.clone().map(to_cuda::<R>), spec, save) {
-            Ok(result) => {
-                let [y, h_n, c_n] = result.outputs.map(from_cuda::<R>);
-                let saved = result.saved.map(|(residuals, tape)| LstmSaved {
-                    spec: spec.clone(),
-                    kernel: LstmKernel::Cudnn,
-                    inputs,
-                    residuals: residuals.into_iter().map(from_cuda::<R>).collect(),
-                    host: Some(crate::op::io::HostResiduals(std::sync::Arc::new(tape))),
-                });
-                return (LstmOutput { y, h_n, c_n }, saved);
+        // Rows of length 0 (only with BURN_LSTM_CUDNN_EMPTY_ROWS=1, see `choice`) are
+        // taken out before cuDNN, which refuses them, and put back after.
+        return match EmptyRows::of(spec) {
+            Some(rows) => {
+                empty_rows::forward(&rows, inputs, spec, save, cudnn_forward::<R, F, I, BT>)
             }
-            Err(reason) => record_runtime_error(&reason),
-        }
-    } else if let (Some(reason), true) = (
+            None => cudnn_forward::<R, F, I, BT>(inputs, spec, save),
+        };
+    }
+    if let (Some(reason), true) = (
         &choice.fallback_reason,
         crate::kernels::cudnn::choice::is_cuda::<R>(),
     ) {
         log_fallback_once(reason);
     }
     portable::forward::<CubeBackend<R, F, I, BT>>(inputs, spec, save)
+}
+
+/// A forward through cuDNN (no row of length 0), the portable kernel if cuDNN fails.
+#[cfg(feature = "cuda")]
+fn cudnn_forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    inputs: [FloatTensor<CubeBackend<R, F, I, BT>>; 4],
+    spec: &LstmSpec,
+    save: bool,
+) -> ForwardResult<CubeBackend<R, F, I, BT>> {
+    use crate::kernels::cudnn::{
+        device::record_runtime_error,
+        ops,
+        runtime_cast::{from_cuda, to_cuda},
+    };
+    match ops::forward(inputs.clone().map(to_cuda::<R>), spec, save) {
+        Ok(result) => {
+            let [y, h_n, c_n] = result.outputs.map(from_cuda::<R>);
+            let saved = result.saved.map(|(residuals, tape)| LstmSaved {
+                spec: spec.clone(),
+                kernel: LstmKernel::Cudnn,
+                inputs,
+                residuals: residuals.into_iter().map(from_cuda::<R>).collect(),
+                host: Some(crate::op::io::HostResiduals(std::sync::Arc::new(tape))),
+            });
+            (LstmOutput { y, h_n, c_n }, saved)
+        }
+        Err(reason) => {
+            record_runtime_error(&reason);
+            portable::forward::<CubeBackend<R, F, I, BT>>(inputs, spec, save)
+        }
+    }
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -129,6 +152,9 @@ fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
         ops,
         runtime_cast::{from_cuda, to_cuda},
     };
+    if crate::kernels::empty_rows::is_compacted(&saved) {
+        return crate::kernels::empty_rows::backward(saved, grads, backward::<R, F, I, BT>);
+    }
     if saved.kernel != LstmKernel::Cudnn {
         return portable::backward::<CubeBackend<R, F, I, BT>>(saved, grads);
     }

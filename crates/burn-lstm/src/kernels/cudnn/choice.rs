@@ -7,6 +7,7 @@ use cubecl_cuda::{CudaDevice, CudaRuntime};
 use cudnn_rnn::{DataType, MathMode};
 
 use crate::kernels::cudnn::device::{device, rnn_config};
+use crate::kernels::cudnn::settings::cudnn_empty_rows;
 use crate::op::choice::{KernelChoice, LstmKernel};
 use crate::op::spec::LstmSpec;
 
@@ -51,6 +52,14 @@ pub(crate) fn choice<R: 'static, D: 'static>(
     };
     if let Err(e) = rnn_config(&spec.arch, data_type, MathMode::Fma).validate() {
         return portable(format!("cuDNN does not run this architecture: {e}"));
+    }
+    let empty_rows = spec.lengths.as_deref().is_some_and(|l| l.contains(&0));
+    if empty_rows && !cudnn_empty_rows() {
+        return portable(
+            "the batch has rows of length 0, which cuDNN refuses; running them around cuDNN \
+             is off by default (unverified on a GPU: set BURN_LSTM_CUDNN_EMPTY_ROWS=1 or call set_cudnn_empty_rows(true))"
+                .into(),
+        );
     }
     let Some(cuda_device) = (device_of as &dyn core::any::Any).downcast_ref::<CudaDevice>() else {
         return portable("the device is not a CUDA device".into());

@@ -33,3 +33,26 @@ pub fn set_cudnn_math(mode: MathMode) {
     };
     MATH.store(value, Ordering::Relaxed);
 }
+
+/// 0: unset (read `BURN_LSTM_CUDNN_EMPTY_ROWS`), 1: off, 2: on.
+static EMPTY_ROWS: AtomicU8 = AtomicU8::new(0);
+
+/// Whether a batch with rows of length 0 runs on cuDNN, those rows taken out before the
+/// call and put back after (`kernels/empty_rows.rs`). Off by default: that path has not
+/// yet run on a GPU, so such a batch runs the verified portable kernel instead, and
+/// [`KernelChoice`](crate::KernelChoice) says why. The environment variable
+/// `BURN_LSTM_CUDNN_EMPTY_ROWS=1` turns it on until [`set_cudnn_empty_rows`] is called
+/// (see docs/robustness.md).
+pub fn cudnn_empty_rows() -> bool {
+    match EMPTY_ROWS.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => std::env::var("BURN_LSTM_CUDNN_EMPTY_ROWS").is_ok_and(|v| v == "1"),
+    }
+}
+
+/// Turns the cuDNN path for batches with empty rows on or off for calls that start
+/// after this one (see [`cudnn_empty_rows`]).
+pub fn set_cudnn_empty_rows(enabled: bool) {
+    EMPTY_ROWS.store(if enabled { 2 } else { 1 }, Ordering::Relaxed);
+}

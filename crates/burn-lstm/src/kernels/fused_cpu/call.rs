@@ -113,7 +113,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
         |kept: &[FloatTensor<B>; 4]| B::with_values::<T, ()>(&kept[1], |_| ()).is_some();
     let host_call = HostCall {
         spec: spec.clone(),
-        input: to_host::<B, T, 3>(x),
+        input: zero_padding(to_host::<B, T, 3>(x), spec),
         weights: match (&packed, &kept) {
             (Some(_), _) => None,
             (None, Some(kept)) if read_in_place(kept) => None,
@@ -174,6 +174,22 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
         ))))),
     };
     (output, Some(saved))
+}
+
+/// `input` `[T, B, I]` with its padded steps set to zero (a copy the call owns): the
+/// kernel's input products read them, and a NaN there would reach the gradient of
+/// `weight_ih` through a multiplication by zero (PyTorch's packed sequences never read
+/// padding). Nothing to do without padding.
+fn zero_padding<T: HostElement>(mut input: Vec<T>, spec: &LstmSpec) -> Vec<T> {
+    if let Some(lengths) = spec.lengths.as_deref().filter(|_| spec.has_padding()) {
+        let row = input.len() / (spec.seq_len * spec.batch).max(1);
+        for (at, step) in input.chunks_exact_mut(row).enumerate() {
+            if at / spec.batch >= lengths[at % spec.batch] {
+                step.fill(T::ZERO);
+            }
+        }
+    }
+    input
 }
 
 /// Backward of a [`forward`] with `save`.

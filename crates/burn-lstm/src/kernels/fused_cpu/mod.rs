@@ -61,6 +61,39 @@ pub fn release_cpu_buffers() {
     lstm_cpu::release_cached_buffers();
 }
 
+/// What the fused CPU kernel's two caches hold now, and their limits (see
+/// [`release_cpu_buffers`] and docs/fused-cpu.md). For monitoring a long-running
+/// process: neither cache grows past its limit, whatever the number of calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuCacheUsage {
+    /// Bytes of freed scratch buffers kept for the next call.
+    pub buffer_bytes: usize,
+    /// Their limit (`LSTM_CPU_BUFFER_CACHE_MIB`, default 1024 MiB).
+    pub buffer_limit_bytes: usize,
+    /// Modules whose flat and packed parameters inference keeps.
+    pub weight_entries: usize,
+    /// Most such modules kept.
+    pub weight_max_entries: usize,
+    /// Bytes those entries account for (flat and packed copies plus the parameters they
+    /// keep alive).
+    pub weight_bytes: usize,
+    /// Their limit (`BURN_LSTM_WEIGHT_CACHE_MIB`, default 512 MiB).
+    pub weight_limit_bytes: usize,
+}
+
+/// The current [`CpuCacheUsage`].
+pub fn cpu_cache_usage() -> CpuCacheUsage {
+    let (weight_entries, weight_bytes) = weights_cache::usage();
+    CpuCacheUsage {
+        buffer_bytes: lstm_cpu::cached_buffer_bytes(),
+        buffer_limit_bytes: lstm_cpu::cache_limit_bytes(),
+        weight_entries,
+        weight_max_entries: weights_cache::MAX_ENTRIES,
+        weight_bytes,
+        weight_limit_bytes: weights_cache::limit(),
+    }
+}
+
 /// The kernel a CPU backend with the fused kernel runs for `spec` with float type `dtype`.
 pub(crate) fn choice(dtype: DType, spec: &LstmSpec) -> KernelChoice {
     let supported = matches!(dtype, DType::F32 | DType::F64);

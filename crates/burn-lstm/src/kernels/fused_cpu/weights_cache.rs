@@ -64,6 +64,17 @@ fn limit_bytes() -> usize {
     })
 }
 
+/// Entries held now and the bytes they account for.
+pub(crate) fn usage() -> (usize, usize) {
+    let entries = entries();
+    (entries.len(), entries.iter().map(|e| e.bytes).sum())
+}
+
+/// Most bytes the entries may hold (`BURN_LSTM_WEIGHT_CACHE_MIB`).
+pub(crate) fn limit() -> usize {
+    limit_bytes()
+}
+
 /// Empties the cache (the parameters it kept alive can then be freed).
 pub(crate) fn release() {
     let dropped = std::mem::take(&mut *entries());

@@ -4,7 +4,7 @@ use burn::tensor::{DType, Distribution, Tensor, TensorData, backend::Backend, op
 
 use super::residuals::{self, CellResiduals, LayerResiduals};
 use super::steps::{index_leading, time_index};
-use super::weights::{CellWeights, GateAffine, step_masks};
+use super::weights::{CellWeights, GateAffine, step_masks, zero_padding};
 use crate::op::choice::LstmKernel;
 use crate::op::io::{LstmOutput, LstmSaved};
 use crate::op::spec::LstmSpec;
@@ -28,7 +28,7 @@ pub(crate) fn forward<B: Backend>(
     let affine = GateAffine::<B>::new(arch.hidden_size, &device, dtype);
     let masks = step_masks::<B>(spec, &device, dtype);
 
-    let mut layer_input = x;
+    let mut layer_input = zero_padding(x, spec);
     let mut h_n = Vec::with_capacity(arch.cells());
     let mut c_n = Vec::with_capacity(arch.cells());
     let mut saved_layers = Vec::new();

@@ -120,3 +120,21 @@ pub(crate) fn step_masks<B: Backend>(
         (device, dtype),
     ))
 }
+
+/// `input` `[T, B, I]` with its padded steps (`t >= lengths[b]`) set to zero, or
+/// unchanged without padding. Padded values never reach a result through the masks, but
+/// the input products read them and a NaN there survives a multiplication by zero: the
+/// gradient of `weight_ih` would turn NaN (PyTorch's packed sequences never read them).
+pub(crate) fn zero_padding<B: Backend>(input: Tensor<B, 3>, spec: &LstmSpec) -> Tensor<B, 3> {
+    let Some(lengths) = spec.lengths.as_deref().filter(|_| spec.has_padding()) else {
+        return input;
+    };
+    let [seq_len, batch, features] = input.dims();
+    let padded: Vec<bool> = (0..seq_len)
+        .flat_map(|t| lengths.iter().map(move |&len| t >= len))
+        .flat_map(|pad| core::iter::repeat_n(pad, features))
+        .collect();
+    let device = input.device();
+    let mask = Tensor::from_data(TensorData::new(padded, [seq_len, batch, features]), &device);
+    input.mask_fill(mask, 0.0)
+}

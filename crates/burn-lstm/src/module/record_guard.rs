@@ -1,0 +1,133 @@
+//! The length prefixes of a bincode record checked before Burn decodes it.
+//!
+//! Burn 0.21's bincode recorders (`BinFileRecorder`, `BinGzFileRecorder`) decode without
+//! a size limit, and bincode allocates what a length prefix claims before it reads a
+//! byte (`vec![0; len]` for byte strings, `Vec::with_capacity(len)` for others): a
+//! damaged or hostile prefix of 2^40 makes the allocation fail, which aborts the
+//! process (no `catch_unwind` can catch it). So, for those recorders, the record is
+//! first decoded here, into the same type, with a limit on the bytes it may claim
+//! (at least twice what the file holds, decompressed): a claim past it is a named
+//! error. Every other outcome is left to Burn's decoder, which reports its own errors.
+//! The MessagePack and JSON recorders read byte strings through a bounded reader and
+//! grow other sequences as they read: they need no such check.
+
+use std::io::Read;
+use std::path::Path;
+
+use burn::record::{BurnRecord, PrecisionSettings, Record};
+use burn::tensor::backend::Backend;
+
+use crate::error::LstmError;
+use crate::module::lstm::CudnnCompatibleLstmRecord;
+
+/// Largest decompressed size read from a gzipped record: beyond it the check is left
+/// out (Burn's decoder then runs unguarded, as it would anyway).
+const MAX_GUARDED: usize = 1 << 34;
+
+/// Checks the bincode record at `path` (written by a recorder whose file extension is
+/// `extension` and whose precision is `S`); a no-op for other recorders.
+pub(crate) fn check<B: Backend, S: PrecisionSettings>(
+    path: &Path,
+    extension: &str,
+) -> Result<(), LstmError> {
+    let damaged = |message: String| LstmError::Io {
+        path: path.display().to_string(),
+        message: format!("damaged record: {message}"),
+    };
+    let bytes = match extension {
+        "bin" => std::fs::read(path),
+        // A damaged stream decompresses to garbage up to the point where inflating
+        // fails, and Burn's decoder reads that garbage first: the check decodes what
+        // could be decompressed, whether or not the rest could.
+        "bin.gz" => std::fs::File::open(path).map(|file| {
+            let mut bytes = Vec::new();
+            let _ = flate2::read::GzDecoder::new(file)
+                .take(MAX_GUARDED as u64)
+                .read_to_end(&mut bytes);
+            bytes
+        }),
+        _ => return Ok(()),
+    };
+    // An unreadable file is Burn's to report (the same error, with its wording).
+    let Ok(bytes) = bytes else { return Ok(()) };
+    type Item<B, S> = <CudnnCompatibleLstmRecord<B> as Record<B>>::Item<S>;
+    let need = bytes.len().saturating_mul(2).saturating_add(1 << 16);
+    let limited = match need {
+        n if n <= 1 << 24 => decode::<Item<B, S>, B, { 1 << 24 }>(&bytes),
+        n if n <= 1 << 28 => decode::<Item<B, S>, B, { 1 << 28 }>(&bytes),
+        n if n <= 1 << 32 => decode::<Item<B, S>, B, { 1 << 32 }>(&bytes),
+        _ => return Ok(()),
+    };
+    match limited {
+        Err(e) if limit_exceeded(&e) => Err(damaged(format!(
+            "a length prefix claims more than the {} bytes the file holds",
+            bytes.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Whether `e` is bincode's `LimitExceeded`, also when Burn's own deserializers (its
+/// tensor data) pass it on as text in `OtherString`.
+fn limit_exceeded(e: &bincode::error::DecodeError) -> bool {
+    use bincode::error::DecodeError;
+    match e {
+        DecodeError::LimitExceeded => true,
+        DecodeError::OtherString(text) => text.starts_with("LimitExceeded"),
+        _ => false,
+    }
+}
+
+/// Decodes `bytes` as Burn's bincode recorders do, claiming at most `LIMIT` bytes.
+fn decode<I: serde::de::DeserializeOwned, B: Backend, const LIMIT: usize>(
+    bytes: &[u8],
+) -> Result<(), bincode::error::DecodeError> {
+    let config = bincode::config::standard().with_limit::<LIMIT>();
+    bincode::serde::decode_from_slice::<BurnRecord<I, B>, _>(bytes, config).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::NdArray;
+    use burn::module::Module;
+    use burn::record::{BinFileRecorder, FullPrecisionSettings};
+
+    type B = NdArray<f32>;
+    type Item = <CudnnCompatibleLstmRecord<B> as Record<B>>::Item<FullPrecisionSettings>;
+
+    #[test]
+    fn an_intact_record_decodes_within_the_limit() {
+        let model = crate::CudnnCompatibleLstmConfig::new(3, 4).init::<B>(&Default::default());
+        let _ = model.flat_weights();
+        let dir = std::env::temp_dir().join(format!("burn-lstm-guard-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let stem = dir.join("intact");
+        model
+            .clone()
+            .save_file(&stem, &BinFileRecorder::<FullPrecisionSettings>::new())
+            .unwrap();
+        let bytes = std::fs::read(stem.with_extension("bin")).unwrap();
+        decode::<Item, B, { 1 << 24 }>(&bytes).unwrap();
+        assert!(limit_exceeded(&decode::<Item, B, 64>(&bytes).unwrap_err()));
+        // weight_ih's byte string (48 f32: a one-byte length, 192) claiming 2^40 bytes.
+        // (Converted: another test of this process may have made the device f64.)
+        let values: Vec<f32> = model.layers[0]
+            .forward
+            .weight_ih
+            .val()
+            .into_data()
+            .convert::<f32>()
+            .to_vec()
+            .unwrap();
+        let start: Vec<u8> = values[..4].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let at = bytes.windows(16).position(|w| w == start).unwrap();
+        assert_eq!(bytes[at - 1], 192);
+        let mut patched = bytes[..at - 1].to_vec();
+        patched.push(0xFD);
+        patched.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        patched.extend_from_slice(&bytes[at..]);
+        let err = decode::<Item, B, { 1 << 24 }>(&patched).unwrap_err();
+        assert!(limit_exceeded(&err), "{err:?}");
+    }
+}

@@ -1,0 +1,453 @@
+//! Damaged checkpoints: every loader, given a truncated, bit-flipped, mislabelled or
+//! wrong-dtype file made from a real checkpoint, returns a named error (or, for damage
+//! that leaves a well-formed file, a module), and never panics or aborts. A truncated or
+//! relabelled file never loads with values other than the intact file's.
+//!
+//! The real checkpoints: PyTorch `nn.LSTM` state dicts (the golden fixtures, written by
+//! PyTorch) and the module's own export for `load_pytorch_safetensors`; the module's
+//! Burn records in every file format Burn 0.21 has (named MessagePack, gzipped or not,
+//! bincode, gzipped or not, pretty JSON) for `load_checkpoint`. The damage is seeded:
+//! truncation at every structural boundary and at spread points, single bit flips
+//! (every bit of the first bytes, then spread over the file), absurd length prefixes,
+//! and tensors relabelled as another dtype.
+
+mod common;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+
+use burn::backend::NdArray;
+use burn::module::Module;
+use burn::record::{
+    BinFileRecorder, BinGzFileRecorder, FileRecorder, FullPrecisionSettings, HalfPrecisionSettings,
+    NamedMpkFileRecorder, NamedMpkGzFileRecorder, PrettyJsonFileRecorder,
+};
+use burn::tensor::Tensor;
+use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmError};
+use common::{GoldenCase, golden_paths, to_f64};
+
+type B = NdArray<f32>;
+
+fn temp_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("burn-lstm-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A damaged copy of a file and what was done to it.
+struct Damaged {
+    what: String,
+    bytes: Vec<u8>,
+    /// Whether no loader may accept it with other values than the intact file's (a
+    /// truncated or relabelled file never is a checkpoint of other values).
+    must_fail: bool,
+}
+
+/// The seeded damage done to `bytes`. `header_end`: where a safetensors header ends
+/// (the 8-byte length prefix plus the JSON), for structure-aware cuts.
+fn damage(bytes: &[u8], header_end: Option<usize>) -> Vec<Damaged> {
+    let len = bytes.len();
+    let mut out = Vec::new();
+    let mut cuts = vec![0, 1, 4, 7, 8, 9, 16, len / 3, len / 2, len - 8, len - 1];
+    if let Some(end) = header_end {
+        cuts.extend([end - 1, end, end + 1, end + 4]);
+    }
+    cuts.extend((1..24).map(|i| i * len / 24));
+    cuts.sort();
+    cuts.dedup();
+    for cut in cuts.into_iter().filter(|&c| c < len) {
+        out.push(Damaged {
+            what: format!("truncated to {cut} of {len} bytes"),
+            bytes: bytes[..cut].to_vec(),
+            must_fail: true,
+        });
+    }
+    // Every bit of the first 24 bytes (length prefixes, headers, magic numbers), then
+    // one bit at 160 spread positions.
+    let mut flips: Vec<usize> = (0..24.min(len) * 8).collect();
+    let mut state = 0x2545_F491_4F6C_DD1Du64 ^ len as u64;
+    for _ in 0..160 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        flips.push((state % (len as u64 * 8)) as usize);
+    }
+    for bit in flips {
+        let mut flipped = bytes.to_vec();
+        flipped[bit / 8] ^= 1 << (bit % 8);
+        out.push(Damaged {
+            what: format!("bit {} of byte {} flipped", bit % 8, bit / 8),
+            bytes: flipped,
+            must_fail: false,
+        });
+    }
+    // Absurd values in the first 8 bytes (a safetensors header length; in other
+    // formats the first fields).
+    for prefix in [u64::MAX, 1 << 62, 1 << 40, 100_000_001, len as u64] {
+        let mut patched = bytes.to_vec();
+        patched[..8.min(len)].copy_from_slice(&prefix.to_le_bytes()[..8.min(len)]);
+        out.push(Damaged {
+            what: format!("first 8 bytes set to {prefix}"),
+            bytes: patched,
+            must_fail: false,
+        });
+    }
+    out
+}
+
+/// Each tensor of a safetensors file relabelled as `to` where the byte sizes allow it
+/// (a well-formed file whose values are not floats, or a dtype of another size).
+fn relabelled(bytes: &[u8], from: &str, to: &str) -> Option<Damaged> {
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + header_len]).ok()?;
+    let pattern = format!("\"dtype\":\"{from}\"");
+    if !header.contains(&pattern) {
+        return None;
+    }
+    let new_header = header.replace(&pattern, &format!("\"dtype\":\"{to}\""));
+    // Same length: names of equal length (F64/I64, F32/I32/U32) keep the offsets.
+    let mut out = (new_header.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(new_header.as_bytes());
+    out.extend_from_slice(&bytes[8 + header_len..]);
+    Some(Damaged {
+        what: format!("every {from} tensor relabelled {to}"),
+        bytes: out,
+        must_fail: true,
+    })
+}
+
+/// The outcome of one load: `Ok(true)` a module, `Ok(false)` a named error.
+fn outcome(
+    path: &Path,
+    what: &str,
+    load: impl FnOnce() -> Result<CudnnCompatibleLstm<B>, LstmError>,
+) -> Result<bool, String> {
+    match catch_unwind(AssertUnwindSafe(load)) {
+        Err(_) => Err(format!("{}: {what}: the loader panicked", path.display())),
+        Ok(Ok(_)) => Ok(true),
+        Ok(Err(e)) => {
+            let named = match &e {
+                LstmError::Io { path: p, message } => !p.is_empty() && !message.is_empty(),
+                LstmError::CheckpointTensor { name, .. }
+                | LstmError::ParameterShape { name, .. } => !name.is_empty(),
+                LstmError::CheckpointDtype { name, .. } => !name.is_empty(),
+                _ => false,
+            };
+            if named {
+                Ok(false)
+            } else {
+                Err(format!("{}: {what}: unnamed error {e:?}", path.display()))
+            }
+        }
+    }
+}
+
+/// Every parameter of a loaded module, in the canonical order.
+fn values(model: &CudnnCompatibleLstm<B>) -> Vec<f64> {
+    to_f64(model.flat_weights())
+}
+
+/// Writes every damaged copy of `original` to `path` and loads it with `load`.
+fn walk(
+    original: &[u8],
+    damaged: Vec<Damaged>,
+    path: &Path,
+    load: &dyn Fn(&Path) -> Result<CudnnCompatibleLstm<B>, LstmError>,
+) -> (usize, usize, Vec<String>) {
+    std::fs::write(path, original).unwrap();
+    let intact = load(path).unwrap_or_else(|e| panic!("the intact file loads: {e}"));
+    let intact = values(&intact);
+    let (mut loaded, mut refused, mut failures) = (0, 0, Vec::new());
+    for d in damaged {
+        std::fs::write(path, &d.bytes).unwrap();
+        let mut same = None;
+        let result = outcome(path, &d.what, || {
+            load(path).inspect(|m| same = Some(values(m) == intact))
+        });
+        match result {
+            // A cut or relabelled file may load only when the damage lies in bytes the
+            // decoder never reads (bincode's trailing bytes) and changed no value.
+            Ok(true) if d.must_fail && same != Some(true) => failures.push(format!(
+                "{}: {}: loaded with changed values",
+                path.display(),
+                d.what
+            )),
+            Ok(true) => loaded += 1,
+            Ok(false) => refused += 1,
+            Err(failure) => failures.push(failure),
+        }
+    }
+    (loaded, refused, failures)
+}
+
+fn report(label: &str, (loaded, refused, failures): (usize, usize, Vec<String>)) {
+    println!(
+        "{label}: {refused} damaged files refused with a named error, {loaded} loaded (a \
+         flipped bit inside a value, or bytes the decoder never reads)"
+    );
+    assert!(
+        failures.is_empty(),
+        "{label}: {} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(refused > 0, "{label}: no damaged file was refused");
+}
+
+fn header_end(bytes: &[u8]) -> usize {
+    8 + u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize
+}
+
+#[test]
+fn damaged_pytorch_safetensors_are_named_errors() {
+    let device = Default::default();
+    let dir = temp_dir();
+    for golden in golden_paths().into_iter().take(4) {
+        let case = GoldenCase::load(&golden);
+        let config = case.module_config();
+        let original = std::fs::read(&golden).unwrap();
+        let mut damaged = damage(&original, Some(header_end(&original)));
+        for (from, to) in [
+            ("F64", "I64"),
+            ("F64", "U64"),
+            ("F64", "F32"),
+            ("F64", "U8"),
+        ] {
+            damaged.extend(relabelled(&original, from, to));
+        }
+        let path = dir.join(format!("{}.safetensors", case.name));
+        let load = |p: &Path| config.load_pytorch_safetensors::<B>(p, &device);
+        report(
+            &format!("pytorch {}", case.name),
+            walk(&original, damaged, &path, &load),
+        );
+    }
+}
+
+fn model() -> (CudnnCompatibleLstmConfig, CudnnCompatibleLstm<B>) {
+    let config = CudnnCompatibleLstmConfig::new(3, 4)
+        .with_num_layers(2)
+        .with_bidirectional(true)
+        .with_proj_size(2);
+    let model = config.init::<B>(&Default::default());
+    // Burn initialises parameters lazily: read them so the files hold the values.
+    let _ = model.flat_weights();
+    (config, model)
+}
+
+#[test]
+fn damaged_exports_of_the_module_are_named_errors() {
+    let device = Default::default();
+    let (config, model) = model();
+    let path = temp_dir().join("export.safetensors");
+    model.save_pytorch_safetensors(&path).unwrap();
+    let original = std::fs::read(&path).unwrap();
+    let mut damaged = damage(&original, Some(header_end(&original)));
+    for (from, to) in [
+        ("F32", "I32"),
+        ("F32", "U32"),
+        ("F32", "BOOL"),
+        ("F32", "F16"),
+    ] {
+        damaged.extend(relabelled(&original, from, to));
+    }
+    let load = |p: &Path| config.load_pytorch_safetensors::<B>(p, &device);
+    report("module export", walk(&original, damaged, &path, &load));
+}
+
+fn burn_record<R: FileRecorder<B>>(label: &str, recorder: R) {
+    let device = Default::default();
+    let (config, model) = model();
+    let stem = temp_dir().join(label);
+    model.clone().save_file(&stem, &recorder).unwrap();
+    let path = stem.with_extension(<R as FileRecorder<B>>::file_extension());
+    let original = std::fs::read(&path).unwrap();
+    let damaged = damage(&original, None);
+    let load = |p: &Path| config.load_checkpoint::<B, R>(p, &recorder, &device);
+    report(label, walk(&original, damaged, &path, &load));
+    // The intact record gives the saved module back.
+    std::fs::write(&path, &original).unwrap();
+    let loaded = config
+        .load_checkpoint::<B, R>(&path, &recorder, &device)
+        .unwrap();
+    let x = Tensor::<B, 3>::ones([2, 3, 3], &device);
+    assert_eq!(
+        to_f64(loaded.forward(x.clone(), None).0),
+        to_f64(model.forward(x, None).0)
+    );
+}
+
+#[test]
+fn damaged_named_mpk_records_are_named_errors() {
+    burn_record("mpk", NamedMpkFileRecorder::<FullPrecisionSettings>::new());
+}
+
+#[test]
+fn damaged_named_mpk_gz_records_are_named_errors() {
+    burn_record(
+        "mpk-gz",
+        NamedMpkGzFileRecorder::<FullPrecisionSettings>::new(),
+    );
+}
+
+#[test]
+fn damaged_bincode_records_are_named_errors() {
+    burn_record("bin", BinFileRecorder::<FullPrecisionSettings>::new());
+}
+
+#[test]
+fn damaged_bincode_gz_records_are_named_errors() {
+    burn_record("bin-gz", BinGzFileRecorder::<FullPrecisionSettings>::new());
+}
+
+#[test]
+fn damaged_json_records_are_named_errors() {
+    burn_record(
+        "json",
+        PrettyJsonFileRecorder::<FullPrecisionSettings>::new(),
+    );
+}
+
+#[test]
+fn a_record_of_another_precision_is_loaded_or_refused_by_name() {
+    // Saved in half precision, loaded with a full-precision recorder: a dtype the
+    // recorder did not write.
+    let device = Default::default();
+    let (config, model) = model();
+    let stem = temp_dir().join("half");
+    model
+        .save_file(&stem, &NamedMpkFileRecorder::<HalfPrecisionSettings>::new())
+        .unwrap();
+    let path = stem.with_extension("mpk");
+    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+    let result = outcome(&path, "half precision record", || {
+        config.load_checkpoint::<B, _>(&path, &recorder, &device)
+    });
+    assert!(result.is_ok(), "{result:?}");
+}
+
+#[test]
+fn a_missing_file_is_a_named_error() {
+    let device = Default::default();
+    let (config, _) = model();
+    let path = temp_dir().join("nothing-here.mpk");
+    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+    for result in [
+        config.load_checkpoint::<B, _>(&path, &recorder, &device),
+        config.load_pytorch_safetensors::<B>(&path, &device),
+    ] {
+        match result {
+            Err(LstmError::Io { path: p, .. }) => assert!(p.contains("nothing-here")),
+            other => panic!("expected an Io error naming the file, got {other:?}"),
+        }
+    }
+}
+
+/// `bytes` with the first byte string whose contents start with `start` given a length
+/// prefix of `claimed`: bincode's varint `0xFD` + u64 (`msgpack` false), or MessagePack's
+/// bin32 `0xC6` + u32 (`msgpack` true). The real prefix is found as the bytes just before
+/// `start`.
+fn huge_prefix(bytes: &[u8], start: &[u8], msgpack: bool, claimed: u64) -> Vec<u8> {
+    let at = bytes
+        .windows(start.len())
+        .position(|w| w == start)
+        .expect("the parameter's bytes are in the record");
+    // bincode: one byte for a length below 251; MessagePack bin8: 0xC4 and one byte.
+    let prefix_len = if msgpack { 2 } else { 1 };
+    let mut out = bytes[..at - prefix_len].to_vec();
+    if msgpack {
+        out.push(0xC6);
+        out.extend_from_slice(&(claimed as u32).to_be_bytes());
+    } else {
+        out.push(0xFD);
+        out.extend_from_slice(&claimed.to_le_bytes());
+    }
+    out.extend_from_slice(&bytes[at..]);
+    out
+}
+
+/// A record whose byte string claims 2^40 bytes (or 4 GiB in MessagePack, its largest):
+/// Burn's bincode decoder would allocate that before reading (an allocation failure
+/// aborts the process); here each is a named error.
+#[test]
+fn absurd_length_prefixes_are_named_errors_not_aborts() {
+    use std::io::{Read, Write};
+    let (config, model) = model();
+    // The first values of layer 0's weight_ih, as the f32 bytes every format stores.
+    let weight_ih: Vec<f32> = model.layers[0]
+        .forward
+        .weight_ih
+        .val()
+        .into_data()
+        .convert::<f32>()
+        .to_vec()
+        .unwrap();
+    let start: Vec<u8> = weight_ih[..4]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let dir = temp_dir();
+    let gz = |bytes: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    };
+    let gunzip = |bytes: &[u8]| {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .read_to_end(&mut out)
+            .unwrap();
+        out
+    };
+    fn check<R: FileRecorder<B>>(
+        config: &CudnnCompatibleLstmConfig,
+        model: &CudnnCompatibleLstm<B>,
+        recorder: R,
+        stem: PathBuf,
+        patch: &dyn Fn(&[u8]) -> Vec<u8>,
+    ) {
+        model.clone().save_file(&stem, &recorder).unwrap();
+        let path = stem.with_extension(<R as FileRecorder<B>>::file_extension());
+        let patched = patch(&std::fs::read(&path).unwrap());
+        std::fs::write(&path, patched).unwrap();
+        let result = config.load_checkpoint::<B, R>(&path, &recorder, &Default::default());
+        match result {
+            Err(LstmError::Io { path: p, message }) => {
+                assert!(
+                    p.ends_with(path.file_name().unwrap().to_str().unwrap()),
+                    "{p}"
+                );
+                println!("{}: {message}", path.display());
+            }
+            other => panic!("{}: expected a named error, got {other:?}", path.display()),
+        }
+    }
+    check(
+        &config,
+        &model,
+        BinFileRecorder::<FullPrecisionSettings>::new(),
+        dir.join("huge-bin"),
+        &|b| huge_prefix(b, &start, false, 1 << 40),
+    );
+    check(
+        &config,
+        &model,
+        BinGzFileRecorder::<FullPrecisionSettings>::new(),
+        dir.join("huge-bin-gz"),
+        &|b| gz(&huge_prefix(&gunzip(b), &start, false, 1 << 40)),
+    );
+    check(
+        &config,
+        &model,
+        NamedMpkFileRecorder::<FullPrecisionSettings>::new(),
+        dir.join("huge-mpk"),
+        &|b| huge_prefix(b, &start, true, u32::MAX as u64),
+    );
+    check(
+        &config,
+        &model,
+        NamedMpkGzFileRecorder::<FullPrecisionSettings>::new(),
+        dir.join("huge-mpk-gz"),
+        &|b| gz(&huge_prefix(&gunzip(b), &start, true, u32::MAX as u64)),
+    );
+}
