@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One run, every CPU implementation on the shapes of docs/benchmarks.md, interleaved, 2
 # threads, f32: the fused CPU kernel alone (`lstm-cpu`, plain slices) and through the
-# module (`fused-cpu`), the portable kernel, Burn's nn::Lstm, and the peers
+# module (`fused-cpu`), the portable kernel and Burn's nn::Lstm, each through Flex and
+# through NdArray (BACKENDS="flex ndarray"), and the peers
 # (PyTorch, ONNX Runtime) through ../shared/peers/lstm_peers.py. Each line is the JSON of
 # one run; {"max_rss_kib": ...}, the peak memory of that process (GNU time), goes to
 # stderr in the same order. Each round starts with `cpu-peak` (what limits the kernel).
@@ -25,10 +26,13 @@ for mode in infer train; do
     set -- $shape
     iters=20; [ "$3" -ge 512 ] && iters=7
     args="--device cpu --mode $mode --batch $1 --seq $2 --input $3 --hidden $3 --layers $4 --threads 2 --iters $iters"
-    for impl in lstm-cpu fused-cpu portable burn-lstm; do
-      # nn::Lstm at 1500 wide takes minutes per call.
-      if [ "$impl" = burn-lstm ] && [ "$3" = 1500 ]; then continue; fi
-      /usr/bin/time -f '{"max_rss_kib":%M}' ./target/release/lstm-bench --impl $impl $args
+    /usr/bin/time -f '{"max_rss_kib":%M}' ./target/release/lstm-bench --impl lstm-cpu $args
+    for impl in ${IMPLS:-fused-cpu portable burn-lstm}; do
+      for backend in ${BACKENDS:-flex ndarray}; do
+        # nn::Lstm at 1500 wide takes minutes per call.
+        if [ "$impl" = burn-lstm ] && [ "$3" = 1500 ]; then continue; fi
+        /usr/bin/time -f '{"max_rss_kib":%M}' ./target/release/lstm-bench --impl $impl --backend $backend $args
+      done
     done
     for impl in torch onnxruntime; do
       if [ "$impl" = onnxruntime ] && [ "$mode" = train ]; then continue; fi

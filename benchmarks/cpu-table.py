@@ -32,7 +32,9 @@ def main():
     cells = {}
     for d in runs(*sys.argv[1:]):
         key = (d["batch"], d["seq"], d["hidden"], d["layers"], d["mode"])
-        cells.setdefault(key, {}).setdefault(d["impl"], []).append(d)
+        # Implementations through Burn are named with their backend: `fused-cpu@flex`.
+        name = d["impl"] + ("@" + d["backend"] if d.get("backend") in ("flex", "ndarray") else "")
+        cells.setdefault(key, {}).setdefault(name, []).append(d)
 
     def ms(rs):
         return statistics.median(r["seconds"] for r in rs) * 1e3 if rs else None
@@ -44,24 +46,29 @@ def main():
         values = [r["rss_mib"] for r in rs or [] if r["rss_mib"] is not None]
         return "%.0f" % statistics.median(values) if values else ""
 
-    print("| (B, T, I=H, layers) | mode | fused-cpu ms | lstm-cpu ms (GFLOP/s) | torch ms | ORT ms "
-          "| fused vs best peer | alone vs best peer | portable ms | nn::Lstm ms | fused vs nn::Lstm "
-          "| portable vs nn::Lstm | peak RSS fused / torch / ORT MiB |")
-    print("| --- " * 13 + "|")
+    print("| (B, T, I=H, layers) | mode | fused Flex ms | fused NdArray ms | Flex vs NdArray "
+          "| lstm-cpu ms (GFLOP/s) | torch ms | ORT ms | fused Flex vs best peer "
+          "| portable Flex / NdArray ms | nn::Lstm Flex / NdArray ms "
+          "| peak RSS fused Flex / NdArray / torch / ORT MiB |")
+    print("| --- " * 12 + "|")
     for key in sorted(cells, key=lambda k: (k[4] != "infer", k[2], k[0])):
         c = cells[key]
-        fused, alone, torch, ort = (ms(c.get(n)) for n in ("fused-cpu", "lstm-cpu", "torch", "onnxruntime"))
-        portable, burn = ms(c.get("portable")), ms(c.get("burn-lstm"))
+        get = lambda n: ms(c.get(n))
+        flex, nd, alone = get("fused-cpu@flex"), get("fused-cpu@ndarray"), get("lstm-cpu")
+        torch, ort = get("torch"), get("onnxruntime")
         peers = [t for t in (torch, ort) if t]
         best = min(peers) if peers else None
         show = lambda t: "%.3g" % t if t else ""
         vs = lambda num, den: "%.2f×" % (num / den) if num and den else ""
-        rounds = len(c.get("fused-cpu", []))
-        print(f"| {key[0]}, {key[1]}, {key[2]}, {key[3]} | {key[4]} | {show(fused)} "
+        rounds = max(len(v) for v in c.values())
+        print(f"| {key[0]}, {key[1]}, {key[2]}, {key[3]} | {key[4]} | {show(flex)} | {show(nd)} "
+              f"| {vs(nd, flex)} "
               f"| {show(alone)}{' (%.0f)' % gflops(c['lstm-cpu']) if alone else ''} | {show(torch)} | {show(ort)} "
-              f"| {vs(best, fused)} | {vs(best, alone)} | {show(portable)} | {show(burn)} "
-              f"| {vs(burn, fused)} | {vs(burn, portable)} "
-              f"| {rss(c.get('fused-cpu'))} / {rss(c.get('torch'))} / {rss(c.get('onnxruntime'))} |")
+              f"| {vs(best, flex)} "
+              f"| {show(get('portable@flex'))} / {show(get('portable@ndarray'))} "
+              f"| {show(get('burn-lstm@flex'))} / {show(get('burn-lstm@ndarray'))} "
+              f"| {rss(c.get('fused-cpu@flex'))} / {rss(c.get('fused-cpu@ndarray'))} "
+              f"/ {rss(c.get('torch'))} / {rss(c.get('onnxruntime'))} |")
     if any(len(v) > 1 for c in cells.values() for v in c.values()):
         print(f"\nMedians over {rounds} rounds.")
     peaks = {}

@@ -166,3 +166,83 @@ fn user_errors_name_the_file_and_the_problem() {
     let err = sunspots::load_series(&bad).unwrap_err();
     assert!(err.to_string().contains("line 2"), "{err}");
 }
+
+/// Damaged copies of a real checkpoint and config given to `infer`'s loader: every
+/// truncation and every absurd or malformed config is a named error; a flipped bit is an
+/// error or (inside a value: no format here has a checksum) a model; nothing panics.
+#[test]
+fn damaged_checkpoints_are_named_errors_never_panics() {
+    let series = sunspots::load_series(&sunspots::default_data_path()).unwrap();
+    let good = temp_dir("fuzz-good");
+    sunspots::train::<Autodiff<Flex>>(&series, &tiny(), &good, &Default::default()).unwrap();
+    let model = std::fs::read(good.join(MODEL_FILE)).unwrap();
+    let config = std::fs::read_to_string(good.join(CONFIG_FILE)).unwrap();
+    let dir = temp_dir("fuzz");
+    let device = Default::default();
+    let load = |model_bytes: &[u8], config_text: &str| {
+        std::fs::write(dir.join(MODEL_FILE), model_bytes).unwrap();
+        std::fs::write(dir.join(CONFIG_FILE), config_text).unwrap();
+        sunspots::load_forecaster::<Flex>(&dir, None, &device)
+    };
+    assert!(load(&model, &config).is_ok(), "the intact copy loads");
+
+    for cut in (0..model.len()).step_by(model.len() / 97 + 1) {
+        let err = load(&model[..cut], &config).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ExampleError::Corrupt {
+                    what: "checkpoint",
+                    ..
+                }
+            ),
+            "cut at {cut}: {err}"
+        );
+    }
+    let mut loaded = 0;
+    for (i, at) in (0..model.len()).step_by(model.len() / 300 + 1).enumerate() {
+        let mut flipped = model.clone();
+        flipped[at] ^= 1 << (i % 8);
+        match load(&flipped, &config) {
+            Ok(_) => loaded += 1,
+            Err(e) => assert!(
+                matches!(
+                    e,
+                    ExampleError::Corrupt { .. } | ExampleError::ConfigMismatch { .. }
+                ),
+                "flip at {at}: {e}"
+            ),
+        }
+    }
+    assert!(loaded > 0, "flips inside values load (no checksum)");
+    for (field, value) in [
+        ("hidden", "1000000000000"),
+        ("hidden", "0"),
+        ("layers", "100000"),
+        ("window", "0"),
+        ("std", "0.0"),
+        ("dropout", "1.5"),
+    ] {
+        let damaged = replace_field(&config, field, value);
+        let err = load(&model, &damaged).unwrap_err();
+        assert!(
+            matches!(err, ExampleError::Corrupt { what: "config", .. })
+                && err.to_string().contains(field),
+            "{field} = {value}: {err}"
+        );
+    }
+    let err = load(&model, &replace_field(&config, "layers", "3")).unwrap_err();
+    assert!(matches!(err, ExampleError::ConfigMismatch { .. }), "{err}");
+    let err = load(&model, "{ not json").unwrap_err();
+    assert!(
+        matches!(err, ExampleError::Corrupt { what: "config", .. }),
+        "{err}"
+    );
+}
+
+/// `config` (JSON) with `field` set to `value`.
+fn replace_field(config: &str, field: &str, value: &str) -> String {
+    let mut json: serde_json::Value = serde_json::from_str(config).unwrap();
+    json[field] = serde_json::from_str(value).unwrap();
+    json.to_string()
+}

@@ -1,6 +1,7 @@
 //! A trained forecaster on disk: `model.mpk` (a Burn record, full precision) and
 //! `config.json` next to it; loading checks every parameter against the config.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
 use burn::config::Config;
@@ -84,20 +85,49 @@ pub fn load_forecaster<B: LstmBackend>(
         path: config_path.clone(),
         message: e.to_string(),
     })?;
+    config.validate().map_err(|message| ExampleError::Corrupt {
+        what: "config",
+        path: config_path.clone(),
+        message,
+    })?;
+    let corrupt = |message: String| ExampleError::Corrupt {
+        what: "checkpoint",
+        path: model_path.clone(),
+        message,
+    };
+    // Burn's decoder returns errors for most damage but panics on some (a tensor whose
+    // shape does not match its bytes, an unknown id): a damaged file is user input, so
+    // the panic becomes a named error. Sound: nothing shared outlives the closure
+    // half-built (the recorder is only read; a failed record is dropped).
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
-    let record: ForecasterRecord<B> =
-        recorder
-            .load(model_path.clone(), device)
-            .map_err(|e| ExampleError::Corrupt {
-                what: "checkpoint",
-                path: model_path.clone(),
-                message: e.to_string(),
-            })?;
-    let model = config.init::<B>(device).load_record(record);
+    let record: ForecasterRecord<B> = match catch_unwind(AssertUnwindSafe(|| {
+        recorder.load::<ForecasterRecord<B>>(model_path.clone(), device)
+    })) {
+        Ok(Ok(record)) => record,
+        Ok(Err(e)) => return Err(corrupt(e.to_string())),
+        Err(panic) => {
+            return Err(corrupt(format!(
+                "Burn's loader failed: {}",
+                message(&panic)
+            )));
+        }
+    };
     let mismatch = |message: String| ExampleError::ConfigMismatch {
         path: model_path.clone(),
         message,
     };
+    // Burn's `load_record` panics on a layer count it does not expect.
+    let layers = record.lstm.layers.len();
+    if layers != config.layers {
+        return Err(mismatch(format!(
+            "lstm.layers: the config needs {}, the checkpoint has {layers}",
+            config.layers
+        )));
+    }
+    let model = catch_unwind(AssertUnwindSafe(|| {
+        config.init::<B>(device).load_record(record)
+    }))
+    .map_err(|panic| mismatch(message(&panic)))?;
     model
         .lstm
         .validate()
@@ -110,4 +140,13 @@ pub fn load_forecaster<B: LstmBackend>(
         )));
     }
     Ok((model, config))
+}
+
+/// The text of a caught panic.
+fn message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic without a message".into())
 }

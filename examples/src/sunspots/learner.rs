@@ -108,9 +108,10 @@ where
 {
     B::seed(device, options.seed);
     let mut config = options.config.clone();
-    if config.window == 0 || config.hidden == 0 || config.layers == 0 || options.batch_size == 0 {
+    config.validate().map_err(ExampleError::Usage)?;
+    if options.batch_size == 0 {
         return Err(ExampleError::Usage(
-            "--window, --hidden, --layers and --batch-size must be at least 1".into(),
+            "--batch-size must be at least 1".into(),
         ));
     }
     if options.epochs == 0 {

@@ -46,6 +46,32 @@ pub struct Forecaster<B: Backend> {
 }
 
 impl ForecastConfig {
+    /// Checks every field (a `config.json` is user input: a damaged one must not make
+    /// `init` allocate without bound or panic), naming the first out of range.
+    pub fn validate(&self) -> Result<(), String> {
+        let within = |name: &str, value: usize, max: usize| {
+            if (1..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(format!("{name}: expected 1..={max}, got {value}"))
+            }
+        };
+        within("window", self.window, 1200)?;
+        within("hidden", self.hidden, 4096)?;
+        within("layers", self.layers, 16)?;
+        within("test_months", self.test_months, 12_000)?;
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(format!("dropout: expected [0, 1), got {}", self.dropout));
+        }
+        if !self.mean.is_finite() || !(self.std.is_finite() && self.std > 0.0) {
+            return Err(format!(
+                "mean and std: expected finite numbers and std > 0, got {} and {}",
+                self.mean, self.std
+            ));
+        }
+        Ok(())
+    }
+
     fn lstm(&self) -> CudnnCompatibleLstmConfig {
         CudnnCompatibleLstmConfig::new(1, self.hidden)
             .with_num_layers(self.layers)
