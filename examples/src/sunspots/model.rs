@@ -63,7 +63,7 @@ impl ForecastConfig {
         if !(0.0..1.0).contains(&self.dropout) {
             return Err(format!("dropout: expected [0, 1), got {}", self.dropout));
         }
-        if !self.mean.is_finite() || !(self.std.is_finite() && self.std > 0.0) {
+        if !(self.mean.is_finite() && self.std.is_finite() && self.std > 0.0) {
             return Err(format!(
                 "mean and std: expected finite numbers and std > 0, got {} and {}",
                 self.mean, self.std
