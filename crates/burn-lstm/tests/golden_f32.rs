@@ -21,6 +21,7 @@ fn golden_cases_f32_portable_ndarray() {
 
 #[test]
 fn golden_cases_f32_fused_cpu_ndarray() {
+    lstm_cpu::rerun_test_on_lower_instruction_sets("golden_cases_f32_fused_cpu_ndarray");
     run_all::<Autodiff<NdArray<f32>>>("ndarray", LstmKernel::FusedCpu, "f32", 1e-4);
 }
 
@@ -31,5 +32,6 @@ fn golden_cases_f32_portable_flex() {
 
 #[test]
 fn golden_cases_f32_fused_cpu_flex() {
+    lstm_cpu::rerun_test_on_lower_instruction_sets("golden_cases_f32_fused_cpu_flex");
     run_all::<Autodiff<Flex>>("flex", LstmKernel::FusedCpu, "f32", 1e-4);
 }

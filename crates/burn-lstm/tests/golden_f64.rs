@@ -19,6 +19,7 @@ fn golden_cases_f64_portable_ndarray() {
 
 #[test]
 fn golden_cases_f64_fused_cpu_ndarray() {
+    lstm_cpu::rerun_test_on_lower_instruction_sets("golden_cases_f64_fused_cpu_ndarray");
     run_all::<Autodiff<NdArray<f64>>>("ndarray", LstmKernel::FusedCpu, "f64", 1e-9);
 }
 
@@ -30,6 +31,7 @@ fn golden_cases_f64_portable_flex() {
 
 #[test]
 fn golden_cases_f64_fused_cpu_flex() {
+    lstm_cpu::rerun_test_on_lower_instruction_sets("golden_cases_f64_fused_cpu_flex");
     common::flex_f64();
     run_all::<Autodiff<Flex>>("flex", LstmKernel::FusedCpu, "f64", 1e-9);
 }

@@ -33,6 +33,7 @@ mod buffers;
 mod call;
 mod forward;
 mod gemm;
+mod isa_runs;
 mod packed;
 #[doc(hidden)]
 pub mod peak;
@@ -50,6 +51,7 @@ pub use buffers::{
 };
 pub use call::{CallError, LstmCall, LstmGradients, LstmOutputs, OutputGrads};
 pub use forward::{forward, forward_train};
+pub use isa_runs::{instruction_set, lower_instruction_sets, rerun_test_on_lower_instruction_sets};
 pub use packed::{PackedWeights, forward_packed};
 pub use real::Real;
 pub use tape::Tape;

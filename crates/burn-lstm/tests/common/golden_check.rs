@@ -91,8 +91,9 @@ where
     let device = Default::default();
     let mut report = ErrorReport::new(
         format!(
-            "golden case={} backend={backend} kernel={kernel} dtype={dtype}",
-            case.name
+            "golden case={} backend={backend} kernel={kernel} dtype={dtype} isa={}",
+            case.name,
+            lstm_cpu::instruction_set()
         ),
         tol,
     );

@@ -1,0 +1,62 @@
+//! Which instruction set the kernels run, and a way for tests to run again on every
+//! other one this CPU has. The choice is read once per process (`LSTM_CPU_ISA` caps it,
+//! see `simd.rs`), so a test covers the lower instruction sets by running itself again
+//! as a child process with the cap set.
+
+use crate::simd::{Isa, isa};
+
+fn name(isa: Isa) -> &'static str {
+    match isa {
+        Isa::Avx512 => "avx512",
+        Isa::Avx2 => "avx2",
+        Isa::Baseline => "baseline",
+    }
+}
+
+/// The instruction set the kernels of this process run: `avx512`, `avx2` or
+/// `baseline`.
+pub fn instruction_set() -> &'static str {
+    name(isa())
+}
+
+/// The instruction sets below [`instruction_set`] that `LSTM_CPU_ISA` can select on
+/// this CPU, best first.
+pub fn lower_instruction_sets() -> Vec<&'static str> {
+    match isa() {
+        Isa::Avx512 => vec!["avx2", "baseline"],
+        Isa::Avx2 => vec!["baseline"],
+        Isa::Baseline => Vec::new(),
+    }
+}
+
+/// For tests: runs the test `name` of the current test binary again, once per
+/// instruction set in [`lower_instruction_sets`], with `LSTM_CPU_ISA` set, and panics
+/// with the child's output if one fails. A child (whose `LSTM_CPU_ISA` is set) runs
+/// nothing more, so the caller's own body then checks the best instruction set.
+/// Returns the instruction sets it ran.
+pub fn rerun_test_on_lower_instruction_sets(name: &str) -> Vec<&'static str> {
+    if std::env::var_os("LSTM_CPU_ISA").is_some() {
+        return Vec::new();
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let lower = lower_instruction_sets();
+    for cap in &lower {
+        let output = std::process::Command::new(&exe)
+            .args([name, "--exact", "--nocapture", "--test-threads", "1"])
+            .env("LSTM_CPU_ISA", cap)
+            .output()
+            .expect("the test binary runs again");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // The child's lines (one per golden case, say) belong in this test's output.
+        print!("{text}");
+        assert!(
+            output.status.success() && text.contains("1 passed"),
+            "{name} with LSTM_CPU_ISA={cap} failed:\n{text}"
+        );
+    }
+    lower
+}
