@@ -7,6 +7,7 @@
 //! cargo run --release --example train -- --device ndarray      # CPU (Autodiff<NdArray>)
 //! cargo run --release --features cuda --example train -- --device cuda   # cuDNN
 //! cargo run --release --example train -- --epochs 5 --hidden 16 --out target/my-model
+//! cargo run --release --features distributed --example train -- --devices 2
 //! ```
 
 use std::path::PathBuf;
@@ -67,6 +68,10 @@ struct Args {
     /// A line per epoch instead of Burn's dashboard (which needs a terminal).
     #[arg(long)]
     plain: bool,
+    /// Data-parallel peers (built with `--features distributed`): every batch is split
+    /// over N copies of the device and the gradients all-reduced (burn-collective).
+    #[arg(long, default_value_t = 1)]
+    devices: usize,
 }
 
 fn main() {
@@ -94,6 +99,7 @@ fn run(args: Args) -> Result<(), ExampleError> {
         } else {
             Progress::Auto
         },
+        devices: args.devices,
     };
     let device = args.device.unwrap_or(if cfg!(feature = "cuda") {
         Device::Cuda

@@ -31,6 +31,7 @@ fn tiny() -> TrainOptions {
         seed: 7,
         max_batches_per_epoch: Some(4),
         progress: Progress::Quiet,
+        devices: 1,
     }
 }
 

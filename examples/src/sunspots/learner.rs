@@ -8,13 +8,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use burn::optim::AdamConfig;
+use burn::optim::adaptor::OptimizerAdaptor;
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::backend::AutodiffBackend;
 use burn::train::logger::InMemoryMetricLogger;
 use burn::train::metric::LossMetric;
 use burn::train::{
-    InferenceStep, Learner, LearningResult, RegressionOutput, SupervisedTraining, TrainOutput,
-    TrainStep,
+    InferenceStep, Learner, LearningComponentsMarker, LearningResult, RegressionOutput,
+    SupervisedTraining, TrainOutput, TrainStep,
 };
 use burn_lstm::LstmBackend;
 
@@ -55,6 +56,9 @@ pub struct TrainOptions {
     pub max_batches_per_epoch: Option<usize>,
     /// How training reports its progress.
     pub progress: Progress,
+    /// Data-parallel peers, each on a copy of the device (feature `distributed`; 1: the
+    /// learner's own single-device strategy).
+    pub devices: usize,
 }
 
 impl<B: AutodiffBackend + LstmBackend> TrainStep for Forecaster<B> {
@@ -82,7 +86,8 @@ impl<B: LstmBackend> Forecaster<B> {
         let forecasts = self.forward(batch.windows);
         let loss = (forecasts.clone() - batch.targets.clone())
             .powi_scalar(2)
-            .mean();
+            .mean()
+            .mul_scalar(batch.loss_scale);
         let n = forecasts.dims()[0];
         RegressionOutput::new(
             loss,
@@ -150,19 +155,25 @@ where
         device.clone(),
     );
     let persistence = persistence_rmse(series, test_start);
-    let training = SupervisedTraining::new(out_dir, Arc::new(train_loader), Arc::new(valid_loader))
-        .metric_train_numeric(LossMetric::new())
-        .metric_valid_numeric(LossMetric::new())
-        .metric_valid_numeric(HeldBackRmse::new(config.mean, config.std))
-        .with_file_checkpointer(NamedMpkFileRecorder::<FullPrecisionSettings>::new())
-        .with_application_logger(None)
-        .with_metric_logger(InMemoryMetricLogger::new())
-        .num_epochs(options.epochs);
+    let training: Training<B> =
+        SupervisedTraining::new(out_dir, Arc::new(train_loader), Arc::new(valid_loader))
+            .metric_train_numeric(LossMetric::new())
+            .metric_valid_numeric(LossMetric::new())
+            .metric_valid_numeric(HeldBackRmse::new(config.mean, config.std))
+            .with_file_checkpointer(NamedMpkFileRecorder::<FullPrecisionSettings>::new())
+            .with_application_logger(None)
+            .with_metric_logger(InMemoryMetricLogger::new())
+            .num_epochs(options.epochs);
     let dashboard = cfg!(feature = "tui") && std::io::stdout().is_terminal();
     let training = match options.progress {
         Progress::Auto if dashboard => training,
         Progress::Auto | Progress::Lines => training.renderer(EpochLog::new(persistence, false)),
         Progress::Quiet => training.renderer(EpochLog::new(persistence, true)),
+    };
+    let training = match options.devices {
+        0 => return Err(ExampleError::Usage("--devices must be at least 1".into())),
+        1 => training,
+        n => with_data_parallel(training, vec![device.clone(); n])?,
     };
     let optimizer = AdamConfig::new().init();
     let LearningResult { model, .. } =
@@ -170,4 +181,38 @@ where
     let evaluation = evaluate(&model, &config, series, device)?;
     save_forecaster(model, &config, out_dir)?;
     Ok(evaluation)
+}
+
+/// The optimizer of the forecaster.
+type Adam<B> = OptimizerAdaptor<burn::optim::Adam, Forecaster<B>, B>;
+
+/// The training of the forecaster: Adam, a constant learning rate.
+type Training<B> = SupervisedTraining<LearningComponentsMarker<B, f64, Forecaster<B>, Adam<B>>>;
+
+/// `training` with one data-parallel peer per device (`data_parallel.rs`).
+#[cfg(feature = "distributed")]
+fn with_data_parallel<B: AutodiffBackend + LstmBackend>(
+    training: Training<B>,
+    devices: Vec<B::Device>,
+) -> Result<Training<B>, ExampleError>
+where
+    B::InnerBackend: LstmBackend,
+{
+    use burn::train::TrainingStrategy;
+    let strategy = super::data_parallel::custom_strategy::<B, f64, Adam<B>>(devices);
+    Ok(training.with_training_strategy(TrainingStrategy::Custom(strategy)))
+}
+
+#[cfg(not(feature = "distributed"))]
+fn with_data_parallel<B: AutodiffBackend + LstmBackend>(
+    _training: Training<B>,
+    _devices: Vec<B::Device>,
+) -> Result<Training<B>, ExampleError>
+where
+    B::InnerBackend: LstmBackend,
+{
+    Err(ExampleError::Usage(
+        "--devices: this build has no data-parallel training; build with `--features distributed`"
+            .into(),
+    ))
 }

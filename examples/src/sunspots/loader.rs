@@ -16,6 +16,51 @@ pub struct WindowBatch<B: Backend> {
     pub windows: Tensor<B, 2>,
     /// The month each forecasts.
     pub targets: Tensor<B, 1>,
+    /// Factor of the batch's mean squared error in its loss: 1, or for a shard of a
+    /// data-parallel batch, its share of the batch times the number of shards (so that
+    /// the mean of the shards' gradients is the whole batch's gradient).
+    pub loss_scale: f64,
+}
+
+impl<B: Backend> WindowBatch<B> {
+    /// A batch whose loss is its mean squared error.
+    pub fn new(windows: Tensor<B, 2>, targets: Tensor<B, 1>) -> Self {
+        Self {
+            windows,
+            targets,
+            loss_scale: 1.0,
+        }
+    }
+
+    /// The batch cut into at most `n` shards of consecutive rows, sizes differing by at
+    /// most one, each weighted by its share (see [`Self::loss_scale`]).
+    pub fn shards(self, n: usize) -> Vec<Self> {
+        let rows = self.targets.dims()[0];
+        let n = n.clamp(1, rows.max(1));
+        let (base, extra) = (rows / n, rows % n);
+        let mut start = 0;
+        (0..n)
+            .map(|i| {
+                let len = base + usize::from(i < extra);
+                let shard = Self {
+                    windows: self.windows.clone().narrow(0, start, len),
+                    targets: self.targets.clone().narrow(0, start, len),
+                    loss_scale: self.loss_scale * (len * n) as f64 / rows as f64,
+                };
+                start += len;
+                shard
+            })
+            .collect()
+    }
+
+    /// The batch on `device`.
+    pub fn to_device(self, device: &B::Device) -> Self {
+        Self {
+            windows: self.windows.to_device(device),
+            targets: self.targets.to_device(device),
+            loss_scale: self.loss_scale,
+        }
+    }
 }
 
 /// The epoch-to-epoch state of a shuffled loader.
@@ -127,7 +172,7 @@ impl<B: Backend> Iterator for WindowIterator<'_, B> {
         self.batches += 1;
         let (windows, targets) =
             windows::<B>(&loader.values, batch, &loader.config, &loader.device);
-        Some(WindowBatch { windows, targets })
+        Some(WindowBatch::new(windows, targets))
     }
 }
 
