@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release --example infer -- target/sunspots-model [--plot FILE.svg] [--horizon N]
 //! cargo run --release --example infer -- target/sunspots-model --backend ndarray
+//! cargo run --release --example infer -- target/sunspots-model --backend dispatch
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,10 @@ enum Backend {
     Flex,
     /// NdArray.
     Ndarray,
+    /// Burn's `Dispatch` backend (feature `dispatch`) on its Flex device: one backend
+    /// type whose device is chosen at run time (the fused CPU kernel serves there too).
+    #[cfg(feature = "dispatch")]
+    Dispatch,
 }
 
 /// Serves a checkpoint written by `train`: held-back error, a forecast past the data
@@ -51,8 +56,13 @@ struct Args {
 fn main() {
     let args = Args::parse();
     let result = match args.backend {
-        Backend::Flex => run::<Flex>(&args),
-        Backend::Ndarray => run::<NdArray>(&args),
+        Backend::Flex => run::<Flex>(&args, &Default::default()),
+        Backend::Ndarray => run::<NdArray>(&args, &Default::default()),
+        #[cfg(feature = "dispatch")]
+        Backend::Dispatch => run::<burn::Dispatch>(
+            &args,
+            &burn::DispatchDevice::Flex(burn::backend::flex::FlexDevice),
+        ),
     };
     if let Err(e) = result {
         eprintln!("infer: {e}");
@@ -60,22 +70,21 @@ fn main() {
     }
 }
 
-fn run<B: LstmBackend>(args: &Args) -> Result<(), ExampleError> {
+fn run<B: LstmBackend>(args: &Args, device: &B::Device) -> Result<(), ExampleError> {
     let (checkpoint, data, plot, horizon): (&Path, &Path, &Path, usize) =
         (&args.checkpoint, &args.data, &args.plot, args.horizon);
-    let device = Default::default();
     let (model, config) =
-        sunspots::load_forecaster::<B>(checkpoint, args.config.as_deref(), &device)?;
+        sunspots::load_forecaster::<B>(checkpoint, args.config.as_deref(), device)?;
     println!(
         "loaded {} (window {}, hidden {}, layers {}); LSTM kernel: {}",
         checkpoint.display(),
         config.window,
         config.hidden,
         config.layers,
-        model.lstm.kernel(&device, 1, config.window)
+        model.lstm.kernel(device, 1, config.window)
     );
     let series = sunspots::load_series(data)?;
-    let evaluation = sunspots::evaluate(&model, &config, &series, &device)?;
+    let evaluation = sunspots::evaluate(&model, &config, &series, device)?;
     let (y0, m0) = series.dates[evaluation.start];
     println!(
         "held-back months {y0}-{m0:02} .. end ({} months), one month ahead: RMSE {:.2}, MAE {:.2}; persistence RMSE {:.2}",
@@ -84,7 +93,7 @@ fn run<B: LstmBackend>(args: &Args) -> Result<(), ExampleError> {
         evaluation.mae,
         evaluation.persistence_rmse
     );
-    let ahead = sunspots::forecast_ahead(&model, &config, &series, horizon, &device);
+    let ahead = sunspots::forecast_ahead(&model, &config, &series, horizon, device);
     let (mut year, mut month) = *series.dates.last().expect("data");
     println!("forecast past the data:");
     for value in ahead {

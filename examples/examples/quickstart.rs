@@ -1,7 +1,7 @@
 //! Swap `burn::nn::Lstm` for `CudnnCompatibleLstm`: same outputs, one op per layer stack,
 //! a checkpoint in PyTorch's layout, and a report of which kernel runs.
 //!
-//! `cargo run --release --example quickstart`
+//! `cargo run --example quickstart` (add `--release` for a fully optimised build)
 
 use burn::backend::{Autodiff, Flex};
 use burn::nn::LstmConfig;

@@ -37,6 +37,13 @@ pub struct Args {
     /// Both directions.
     #[arg(long)]
     pub bidirectional: bool,
+    /// Projected hidden size (LSTMP), 0 for none.
+    #[arg(long, default_value_t = 0)]
+    pub proj_size: usize,
+    /// Right-padded rows: `varied` gives row b `T - (b * 7919) % (T / 2 + 1)` valid
+    /// steps (the formula of `benchmarks/lstm_variants.py`).
+    #[arg(long, default_value = "none")]
+    pub lengths: Lengths,
     /// CPU threads.
     #[arg(long, value_parser = positive, default_value_t = 2)]
     pub threads: usize,
@@ -61,6 +68,34 @@ pub enum CpuBackend {
     Flex,
     /// NdArray (Burn calls it legacy).
     Ndarray,
+}
+
+/// Whether rows are right-padded.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lengths {
+    /// Every row has all steps.
+    None,
+    /// Rows of varied lengths (at least half the steps).
+    Varied,
+}
+
+impl Args {
+    /// Valid steps of each row, `None` when every row is full.
+    pub fn row_lengths(&self) -> Option<Vec<usize>> {
+        (self.lengths == Lengths::Varied).then(|| {
+            (0..self.batch)
+                .map(|b| self.seq - (b * 7919) % (self.seq / 2 + 1))
+                .collect()
+        })
+    }
+
+    /// `--lengths`'s name.
+    pub fn lengths_name(&self) -> &'static str {
+        match self.lengths {
+            Lengths::None => "none",
+            Lengths::Varied => "varied",
+        }
+    }
 }
 
 /// Forward only, or forward plus backward.

@@ -93,6 +93,9 @@ fn build_cuda(args: &Args) -> Result<Call, String> {
 
 /// The CPU implementations, through Burn on backend `B` (`Flex` or `NdArray`).
 fn build_cpu<B: LstmBackend + 'static>(args: &Args) -> Result<Call, String> {
+    if args.implementation == "burn-lstm" && (args.proj_size > 0 || args.row_lengths().is_some()) {
+        return Err("--impl burn-lstm: Burn's nn::Lstm has no projection and no lengths".into());
+    }
     match args.implementation.as_str() {
         "portable" => ours::<B>(args, LstmKernel::Portable),
         "fused-cpu" => ours::<B>(args, LstmKernel::FusedCpu),
@@ -173,6 +176,7 @@ enum BurnLayer<B: Backend> {
 }
 
 /// Burn's `nn::Lstm` / `nn::BiLstm` stack on `B` (on `Autodiff<B>` for training).
+/// It has no projection and no lengths: those flags are refused in `build`.
 fn burn_nn<B: Backend + 'static>(args: &Args) -> Call {
     match args.mode {
         Mode::Infer => {
@@ -229,7 +233,7 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
     let arch = lstm_cpu::LstmArch {
         input_size: args.input,
         hidden_size: args.hidden,
-        proj_size: 0,
+        proj_size: args.proj_size,
         num_layers: args.layers,
         bidirectional: args.bidirectional,
         bias: true,
@@ -241,9 +245,14 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
     let input: Vec<f32> = (0..args.seq * args.batch * args.input)
         .map(|_| uniform(1.7))
         .collect();
-    let state_len = arch.cells() * args.batch * args.hidden;
-    let zeros = vec![0.0f32; state_len];
-    let dy = vec![1.0f32; args.seq * args.batch * arch.dirs() * args.hidden];
+    // Zeros for h0 and c0 (and dh_n, dc_n): the longer of the two states.
+    let zeros = vec![0.0f32; arch.cells() * args.batch * args.hidden];
+    let dy = vec![1.0f32; args.seq * args.batch * arch.dirs() * arch.output_size()];
+    let (c_len, h_len) = (
+        arch.cells() * args.batch * args.hidden,
+        arch.cells() * args.batch * arch.output_size(),
+    );
+    let lengths = args.row_lengths();
     let (seq_len, batch, threads) = (args.seq, args.batch, args.threads);
     let packed = lstm_cpu::PackedWeights::new(&arch, &weights).expect("valid weights");
     Box::new(move || {
@@ -251,11 +260,11 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
             arch: &arch,
             seq_len,
             batch,
-            lengths: None,
+            lengths: lengths.as_deref(),
             input: &input,
             weights: &weights,
-            h0: &zeros,
-            c0: &zeros,
+            h0: &zeros[..h_len],
+            c0: &zeros[..c_len],
             dropout_masks: &[],
             threads,
         };
@@ -269,8 +278,8 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
                 // The input's gradient too, as PyTorch's peer computes it.
                 let grads = lstm_cpu::OutputGrads {
                     dy: &dy,
-                    dh_n: &zeros,
-                    dc_n: &zeros,
+                    dh_n: &zeros[..h_len],
+                    dc_n: &zeros[..c_len],
                     input_wanted: true,
                 };
                 std::hint::black_box(lstm_cpu::backward(&call, tape, grads).expect("valid"));

@@ -89,6 +89,8 @@ fn main() {
         "hidden": args.hidden,
         "layers": args.layers,
         "bidirectional": args.bidirectional,
+        "proj_size": args.proj_size,
+        "lengths": args.lengths_name(),
         "threads": args.threads,
         "seconds": seconds,
         "seq_steps_per_s": (args.batch * args.seq) as f64 / seconds,

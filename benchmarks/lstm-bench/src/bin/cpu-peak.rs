@@ -7,20 +7,23 @@
 //! cargo run --release -p lstm-bench --bin cpu-peak -- --threads 2
 //! ```
 
+use clap::Parser;
 use serde_json::json;
 
+/// The machine's multiply-add peak and lstm-cpu's GEMM on the benchmark shapes.
+#[derive(Parser, Debug)]
+#[command(name = "cpu-peak")]
+struct Args {
+    /// Threads of the second peak measurement and of the GEMMs (default: every core).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
+}
+
 fn main() {
-    let mut threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        match (flag.as_str(), args.next().map(|v| v.parse::<usize>())) {
-            ("--threads", Some(Ok(n))) if n > 0 => threads = n,
-            _ => {
-                eprintln!("usage: cpu-peak [--threads N]   (N >= 1)");
-                std::process::exit(2);
-            }
-        }
-    }
+    let threads = Args::parse().threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        usize::from,
+    );
     for t in [1, threads] {
         let gflops = lstm_cpu::peak::fma_gflops(t, 1.0);
         println!(

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The fused CPU kernel through the module (`fused-cpu` on Flex) against PyTorch and ONNX
+# Runtime over shape classes beyond the headline shapes of docs/benchmarks.md: hidden
+# sizes that are not multiples of 64 or 128, input size unlike hidden size, small batches,
+# deep stacks, bidirectional with padded rows, a projection. 2 threads, f32, interleaved;
+# one JSON line per run. Peers through ../shared/peers/lstm_peers.py, or
+# benchmarks/lstm_variants.py where that cannot express the shape (lengths, projection).
+#
+#   PYTHON=/path/to/python-with-torch-onnxruntime benchmarks/cpu-sweep.sh > sweep.jsonl
+#   ISA=avx2 benchmarks/cpu-sweep.sh > sweep-avx2.jsonl   # the AVX2 path on an AVX-512 machine
+#   benchmarks/sweep-table.py sweep.jsonl
+#
+# ISA=avx2 caps our kernel (LSTM_CPU_ISA) and PyTorch's oneDNN (ONEDNN_MAX_CPU_ISA) to
+# AVX2; ONNX Runtime has no such switch and keeps the machine's best. ROUNDS=N repeats the
+# sweep (the table shows medians).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+export PEERS=${PEERS:-../shared/peers/lstm_peers.py}
+if [ "${ISA:-}" = avx2 ]; then
+  export LSTM_CPU_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+fi
+cargo build --release -p lstm-bench >&2
+# class      B   T    I     H    layers  flags
+SHAPES=(
+  "hidden-96      16  50  96    96   1"
+  "hidden-200     16  50  200   200  1"
+  "hidden-300     16  50  300   300  1"
+  "hidden-384     16  50  384   384  1"
+  "hidden-600     8   50  600   600  1"
+  "hidden-1000    8   35  1000  1000 1"
+  "input-40-h256  16  50  40    256  1"
+  "input-512-h128 16  50  512   128  1"
+  "batch-1        1   100 256   256  1"
+  "batch-2        2   100 256   256  1"
+  "batch-8        8   100 256   256  1"
+  "batch-32       32  50  256   256  1"
+  "layers-3       16  50  80    256  3"
+  "layers-4-h200  8   50  80    200  4"
+  "bidir-lengths  16  50  128   128  2  --bidirectional --lengths varied"
+  "projection     16  50  256   512  1  --proj-size 128"
+)
+for round in $(seq "${ROUNDS:-1}"); do
+./target/release/cpu-peak --threads 2
+for mode in infer train; do
+  for shape in "${SHAPES[@]}"; do
+    set -- $shape
+    class=$1; extra="${*:7}"
+    iters=15; [ "$5" -ge 600 ] && iters=7
+    args="--device cpu --mode $mode --batch $2 --seq $3 --input $4 --hidden $5 --layers $6 --threads 2 --iters $iters $extra"
+    tag() { sed "s/^{/{\"class\":\"$class\",\"isa_cap\":\"${ISA:-native}\",/"; }
+    ./target/release/lstm-bench --impl fused-cpu --backend flex $args | tag
+    peers=$PEERS; [ -n "$extra" ] && peers=benchmarks/lstm_variants.py
+    for impl in torch onnxruntime; do
+      if [ "$impl" = onnxruntime ] && { [ "$mode" = train ] || [[ "$extra" == *proj* ]]; }; then continue; fi
+      "$PYTHON" "$peers" --impl $impl $args | tag
+    done
+  done
+done
+done  # rounds
