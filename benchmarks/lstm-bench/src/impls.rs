@@ -139,14 +139,19 @@ fn ours<B: LstmBackend + 'static>(args: &Args, kernel: LstmKernel) -> Result<Cal
     let device = Default::default();
     let config = CudnnCompatibleLstmConfig::new(args.input, args.hidden)
         .with_num_layers(args.layers)
-        .with_bidirectional(args.bidirectional);
+        .with_bidirectional(args.bidirectional)
+        .with_proj_size(args.proj_size);
+    let lengths = args.row_lengths();
     match args.mode {
         Mode::Infer => {
             let model = config.init::<B>(&device).with_kernel(Some(kernel));
             check_kernel(model.kernel(&device, args.batch, args.seq), kernel)?;
             let x = input::<B>(args);
             Ok(Box::new(move || {
-                infer_done(model.forward(x.clone(), None).0)
+                let (y, _) = model
+                    .try_forward(x.clone(), None, lengths.as_deref())
+                    .expect("a valid call");
+                infer_done(y)
             }))
         }
         Mode::Train => {
@@ -156,7 +161,10 @@ fn ours<B: LstmBackend + 'static>(args: &Args, kernel: LstmKernel) -> Result<Cal
             check_kernel(model.kernel(&device, args.batch, args.seq), kernel)?;
             let x = input::<Autodiff<B>>(args);
             Ok(Box::new(move || {
-                train_done(model.forward(x.clone(), None).0)
+                let (y, _) = model
+                    .try_forward(x.clone(), None, lengths.as_deref())
+                    .expect("a valid call");
+                train_done(y)
             }))
         }
     }
@@ -245,13 +253,13 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
     let input: Vec<f32> = (0..args.seq * args.batch * args.input)
         .map(|_| uniform(1.7))
         .collect();
-    // Zeros for h0 and c0 (and dh_n, dc_n): the longer of the two states.
-    let zeros = vec![0.0f32; arch.cells() * args.batch * args.hidden];
-    let dy = vec![1.0f32; args.seq * args.batch * arch.dirs() * arch.output_size()];
+    // Zeros for h0 and c0 (and dh_n, dc_n): c is the longer state (h is projected).
     let (c_len, h_len) = (
         arch.cells() * args.batch * args.hidden,
         arch.cells() * args.batch * arch.output_size(),
     );
+    let zeros = vec![0.0f32; c_len];
+    let dy = vec![1.0f32; args.seq * args.batch * arch.dirs() * arch.output_size()];
     let lengths = args.row_lengths();
     let (seq_len, batch, threads) = (args.seq, args.batch, args.threads);
     let packed = lstm_cpu::PackedWeights::new(&arch, &weights).expect("valid weights");
