@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release --example train                          # CPU (Autodiff<Flex>)
 //! cargo run --release --example train -- --device ndarray      # CPU (Autodiff<NdArray>)
-//! cargo run --release --example train -- --device cuda         # cuDNN (feature cuda, on by default)
+//! cargo run --release --example train -- --device cuda         # cuDNN (with --features cuda)
 //! cargo run --release --example train -- --epochs 5 --hidden 16 --out target/my-model
 //! cargo run --release --example train -- --devices 2            # data-parallel (feature distributed)
 //! ```
@@ -62,7 +62,7 @@ struct Args {
     /// Directory of the checkpoint.
     #[arg(long, default_value = "target/sunspots-model")]
     out: PathBuf,
-    /// Where training runs (cuda needs the feature `cuda`, on by default).
+    /// Where training runs (cuda needs the feature `cuda`).
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     device: Device,
     /// A line per epoch instead of Burn's dashboard (which needs a terminal).

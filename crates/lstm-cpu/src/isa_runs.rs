@@ -29,15 +29,26 @@ pub fn lower_instruction_sets() -> Vec<&'static str> {
     }
 }
 
-/// For tests: runs the test `name` of the current test binary again, once per
-/// instruction set in [`lower_instruction_sets`], with `LSTM_CPU_ISA` set, and panics
-/// with the child's output if one fails. A child (whose `LSTM_CPU_ISA` is set) runs
-/// nothing more, so the caller's own body then checks the best instruction set.
-/// Returns the instruction sets it ran.
-pub fn rerun_test_on_lower_instruction_sets(name: &str) -> Vec<&'static str> {
+/// For tests: runs the test function `test` of the module `module` (the caller's
+/// `module_path!()`) of the current test binary again, once per instruction set in
+/// [`lower_instruction_sets`], with `LSTM_CPU_ISA` set, and panics with the child's
+/// output if one fails. A child (whose `LSTM_CPU_ISA` is set) runs nothing more, so the
+/// caller's own body then checks the best instruction set. Returns the instruction sets
+/// it ran.
+///
+/// ```no_run
+/// #[test]
+/// fn golden_cases() {
+///     lstm_cpu::rerun_test_on_lower_instruction_sets(module_path!(), "golden_cases");
+///     // ... the checks, on this process's instruction set
+/// }
+/// ```
+pub fn rerun_test_on_lower_instruction_sets(module: &str, test: &str) -> Vec<&'static str> {
     if std::env::var_os("LSTM_CPU_ISA").is_some() {
         return Vec::new();
     }
+    let name = harness_name(module, test);
+    let name = name.as_str();
     let exe = std::env::current_exe().expect("the test binary's path");
     let lower = lower_instruction_sets();
     for cap in &lower {
@@ -59,4 +70,25 @@ pub fn rerun_test_on_lower_instruction_sets(name: &str) -> Vec<&'static str> {
         );
     }
     lower
+}
+
+/// The name the test harness gives the test function `test` of `module` (a
+/// `module_path!()`): the path without the crate's name, as `--exact` wants it.
+fn harness_name(module: &str, test: &str) -> String {
+    match module.split_once("::") {
+        Some((_crate, inner)) => format!("{inner}::{test}"),
+        None => test.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::harness_name;
+
+    #[test]
+    fn harness_names_drop_the_crate_and_keep_the_modules() {
+        assert_eq!(harness_name("teams", "t"), "t");
+        assert_eq!(harness_name("suite::golden_f32", "t"), "golden_f32::t");
+        assert_eq!(harness_name("suite::a::b", "t"), "a::b::t");
+    }
 }

@@ -68,19 +68,30 @@ const SPINS: u32 = 20_000;
 
 fn worker(state: Arc<State>, id: usize, mut seen: usize) {
     loop {
+        // Epochs only grow. `seen` can be ahead of `epoch`: a worker that reads the job
+        // between its publication and the epoch's bump (below, in `try_run`) runs it
+        // early, so it waits for a *newer* epoch than its own, not for any other one.
+        // Waiting for `!= seen` (as this pool first did) let such a worker, back from
+        // that job before the bump, take the same job again: two runs, two decrements
+        // of `remaining`, which wrapped, and the caller spun forever (a CI hang of
+        // `each_member_of_each_job_runs_once`, on 2 cores with 8 workers).
         let mut spins = 0;
-        while state.epoch.load(Ordering::Acquire) == seen {
+        while state.epoch.load(Ordering::Acquire) <= seen {
             if spins < SPINS {
                 core::hint::spin_loop();
                 spins += 1;
             } else {
                 let guard = state.sleep.lock().unwrap_or_else(|e| e.into_inner());
-                if state.epoch.load(Ordering::Acquire) == seen {
+                if state.epoch.load(Ordering::Acquire) <= seen {
                     drop(state.wake.wait(guard).unwrap_or_else(|e| e.into_inner()));
                 }
             }
         }
         let (epoch, job) = *state.job.lock().unwrap_or_else(|e| e.into_inner());
+        if epoch <= seen {
+            // This worker ran that job already (see above); never twice.
+            continue;
+        }
         seen = epoch;
         let job = job.expect("a job is published before its epoch");
         if id < job.size {
@@ -119,6 +130,11 @@ pub(crate) fn try_run(size: usize, work: &(dyn Fn(usize) + Sync)) -> bool {
     let epoch = state.epoch.load(Ordering::Acquire) + 1;
     *state.job.lock().unwrap_or_else(|e| e.into_inner()) =
         (epoch, Some(Job { work: erased, size }));
+    #[cfg(test)]
+    if tests::WIDEN_PUBLICATION.load(Ordering::Relaxed) {
+        // The window between the job's publication and its epoch, held open.
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
     {
         let _guard = state.sleep.lock().unwrap_or_else(|e| e.into_inner());
         state.epoch.store(epoch, Ordering::Release);
@@ -147,13 +163,26 @@ pub(crate) fn try_run(size: usize, work: &(dyn Fn(usize) + Sync)) -> bool {
 mod tests {
     use super::*;
 
+    /// Set by the test below: `try_run` sleeps between publishing a job and bumping its
+    /// epoch, the window in which a worker can take the job early.
+    pub(super) static WIDEN_PUBLICATION: AtomicBool = AtomicBool::new(false);
+
     /// Jobs of changing sizes back to back, so that workers outside one job wake late
-    /// into the next: every member of every job runs exactly once.
+    /// into the next: every member of every job runs exactly once. Then again with the
+    /// publication window held open: before the fix in `worker`, a worker that took a
+    /// job in that window ran it twice and the caller hung (every run, at 2,000 rounds).
     #[test]
     fn each_member_of_each_job_runs_once() {
+        run_rounds(3000);
+        WIDEN_PUBLICATION.store(true, Ordering::Relaxed);
+        run_rounds(500);
+        WIDEN_PUBLICATION.store(false, Ordering::Relaxed);
+    }
+
+    fn run_rounds(rounds: usize) {
         let max = 9;
         let runs: Vec<AtomicUsize> = (0..max).map(|_| AtomicUsize::new(0)).collect();
-        for round in 0..3000 {
+        for round in 0..rounds {
             let size = 2 + (round * 7) % (max - 1);
             for r in &runs {
                 r.store(0, Ordering::Relaxed);

@@ -118,7 +118,10 @@ fn run_within(arch: LstmArch, batch: usize, seq: usize, threads: usize) -> Vec<V
 
 #[test]
 fn every_thread_count_matches_one_thread() {
-    lstm_cpu::rerun_test_on_lower_instruction_sets("every_thread_count_matches_one_thread");
+    lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "every_thread_count_matches_one_thread",
+    );
     for (proj_size, bidirectional) in [(16, false), (24, true), (0, true), (200, false)] {
         let arch = LstmArch {
             input_size: 48,

@@ -17,11 +17,6 @@ use lstm_examples::sunspots::{
 
 type B = Autodiff<NdArray<f64>>;
 
-/// The tests of this file one at a time: they seed the backend's one random generator
-/// and register peers with burn-collective, both process-wide (run side by side, one
-/// test's draws land between the other's seed and its model's initialisation).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn batch(rows: usize, window: usize) -> WindowBatch<B> {
     let device = Default::default();
     let value = |i: usize| ((i * 7919) % 1000) as f64 / 500.0 - 1.0;
@@ -67,7 +62,7 @@ fn all_grads(model: &Forecaster<B>, grads: &GradientsParams) -> Vec<(String, Vec
 
 #[test]
 fn two_peers_give_the_gradients_of_one_device() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::one_seeded_run_at_a_time();
     B::seed(&Default::default(), 3);
     let config = ForecastConfig::new()
         .with_window(7)
@@ -105,7 +100,7 @@ fn two_peers_give_the_gradients_of_one_device() {
 /// learning rate, so f32 runs differ visibly after a few steps.)
 #[test]
 fn train_with_two_devices_trains_the_one_device_model() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::one_seeded_run_at_a_time();
     let series = sunspots::load_series(&sunspots::default_data_path()).unwrap();
     let run = |devices: usize| {
         let dir = std::env::temp_dir().join(format!(

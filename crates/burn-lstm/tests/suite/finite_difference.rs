@@ -3,7 +3,7 @@
 //! directions, projection, padding, no bias and inter-layer dropout (fixed seed, so
 //! every evaluation draws the same masks).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
@@ -204,13 +204,17 @@ fn arch(
 
 #[test]
 fn single_layer_matches_finite_differences() {
-    lstm_cpu::rerun_test_on_lower_instruction_sets("single_layer_matches_finite_differences");
+    lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "single_layer_matches_finite_differences",
+    );
     check(arch(3, 4, 0, 1, false, true), 2, 4, None, 0.0);
 }
 
 #[test]
 fn stacked_bidirectional_padded_projected_matches_finite_differences() {
     lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
         "stacked_bidirectional_padded_projected_matches_finite_differences",
     );
     check(arch(3, 4, 2, 2, true, true), 3, 4, Some(vec![4, 2, 1]), 0.0);
@@ -220,19 +224,28 @@ fn stacked_bidirectional_padded_projected_matches_finite_differences() {
 /// state is its initial state, and no parameter depends on it.
 #[test]
 fn empty_row_matches_finite_differences() {
-    lstm_cpu::rerun_test_on_lower_instruction_sets("empty_row_matches_finite_differences");
+    lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "empty_row_matches_finite_differences",
+    );
     check(arch(3, 4, 2, 2, true, true), 3, 4, Some(vec![3, 0, 4]), 0.0);
 }
 
 #[test]
 fn no_bias_matches_finite_differences() {
-    lstm_cpu::rerun_test_on_lower_instruction_sets("no_bias_matches_finite_differences");
+    lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "no_bias_matches_finite_differences",
+    );
     check(arch(2, 3, 0, 2, false, false), 2, 3, None, 0.0);
 }
 
 #[test]
 fn dropout_backward_uses_the_forward_masks() {
-    lstm_cpu::rerun_test_on_lower_instruction_sets("dropout_backward_uses_the_forward_masks");
+    lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "dropout_backward_uses_the_forward_masks",
+    );
     check(arch(3, 4, 0, 3, true, true), 2, 3, None, 0.4);
 }
 

@@ -11,7 +11,7 @@
 //! `PROPTEST_CASES` raises the case counts for a longer local run; the seed is fixed, so
 //! a failure repeats.
 
-mod common;
+use crate::common;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 

@@ -11,7 +11,7 @@
 //! (every bit of the first bytes, then spread over the file), absurd length prefixes,
 //! and tensors relabelled as another dtype.
 
-mod common;
+use crate::common;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! rows are checked exactly. cuDNN's leg (compaction around cuDNN) is tested on these
 //! CPU kernels in `src/kernels/empty_rows.rs` and on a GPU in `tests/cudnn.rs`.
 
-mod common;
+use crate::common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn_lstm::LstmKernel;

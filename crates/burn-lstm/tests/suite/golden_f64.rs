@@ -6,7 +6,7 @@
 //! Tolerance (∞-norm relative error, see `common::rel_err`): 1e-9 — the reference is
 //! float64 too, so only summation order differs.
 
-mod common;
+use crate::common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn_lstm::LstmKernel;
@@ -19,7 +19,10 @@ fn golden_cases_f64_portable_ndarray() {
 
 #[test]
 fn golden_cases_f64_fused_cpu_ndarray() {
-    lstm_cpu::rerun_test_on_lower_instruction_sets("golden_cases_f64_fused_cpu_ndarray");
+    lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "golden_cases_f64_fused_cpu_ndarray",
+    );
     run_all::<Autodiff<NdArray<f64>>>("ndarray", LstmKernel::FusedCpu, "f64", 1e-9);
 }
 
@@ -31,7 +34,10 @@ fn golden_cases_f64_portable_flex() {
 
 #[test]
 fn golden_cases_f64_fused_cpu_flex() {
-    lstm_cpu::rerun_test_on_lower_instruction_sets("golden_cases_f64_fused_cpu_flex");
+    lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "golden_cases_f64_fused_cpu_flex",
+    );
     common::flex_f64();
     run_all::<Autodiff<Flex>>("flex", LstmKernel::FusedCpu, "f64", 1e-9);
 }

@@ -1,7 +1,7 @@
 //! The module's contract beyond the numbers: checkpoints, PyTorch import/export,
 //! conversion from Burn's `nn::Lstm`, errors on bad input, and the kernel-choice API.
 
-mod common;
+use crate::common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn::module::{AutodiffModule, Module, Param};

@@ -9,7 +9,7 @@
 //!   at a padded step (`t >= lengths[b]`) changes nothing, outputs or gradients, as in
 //!   PyTorch's packed sequences, which never read padding.
 
-mod common;
+use crate::common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn::tensor::backend::AutodiffBackend;

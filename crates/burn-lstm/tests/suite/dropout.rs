@@ -4,7 +4,7 @@
 //! f32 only: Burn 0.21 gives `NdArray<f32>` and `NdArray<f64>` one device dtype per
 //! process (docs/numerics.md), and the f64 kernels share this code path.
 
-mod common;
+use crate::common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn_lstm::LstmKernel;

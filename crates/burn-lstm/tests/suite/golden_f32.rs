@@ -8,7 +8,7 @@
 //! (the golden weights are N(0, 0.4²), larger than a trained network's), plus the fused
 //! kernel's polynomial `exp` (a few ulp).
 
-mod common;
+use crate::common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn_lstm::LstmKernel;
@@ -21,7 +21,10 @@ fn golden_cases_f32_portable_ndarray() {
 
 #[test]
 fn golden_cases_f32_fused_cpu_ndarray() {
-    lstm_cpu::rerun_test_on_lower_instruction_sets("golden_cases_f32_fused_cpu_ndarray");
+    lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "golden_cases_f32_fused_cpu_ndarray",
+    );
     run_all::<Autodiff<NdArray<f32>>>("ndarray", LstmKernel::FusedCpu, "f32", 1e-4);
 }
 
@@ -32,6 +35,9 @@ fn golden_cases_f32_portable_flex() {
 
 #[test]
 fn golden_cases_f32_fused_cpu_flex() {
-    lstm_cpu::rerun_test_on_lower_instruction_sets("golden_cases_f32_fused_cpu_flex");
+    lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "golden_cases_f32_fused_cpu_flex",
+    );
     run_all::<Autodiff<Flex>>("flex", LstmKernel::FusedCpu, "f32", 1e-4);
 }

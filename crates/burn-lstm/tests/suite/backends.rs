@@ -4,7 +4,7 @@
 //! (feature `dispatch`) trains on its Flex device and serves the same checkpoint as
 //! Flex does. The GPU leg (trained on `Autodiff<Cuda>`) is in `tests/cudnn.rs`.
 
-mod common;
+use crate::common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn::module::{AutodiffModule, Module};

@@ -37,6 +37,7 @@ fn tiny() -> TrainOptions {
 
 #[test]
 fn trains_saves_and_infers_from_the_saved_files() {
+    let _serial = crate::one_seeded_run_at_a_time();
     let series = sunspots::load_series(&sunspots::default_data_path()).unwrap();
     assert_eq!(series.values.len(), 3120);
     assert_eq!(series.dates[0], (1749, 1));
@@ -101,6 +102,7 @@ fn trains_saves_and_infers_from_the_saved_files() {
 
 #[test]
 fn user_errors_name_the_file_and_the_problem() {
+    let _serial = crate::one_seeded_run_at_a_time();
     let device = Default::default();
     let load = |dir: &PathBuf| sunspots::load_forecaster::<NdArray>(dir, None, &device);
 
@@ -173,6 +175,7 @@ fn user_errors_name_the_file_and_the_problem() {
 /// error or (inside a value: no format here has a checksum) a model; nothing panics.
 #[test]
 fn damaged_checkpoints_are_named_errors_never_panics() {
+    let _serial = crate::one_seeded_run_at_a_time();
     let series = sunspots::load_series(&sunspots::default_data_path()).unwrap();
     let good = temp_dir("fuzz-good");
     sunspots::train::<Autodiff<Flex>>(&series, &tiny(), &good, &Default::default()).unwrap();
