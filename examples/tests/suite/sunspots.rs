@@ -60,7 +60,7 @@ fn trains_saves_and_infers_from_the_saved_files() {
     assert_eq!(served.forecasts.len(), 60);
     assert_eq!(served.start, 3120 - 60);
     // The loaded model is the trained one. The LSTM serves bit for bit across a save
-    // and a load (tests/backends.rs in burn-lstm); the linear head may differ in the last
+    // and a load (tests/suite/backends.rs in burn-lstm); the linear head may differ in the last
     // bit: the Learner hands back parameters laid out as Adam left them, a loaded record
     // is contiguous, and Flex's matmul picks its kernel by the operands' layout.
     let close = |a: &[f32], b: &[f32]| {

@@ -253,7 +253,7 @@ fn bad_input_is_a_clear_error() {
         "state.cell",
         &["[4, 2, 6]", "[4, 3, 6]"],
     );
-    // A length of 0 (an empty row) is valid: see tests/empty_rows.rs.
+    // A length of 0 (an empty row) is valid: see tests/suite_f64/empty_rows.rs.
     assert!(
         model
             .try_forward(input([2, 4, 5]), None, Some(&[4, 0]))

@@ -1,9 +1,12 @@
-//! burn-lstm's integration tests on the CPU backends, in one test binary.
+//! burn-lstm's integration tests on the CPU backends, in two test binaries: this one and
+//! `suite_f64` (the tests that run Flex and NdArray in float64).
 //!
 //! Each file under `tests/` is its own binary, and each binary links Burn again (every
 //! one was about 500 MB and two minutes of a CI core): one binary for all of these keeps
 //! `cargo test --workspace` within CI's time and disk (docs/ci.md). Tests that need a
-//! process of their own stay apart: `long_run.rs` (it measures the process's resident
+//! process of their own stay apart: the float64 tests (Burn 0.21 keeps one float type
+//! per device for the whole process, so Flex in f32 and Flex in f64 cannot share one;
+//! see `common::flex_f64`), `long_run.rs` (it measures the process's resident
 //! memory and sets cache limits in its environment) and the CUDA tests (`cudnn.rs`,
 //! `cudnn_f64.rs`, built with the `cuda` feature and copied to the GPU machine alone).
 
@@ -13,11 +16,7 @@ mod common;
 mod api;
 mod backends;
 mod dropout;
-mod empty_rows;
-mod finite_difference;
-mod generated;
 mod golden_f32;
-mod golden_f64;
 mod hostile_files;
 mod layout;
 mod nan_policy;
