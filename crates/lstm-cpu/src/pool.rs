@@ -87,11 +87,9 @@ fn worker(state: Arc<State>, id: usize, mut seen: usize) {
                 }
             }
         }
+        // Newer than `seen`: the job is published before its epoch is bumped, so the job
+        // read here is at least as new as the epoch that ended the wait.
         let (epoch, job) = *state.job.lock().unwrap_or_else(|e| e.into_inner());
-        if epoch <= seen {
-            // This worker ran that job already (see above); never twice.
-            continue;
-        }
         seen = epoch;
         let job = job.expect("a job is published before its epoch");
         if id < job.size {
