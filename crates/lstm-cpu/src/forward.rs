@@ -1,7 +1,8 @@
-//! The forward pass: per layer and direction, the input projection of every step as one
-//! parallel GEMM, then the recurrence, where a team of threads splits the hidden units
-//! (all four gates of a unit stay on one thread, so the gate math needs no exchange) and
-//! meets once per step (twice with a projection).
+//! The forward pass: per layer and direction, the input projection of a chunk of steps
+//! as one GEMM split over the team, then the recurrence, where the team splits the hidden
+//! units (all four gates of a unit stay on one thread, so the gate math needs no
+//! exchange) and meets once per step (twice with a projection), or, for small `W_hh`,
+//! splits the batch rows and needs no barrier between steps (see [`Split`]).
 
 use core::ops::Range;
 
@@ -112,12 +113,120 @@ impl Dims {
     /// barrier (measured on 2 cores: batch 1, H = 128, 65 K a step, runs in 0.31 ms on
     /// two threads, 0.55 ms on one; H = 64 gains nothing from a second).
     pub fn team<T>(&self, threads: usize) -> (Vec<Range<usize>>, Vec<Range<usize>>) {
-        let per_step = self.batch * self.out * 4 * self.hidden;
-        let size = threads.min(per_step >> 15).max(1);
+        let size = self.team_size(threads);
         let units = split_aligned(self.hidden, size, panel::<T>());
         let projected = split_aligned(self.out, units.len(), panel::<T>());
         (units, projected)
     }
+
+    fn team_size(&self, threads: usize) -> usize {
+        let per_step = self.batch * self.out * 4 * self.hidden;
+        threads.min(per_step >> 15).max(1)
+    }
+
+    /// The forward recurrence's team: [`Dims::team`]'s split of the hidden units, or a
+    /// split of the batch rows (see [`Split`]).
+    pub fn forward_team<T>(&self, threads: usize) -> Vec<Share> {
+        let size = self.team_size(threads);
+        match Split::choose::<T>(self, size) {
+            Split::Rows => {
+                // The input projection of a chunk of steps is still split by units: one
+                // product over all the chunk's rows, which a member's rows alone (a few
+                // per step) would cut into one product per step.
+                let (units, _) = self.team::<T>(threads);
+                split_aligned(self.batch, size, 1)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(id, rows)| Share {
+                        units: 0..self.hidden,
+                        input_units: units.get(id).cloned(),
+                        projected: Some(0..self.out),
+                        rows,
+                        by_rows: true,
+                    })
+                    .collect()
+            }
+            Split::Units => {
+                let (units, projected) = self.team::<T>(threads);
+                units
+                    .into_iter()
+                    .enumerate()
+                    .map(|(id, units)| Share {
+                        input_units: Some(units.clone()),
+                        units,
+                        projected: projected.get(id).cloned(),
+                        rows: 0..self.batch,
+                        by_rows: false,
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// Fewest batch rows per member for [`Split::Rows`]: fewer leave the micro-kernel
+/// too few accumulators (and every member still reads all of `W_hh` per step). Measured
+/// on 2 cores (AVX2, f32): 4 × 100 × 256 (2 rows each) ran 1.9× slower split by rows.
+const ROW_SPLIT_MIN_ROWS: usize = 4;
+/// Largest `W_hh` for [`Split::Rows`], whose members each read all of it every step:
+/// about an L2 (512 KiB to 2 MiB on current x86 cores). Measured on 2 cores (AVX2,
+/// 512 KiB of L2 per core, f32; medians of 5 interleaved runs), rows against units:
+/// H = 96, 128 (input 512), 200 and 256 (1 MiB) 2-6 % faster; H = 384 (2.3 MiB) 3 %
+/// slower, H = 600 at batch 8 (5.5 MiB) 13 % slower.
+const ROW_SPLIT_MAX_WEIGHT_BYTES: usize = 1 << 20;
+
+/// How the forward recurrence's team divides a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Split {
+    /// Each member owns some hidden units (all four gates of them) of every batch row:
+    /// the members exchange `h` at a barrier every step, and each holds only its share
+    /// of `W_hh` in its cache.
+    Units,
+    /// Each member owns some batch rows and runs their whole recurrence alone: no
+    /// barrier and no exchange at all, but every member reads all of `W_hh` each step.
+    Rows,
+}
+
+impl Split {
+    /// The split for `dims` on a team of `size`. `LSTM_CPU_SPLIT=units` or `=rows`
+    /// forces one (for benchmarks and tests; read once per process).
+    fn choose<T>(dims: &Dims, size: usize) -> Self {
+        static FORCED: std::sync::OnceLock<Option<Split>> = std::sync::OnceLock::new();
+        let forced = *FORCED.get_or_init(|| match std::env::var("LSTM_CPU_SPLIT").as_deref() {
+            Ok("units") => Some(Split::Units),
+            Ok("rows") => Some(Split::Rows),
+            _ => None,
+        });
+        if size < 2 || dims.batch < size {
+            return Split::Units;
+        }
+        if let Some(forced) = forced {
+            return forced;
+        }
+        let rows_per_member = dims.batch / size;
+        let w_hh_bytes = 4 * dims.hidden * dims.out * core::mem::size_of::<T>();
+        if rows_per_member >= ROW_SPLIT_MIN_ROWS && w_hh_bytes <= ROW_SPLIT_MAX_WEIGHT_BYTES {
+            Split::Rows
+        } else {
+            Split::Units
+        }
+    }
+}
+
+/// One team member's part of the forward recurrence.
+#[derive(Clone, Debug)]
+pub(crate) struct Share {
+    /// Hidden units (all four gates of them) it computes.
+    pub units: Range<usize>,
+    /// Hidden units whose gates' input projection it computes (all rows of a chunk).
+    pub input_units: Option<Range<usize>>,
+    /// Columns of the projected state `h` it computes (with a projection), if any.
+    pub projected: Option<Range<usize>>,
+    /// Batch rows it computes.
+    pub rows: Range<usize>,
+    /// Whether the team splits rows ([`Split::Rows`]): no member reads another's values,
+    /// so the steps need no barrier.
+    pub by_rows: bool,
 }
 
 fn run<T: Real>(
@@ -276,9 +385,23 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         }
     };
 
-    // A team splits the hidden units; each member owns all four gates of its units, so
-    // it projects its own gate columns and needs no barrier between projection and step.
-    let (units, projected) = dims.team::<T>(threads);
+    // A team splits the hidden units (each member owns all four gates of its units, so
+    // it projects its own gate columns and needs no barrier between projection and
+    // step), or the batch rows (see `Split`).
+    let team = dims.forward_team::<T>(threads);
+    // A row split gives every member every gate column: pack the flat weights once for
+    // all of them, not once per member.
+    let packed_once = match params {
+        CellParams::Flat(w) if team.len() > 1 && team[0].by_rows => {
+            let gates = gate_panels::<T>(h, 0..h);
+            Some((
+                PackedB::pack(input_size, &gates, w.w_ih, 1, input_size),
+                PackedB::pack(p, &gates, w.w_hh, 1, p),
+                w.w_hr.map(|w_hr| PackedB::pack_all(h, p, w_hr, 1, h)),
+            ))
+        }
+        _ => None,
+    };
     let chunk = chunk_steps(seq, batch);
     let mut chunk_gates = Buffer::zeroed(if out.gates.is_some() {
         0
@@ -298,12 +421,15 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     let valid = |t: usize, b: usize| lengths.is_none_or(|l| t < l[b]);
     let y_at = |t: usize, b: usize| (t * batch + b) * dirs * p + direction * p;
 
-    run_team(units.len(), |member| {
-        let own = units[member.id].clone();
+    run_team(team.len(), |member| {
+        let share = &team[member.id];
+        let own = share.units.clone();
         let nu = own.len();
+        let (rows, by_rows) = (share.rows.clone(), share.by_rows);
+        let (b0, nb) = (rows.start, rows.len());
         // Without a projection a member owns the same columns of h as of c.
         let own_h = if projection {
-            projected.get(member.id).cloned()
+            share.projected.clone()
         } else {
             Some(own.clone())
         };
@@ -311,8 +437,9 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         // in the same order, see `packed.rs`).
         let packed_here;
         let (packed_ih, packed_hh, packed_hr): (Packed<T>, Packed<T>, Option<Packed<T>>) =
-            match params {
-                CellParams::Packed(packed) => (
+            match (params, &packed_once) {
+                (_, Some((ih, hh, hr))) => (ih.into(), hh.into(), hr.as_ref().map(Packed::from)),
+                (CellParams::Packed(packed), None) => (
                     packed.ih.panels(unit_panels::<T>(&own)),
                     packed.hh.panels(unit_panels::<T>(&own)),
                     packed
@@ -321,7 +448,7 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                         .zip(own_h.as_ref())
                         .map(|(hr, cols)| hr.panels(column_panels::<T>(cols))),
                 ),
-                CellParams::Flat(w) => {
+                (CellParams::Flat(w), None) => {
                     let gates = gate_panels::<T>(h, own.clone());
                     packed_here = (
                         PackedB::pack(input_size, &gates, w.w_ih, 1, input_size),
@@ -337,6 +464,20 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                     )
                 }
             };
+        // The panels of this member's share of the input projection: its own gate
+        // columns, or with a row split its part of all of them.
+        let ih_all = match (params, &packed_once) {
+            (_, Some((ih, _, _))) => Some(ih),
+            (CellParams::Packed(packed), None) if by_rows => Some(&packed.ih),
+            _ => None,
+        };
+        let projection_ih = match ih_all {
+            Some(ih) => share
+                .input_units
+                .as_ref()
+                .map(|units| ih.panels(unit_panels::<T>(units))),
+            None => Some(packed_ih),
+        };
         let mut tanh_row = vec![T::ZERO; nu];
         let mut first = 0;
         while first < seq {
@@ -349,27 +490,49 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                 None => (chunk_s, t_lo),
             };
             let z_at = |t: usize| (t - base) * batch * g4;
-            // SAFETY: this member writes only its gate columns of these rows.
-            unsafe {
-                gemm_bias(
-                    steps * batch,
-                    input.as_ptr().add(t_lo * batch * input_size),
-                    input_size,
-                    1,
-                    packed_ih,
-                    bias,
-                    gates.at(z_at(t_lo)),
-                    g4,
-                )
-            };
+            if by_rows && first > 0 {
+                // Every member's steps are done with the previous chunk's gates, which
+                // this projection may overwrite.
+                member.sync();
+            }
+            if let Some(packed_ih) = projection_ih {
+                // SAFETY: this member writes only its gate columns of these rows.
+                unsafe {
+                    gemm_bias(
+                        steps * batch,
+                        input.as_ptr().add(t_lo * batch * input_size),
+                        input_size,
+                        1,
+                        packed_ih,
+                        bias,
+                        gates.at(z_at(t_lo)),
+                        g4,
+                    )
+                };
+            }
+            if by_rows {
+                // Each member's rows need every member's gate columns.
+                member.sync();
+            }
             for step in first..first + steps {
                 let t = dims.time(step, reverse);
                 let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
                 let z = z_at(t);
-                // SAFETY: this member writes only its gate columns of step t; h_prev is
-                // complete (barrier at the end of the previous step).
-                unsafe { gemm(batch, hidden_s.at(prev), p, 1, packed_hh, gates.at(z), g4) };
-                for b in 0..batch {
+                // SAFETY: this member writes only its gate columns of its rows of step t;
+                // h_prev is complete (its own rows, or the barrier at the end of the
+                // previous step).
+                unsafe {
+                    gemm(
+                        nb,
+                        hidden_s.at(prev + b0 * p),
+                        p,
+                        1,
+                        packed_hh,
+                        gates.at(z + b0 * g4),
+                        g4,
+                    )
+                };
+                for b in rows.clone() {
                     let row = z + b * g4;
                     let c_at = b * h + own.start;
                     unsafe {
@@ -399,25 +562,36 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                         }
                     }
                 }
-                if projection {
+                if projection && !by_rows {
                     // Every member crosses this barrier, also one that owns no columns
                     // of the projected state (when `out` splits into fewer panels than
                     // `hidden`): skipping it desynchronised the team and hung the call.
                     member.sync();
                 }
                 if let (Some(packed_hr), Some(cols)) = (packed_hr, &own_h) {
-                    for b in 0..batch {
+                    for b in rows.clone() {
                         unsafe {
                             hidden_s
                                 .slice(next + b * p + cols.start, cols.len())
                                 .fill(T::ZERO)
                         };
                     }
-                    // SAFETY: every member's unprojected units are complete (barrier above).
-                    unsafe { gemm(batch, unproj_s.at(0), h, 1, packed_hr, hidden_s.at(next), p) };
+                    // SAFETY: the unprojected units of these rows are complete (this
+                    // member's own rows, or the barrier above).
+                    unsafe {
+                        gemm(
+                            nb,
+                            unproj_s.at(b0 * h),
+                            h,
+                            1,
+                            packed_hr,
+                            hidden_s.at(next + b0 * p),
+                            p,
+                        )
+                    };
                 }
                 if let Some(cols) = &own_h {
-                    for b in 0..batch {
+                    for b in rows.clone() {
                         let n = cols.len();
                         unsafe {
                             let h_prev = hidden_s.slice(prev + b * p + cols.start, n);
@@ -438,7 +612,9 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                         }
                     }
                 }
-                member.sync();
+                if !by_rows {
+                    member.sync();
+                }
             }
             first += steps;
         }

@@ -292,7 +292,7 @@ unsafe fn gemm_into<T: Real>(
                 };
                 let mut i = 0;
                 while i < block_rows {
-                    let r = max_rows.min(block_rows - i);
+                    let r = tile_rows(block_rows - i, max_rows);
                     let row = m0 + i;
                     let args = Micro {
                         depth,
@@ -322,6 +322,18 @@ unsafe fn gemm_into<T: Real>(
         }
         k0 += depth;
     }
+}
+
+/// Rows of the next micro-kernel call when `left` rows remain: as even a split into
+/// calls of at most `max` rows as there is. A call of `r` rows keeps `2r` accumulators
+/// in flight, and two FMA pipes of four cycles' latency need eight: 8 rows as 6 + 2 ran
+/// the 2-row call at half speed, 4 + 4 runs both at full speed. Two rows go one at a
+/// time (the one-row kernel keeps eight accumulators, four banks of two).
+fn tile_rows(left: usize, max: usize) -> usize {
+    if left == 2 {
+        return 1;
+    }
+    left.div_ceil(left.div_ceil(max))
 }
 
 /// [`gemm`] with the rows of `A` and `C` split over up to `threads` threads.
@@ -686,6 +698,31 @@ mod tests {
         }
         check::<f32>(400, 300, 64, 2, |v| v as f32);
         check::<f64>(400, 300, 64, 2, |v| v);
+    }
+
+    #[test]
+    fn rows_are_tiled_evenly_and_never_two_at_a_time() {
+        for max in [6, 8] {
+            for rows in 1..=40 {
+                let mut tiles = Vec::new();
+                let mut left = rows;
+                while left > 0 {
+                    let r = tile_rows(left, max);
+                    assert!((1..=max).contains(&r), "{rows} rows, max {max}: tile {r}");
+                    tiles.push(r);
+                    left -= r;
+                }
+                let (least, most) = (tiles.iter().min().unwrap(), tiles.iter().max().unwrap());
+                assert!(!tiles.contains(&2), "{rows} rows, max {max}: {tiles:?}");
+                assert_eq!(tiles.len(), rows.div_ceil(max) + usize::from(rows == 2));
+                if rows >= 4 {
+                    assert!(most - least <= 1, "{rows} rows, max {max}: {tiles:?}");
+                }
+            }
+        }
+        assert_eq!(tile_rows(8, 6), 4);
+        assert_eq!(tile_rows(16, 6), 6);
+        assert_eq!(tile_rows(10, 8), 5);
     }
 
     /// `gemm_bias` stores `bias + A·B` over whatever C held, bit for bit what copying the
