@@ -641,12 +641,12 @@ simd::dispatch! {
         let (zi, zf, zg, zo) = (&mut zi[..n], &mut zf[..n], &mut zg[..n], &mut zo[..n]);
         let (tanh_cell, hidden) = (&mut tanh_cell[..n], &mut hidden[..n]);
         for j in 0..n {
-            let i = zi[j].sigmoid();
-            let f = zf[j].sigmoid();
-            let g = zg[j].tanh();
-            let o = zo[j].sigmoid();
+            let i = zi[j].sigmoid_on::<FMA>();
+            let f = zf[j].sigmoid_on::<FMA>();
+            let g = zg[j].tanh_on::<FMA>();
+            let o = zo[j].sigmoid_on::<FMA>();
             let c = f * cell[j] + i * g;
-            let tc = c.tanh();
+            let tc = c.tanh_on::<FMA>();
             zi[j] = i;
             zf[j] = f;
             zg[j] = g;

@@ -54,7 +54,9 @@ fn detect() -> Isa {
 
 /// Defines `fn $name` whose body is compiled three times (AVX-512, AVX2+FMA, baseline)
 /// and runs the best one this CPU has: the same source, three code paths. Functions the
-/// body calls must be `#[inline(always)]` to be compiled with the features too.
+/// body calls must be `#[inline(always)]` to be compiled with the features too. In each
+/// copy the constant `FMA` says whether it has fused multiply-adds (for
+/// [`Real::sigmoid_on`](crate::Real::sigmoid_on) and the like).
 macro_rules! dispatch {
     ($(#[$meta:meta])* fn $name:ident<$t:ident: Real>($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
         $(#[$meta])*
@@ -62,9 +64,17 @@ macro_rules! dispatch {
             #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
             {
                 #[target_feature(enable = "avx512f,avx2,fma")]
-                unsafe fn avx512<$t: Real>($($arg: $ty),*) $body
+                unsafe fn avx512<$t: Real>($($arg: $ty),*) {
+                    #[allow(dead_code)]
+                    const FMA: bool = true;
+                    $body
+                }
                 #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2<$t: Real>($($arg: $ty),*) $body
+                unsafe fn avx2<$t: Real>($($arg: $ty),*) {
+                    #[allow(dead_code)]
+                    const FMA: bool = true;
+                    $body
+                }
                 match crate::simd::isa() {
                     // SAFETY: the CPU reported these features.
                     crate::simd::Isa::Avx512 => return unsafe { avx512::<$t>($($arg),*) },
@@ -72,7 +82,12 @@ macro_rules! dispatch {
                     crate::simd::Isa::Baseline => {}
                 }
             }
-            $body
+            {
+                // The compilation target's own features.
+                #[allow(dead_code)]
+                const FMA: bool = cfg!(target_feature = "fma");
+                $body
+            }
         }
     };
 }
