@@ -125,10 +125,11 @@ impl Dims {
     }
 
     /// The forward recurrence's team: [`Dims::team`]'s split of the hidden units (the
-    /// backward's), or a split of the batch rows (see [`Split`]).
-    pub fn forward_team<T>(&self, threads: usize) -> Vec<Share> {
+    /// backward's), or a split of the batch rows (see [`Split`]), and which it is.
+    pub fn forward_team<T>(&self, threads: usize) -> (Split, Vec<Share>) {
         let size = self.team_size(threads);
-        match Split::choose::<T>(self, size) {
+        let split = Split::choose::<T>(self, size);
+        let shares = match split {
             Split::Rows => {
                 // The input projection of a chunk of steps is still split by units: one
                 // product over all the chunk's rows, which a member's rows alone (a few
@@ -143,7 +144,6 @@ impl Dims {
                         input_units: units.get(id).cloned(),
                         projected: Some(0..self.out),
                         rows,
-                        by_rows: true,
                     })
                     .collect()
             }
@@ -157,11 +157,11 @@ impl Dims {
                         units,
                         projected: projected.get(id).cloned(),
                         rows: 0..self.batch,
-                        by_rows: false,
                     })
                     .collect()
             }
-        }
+        };
+        (split, shares)
     }
 }
 
@@ -227,9 +227,6 @@ pub(crate) struct Share {
     pub projected: Option<Range<usize>>,
     /// Batch rows it computes.
     pub rows: Range<usize>,
-    /// Whether the team splits rows ([`Split::Rows`]): no member reads another's values,
-    /// so the steps need no barrier.
-    pub by_rows: bool,
 }
 
 fn run<T: Real>(
@@ -391,11 +388,13 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     // A team splits the hidden units (each member owns all four gates of its units, so
     // it projects its own gate columns and needs no barrier between projection and
     // step), or the batch rows (see `Split`).
-    let team = dims.forward_team::<T>(threads);
+    let (split, team) = dims.forward_team::<T>(threads);
+    // Split by rows no member reads another's values: the steps need no barrier.
+    let by_rows = split == Split::Rows;
     // A row split gives every member every gate column: pack the flat weights once for
     // all of them, not once per member.
     let packed_once = match params {
-        CellParams::Flat(w) if team.len() > 1 && team[0].by_rows => {
+        CellParams::Flat(w) if by_rows => {
             let gates = gate_panels::<T>(h, 0..h);
             Some((
                 PackedB::pack(input_size, &gates, w.w_ih, 1, input_size),
@@ -428,7 +427,7 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         let share = &team[member.id];
         let own = share.units.clone();
         let nu = own.len();
-        let (rows, by_rows) = (share.rows.clone(), share.by_rows);
+        let rows = share.rows.clone();
         let (b0, nb) = (rows.start, rows.len());
         // Without a projection a member owns the same columns of h as of c.
         let own_h = if projection {

@@ -16,7 +16,7 @@
 use core::ops::Range;
 
 use crate::buffers::Buffer;
-use crate::real::Real;
+use crate::real::{Real, fmadd};
 use crate::simd::{self, Isa};
 use crate::team::{Shared, run_team};
 
@@ -557,11 +557,6 @@ impl<T> Micro<T> {
             bias: self.bias as *const U,
         }
     }
-}
-
-#[inline(always)]
-fn fmadd<T: Real, const FMA: bool>(a: T, b: T, c: T) -> T {
-    if FMA { a.mul_add(b, c) } else { a * b + c }
 }
 
 #[inline(always)]

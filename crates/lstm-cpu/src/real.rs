@@ -5,8 +5,8 @@
 //! that the gate loops vectorise; its error is a few ulp, far inside the golden
 //! tolerance. Code compiled for FMA evaluates the polynomial with fused multiply-adds
 //! ([`Real::sigmoid_on`]): half the dependent steps of the longest chain in the gate
-//! math, which at small hidden sizes is a fifth of a step. `f64` calls the standard library: it exists for exact parity tests, not
-//! for speed.
+//! math, which at small hidden sizes is a fifth of a step. `f64` calls the standard
+//! library: it exists for exact parity tests, not for speed.
 
 use core::fmt::Debug;
 use core::ops::{Add, AddAssign, Div, Mul, Neg, Sub};
@@ -127,6 +127,13 @@ impl Real for f64 {
     }
 }
 
+/// `a · b + c`: fused where the caller is compiled with FMA (`FMA = true`), two plain
+/// operations otherwise (there `mul_add` is a slow library call).
+#[inline(always)]
+pub(crate) fn fmadd<T: Real, const FMA: bool>(a: T, b: T, c: T) -> T {
+    if FMA { a.mul_add(b, c) } else { a * b + c }
+}
+
 /// `e^x` for `x ≤ 0` (the only arguments the gates need), branch-free so loops over it
 /// vectorise. NaN stays NaN; below −87 it flushes towards the smallest normal. `FMA`:
 /// the caller is compiled with fused multiply-adds.
@@ -139,15 +146,13 @@ fn exp_f32<const FMA: bool>(x: f32) -> f32 {
     let x = if x < -87.0 { -87.0 } else { x };
     let n = (x * LOG2E + 0.5).floor();
     let r = x - n * LN2_HI - n * LN2_LO;
-    // Plain multiply-adds without FMA: `mul_add` is a slow library call there.
-    let madd = |a: f32, b: f32, c: f32| if FMA { a.mul_add(b, c) } else { a * b + c };
     let mut p = 1.987_569_1e-4_f32;
-    p = madd(p, r, 1.398_2e-3);
-    p = madd(p, r, 8.333_452e-3);
-    p = madd(p, r, 4.166_579_6e-2);
-    p = madd(p, r, 1.666_666_5e-1);
-    p = madd(p, r, 0.5);
-    let poly = madd(p, r * r, r) + 1.0;
+    p = fmadd::<f32, FMA>(p, r, 1.398_2e-3);
+    p = fmadd::<f32, FMA>(p, r, 8.333_452e-3);
+    p = fmadd::<f32, FMA>(p, r, 4.166_579_6e-2);
+    p = fmadd::<f32, FMA>(p, r, 1.666_666_5e-1);
+    p = fmadd::<f32, FMA>(p, r, 0.5);
+    let poly = fmadd::<f32, FMA>(p, r * r, r) + 1.0;
     // 2^n without a float-to-int cast (Rust's saturating `as i32` is scalarised inside
     // vector loops): n + 127 is an integer in 1..=127 here, and adding 2^23 puts it in
     // the low mantissa bits, from where the shift moves it into the exponent field. A
