@@ -15,7 +15,7 @@ use burn::tensor::{ElementConversion, Tensor, TensorData};
 use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmBackend, LstmKernel};
 use common::to_f64;
 
-fn config() -> CudnnCompatibleLstmConfig {
+pub(crate) fn config() -> CudnnCompatibleLstmConfig {
     CudnnCompatibleLstmConfig::new(4, 6)
         .with_num_layers(2)
         .with_bidirectional(true)
@@ -36,7 +36,7 @@ fn values(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-fn tensor<B: Backend>(shape: [usize; 3], seed: u64, device: &B::Device) -> Tensor<B, 3> {
+pub(crate) fn tensor<B: Backend>(shape: [usize; 3], seed: u64, device: &B::Device) -> Tensor<B, 3> {
     let data = TensorData::new(values(shape.iter().product(), seed), shape);
     Tensor::from_data(data, device)
 }
@@ -44,7 +44,7 @@ fn tensor<B: Backend>(shape: [usize; 3], seed: u64, device: &B::Device) -> Tenso
 const SHAPE: [usize; 3] = [3, 5, 4];
 
 /// A few Adam steps towards a fixed target on `device`, then the model.
-fn train<B: AutodiffBackend + LstmBackend>(
+pub(crate) fn train<B: AutodiffBackend + LstmBackend>(
     device: &B::Device,
     steps: usize,
 ) -> (CudnnCompatibleLstm<B>, Vec<f32>)
@@ -68,19 +68,25 @@ where
     (model, losses)
 }
 
-fn temp_path(name: &str) -> std::path::PathBuf {
+pub(crate) fn temp_path(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("burn-lstm-backends-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
 }
 
 /// `y`, `h_n` and `c_n` of `model` on the fixed input.
-fn outputs<B: LstmBackend>(model: &CudnnCompatibleLstm<B>, device: &B::Device) -> [Vec<f64>; 3] {
+pub(crate) fn outputs<B: LstmBackend>(
+    model: &CudnnCompatibleLstm<B>,
+    device: &B::Device,
+) -> [Vec<f64>; 3] {
     let (y, state) = model.forward(tensor::<B>(SHAPE, 3, device), None);
     [to_f64(y), to_f64(state.hidden), to_f64(state.cell)]
 }
 
-fn load<B: LstmBackend>(file: &std::path::Path, device: &B::Device) -> CudnnCompatibleLstm<B> {
+pub(crate) fn load<B: LstmBackend>(
+    file: &std::path::Path,
+    device: &B::Device,
+) -> CudnnCompatibleLstm<B> {
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     config()
         .load_checkpoint::<B, _>(file, &recorder, device)

@@ -8,12 +8,18 @@
 //! The sigmoid gates use `σ(x) = ½·tanh(x/2) + ½`. The `½` inside is folded into the
 //! rows of `W_ih`, `W_hh` and the biases once per call, so every step needs a single
 //! `tanh` over all four gates followed by one multiply-add (see `GateAffine`).
+//!
+//! Half-precision calls (f16, bf16) compute in f32 and round only their results
+//! (`precision.rs`).
 
 mod backward;
 mod forward;
+mod precision;
 mod residuals;
 mod steps;
 mod weights;
 
-pub(crate) use backward::backward;
-pub(crate) use forward::{dropout_mask, forward};
+use backward::backward as same_dtype_backward;
+pub(crate) use forward::dropout_mask;
+use forward::forward as same_dtype_forward;
+pub(crate) use precision::{backward, forward};
