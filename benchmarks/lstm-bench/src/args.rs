@@ -16,6 +16,11 @@ pub struct Args {
     /// Burn's CPU backend for the implementations through Burn on `--device cpu`.
     #[arg(long, default_value = "flex")]
     pub backend: CpuBackend,
+    /// Element type of the model and its data (the peer script's `--dtype`). f16 and
+    /// bf16 run on Flex (the portable kernel, in f32 inside) and on Cuda (cuDNN, its
+    /// half path switched on for the run); NdArray computes f32 only here.
+    #[arg(long, default_value = "f32")]
+    pub dtype: Dtype,
     /// Forward only, or forward plus the backward of `sum(y)`.
     #[arg(long, default_value = "infer")]
     pub mode: Mode,
@@ -68,6 +73,36 @@ pub enum CpuBackend {
     Flex,
     /// NdArray (Burn calls it legacy).
     Ndarray,
+}
+
+/// The element type of `--dtype`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    /// 32-bit float.
+    F32,
+    /// IEEE half precision.
+    F16,
+    /// bfloat16.
+    Bf16,
+}
+
+impl Dtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+        }
+    }
+
+    /// Burn's float type.
+    pub fn burn(self) -> burn::tensor::FloatDType {
+        match self {
+            Dtype::F32 => burn::tensor::FloatDType::F32,
+            Dtype::F16 => burn::tensor::FloatDType::F16,
+            Dtype::Bf16 => burn::tensor::FloatDType::BF16,
+        }
+    }
 }
 
 /// Whether rows are right-padded.

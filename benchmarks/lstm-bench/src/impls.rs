@@ -8,7 +8,7 @@ use burn::tensor::{
 };
 use burn_lstm::{CudnnCompatibleLstmConfig, LstmBackend, LstmKernel};
 
-use crate::args::{Args, CpuBackend, Device, Mode};
+use crate::args::{Args, CpuBackend, Device, Dtype, Mode};
 
 /// Implementations built into this binary.
 #[cfg(not(feature = "cuda"))]
@@ -43,13 +43,34 @@ impl Lcg {
 }
 
 pub fn build(args: &Args) -> Result<Call, String> {
+    let half = args.dtype != Dtype::F32;
     match args.device {
+        Device::Cpu if half && args.implementation == "lstm-cpu" => {
+            Err("--impl lstm-cpu: the kernel alone runs f32 (and f64) only".into())
+        }
         Device::Cpu => match args.backend {
-            CpuBackend::Flex => build_cpu::<Flex>(args),
+            CpuBackend::Flex => {
+                use_dtype::<Flex>(args.dtype)?;
+                build_cpu::<Flex>(args)
+            }
+            CpuBackend::Ndarray if half => {
+                Err("--backend ndarray: NdArray computes f32 and f64, not f16 or bf16".into())
+            }
             CpuBackend::Ndarray => build_cpu::<NdArray>(args),
         },
         Device::Cuda => build_cuda(args),
     }
+}
+
+/// Makes `dtype` the float type of `B`'s default device, before the first tensor on it
+/// (Burn 0.21 keeps one per device for the whole process).
+fn use_dtype<B: Backend>(dtype: Dtype) -> Result<(), String> {
+    if dtype == Dtype::F32 {
+        return Ok(());
+    }
+    let device = B::Device::default();
+    burn::tensor::set_default_dtypes::<B>(&device, dtype.burn(), burn::tensor::IntDType::I32)
+        .map_err(|e| format!("--dtype {}: {e:?}", dtype.name()))
 }
 
 /// The backend the JSON line names: Burn's backend for the implementations through
@@ -80,11 +101,31 @@ fn build_cuda(args: &Args) -> Result<Call, String> {
             burn_lstm::CudnnMath::Fma
         },
     );
+    use burn::tensor::{bf16, f16};
+    // Timing the half path is how it gets verified: switched on for this run.
+    burn_lstm::set_cudnn_half(true);
+    match (args.implementation.as_str(), args.dtype) {
+        ("cudnn-raw", Dtype::F32) => crate::cudnn_raw::build(args),
+        ("cudnn-raw", _) => Err("--impl cudnn-raw: f32 only".into()),
+        (_, Dtype::F32) => cuda_impl::<Cuda<f32>>(args),
+        (_, Dtype::F16) => {
+            use_dtype::<Cuda<f16>>(args.dtype)?;
+            cuda_impl::<Cuda<f16>>(args)
+        }
+        (_, Dtype::Bf16) => {
+            use_dtype::<Cuda<bf16>>(args.dtype)?;
+            cuda_impl::<Cuda<bf16>>(args)
+        }
+    }
+}
+
+/// The implementations through Burn on one Cuda backend type.
+#[cfg(feature = "cuda")]
+fn cuda_impl<B: LstmBackend + 'static>(args: &Args) -> Result<Call, String> {
     match args.implementation.as_str() {
-        "cudnn" => ours::<Cuda>(args, LstmKernel::Cudnn),
-        "portable" => ours::<Cuda>(args, LstmKernel::Portable),
-        "burn-lstm" => Ok(burn_nn::<Cuda>(args)),
-        "cudnn-raw" => crate::cudnn_raw::build(args),
+        "cudnn" => ours::<B>(args, LstmKernel::Cudnn),
+        "portable" => ours::<B>(args, LstmKernel::Portable),
+        "burn-lstm" => Ok(burn_nn::<B>(args)),
         other => Err(format!(
             "--impl {other} --device cuda: not available; on cuda: cudnn, cudnn-raw, portable, burn-lstm"
         )),

@@ -83,6 +83,7 @@ fn main() {
         "device": args.device.name(),
         "backend": impls::backend_name(&args),
         "mode": args.mode.name(),
+        "dtype": args.dtype.name(),
         "batch": args.batch,
         "seq": args.seq,
         "input": args.input,

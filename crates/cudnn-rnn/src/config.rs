@@ -3,14 +3,20 @@
 use cudarc::cudnn::sys;
 
 use crate::error::{CudnnRnnError, Result};
+use crate::library::CudnnVersion;
 
-/// Element type of every tensor of a call.
+/// Element type of every tensor of a call (data, states and weights).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DataType {
     /// `f32`.
     F32,
     /// `f64`.
     F64,
+    /// IEEE half precision (`CUDNN_DATA_HALF`), computed in `f32` on tensor cores.
+    F16,
+    /// bfloat16 (`CUDNN_DATA_BFLOAT16`), computed in `f32` on tensor cores. Needs cuDNN
+    /// [`DataType::minimum_cudnn`] or newer.
+    Bf16,
 }
 
 impl DataType {
@@ -19,13 +25,56 @@ impl DataType {
         match self {
             Self::F32 => 4,
             Self::F64 => 8,
+            Self::F16 | Self::Bf16 => 2,
         }
+    }
+
+    /// The oldest cuDNN that runs RNNs of this type. bf16 RNNs: cuDNN 9.13 (PyTorch
+    /// enables its bf16 cuDNN RNN from that release on); the others: any cuDNN 9.
+    pub fn minimum_cudnn(self) -> CudnnVersion {
+        match self {
+            Self::Bf16 => CudnnVersion {
+                major: 9,
+                minor: 13,
+                patch: 0,
+            },
+            _ => CudnnVersion {
+                major: crate::library::REQUIRED_CUDNN_MAJOR,
+                minor: 0,
+                patch: 0,
+            },
+        }
+    }
+
+    /// Checks that cuDNN `loaded` runs RNNs of this type.
+    pub fn check_supported_by(self, loaded: CudnnVersion) -> Result<()> {
+        let minimum = self.minimum_cudnn();
+        if loaded < minimum {
+            return Err(CudnnRnnError::invalid(
+                "data_type",
+                format!("a type cuDNN {loaded} runs in an RNN ({self:?} needs cuDNN >= {minimum})"),
+                format!("{self:?}"),
+            ));
+        }
+        Ok(())
     }
 
     pub(crate) fn cudnn(self) -> sys::cudnnDataType_t {
         match self {
             Self::F32 => sys::cudnnDataType_t::CUDNN_DATA_FLOAT,
             Self::F64 => sys::cudnnDataType_t::CUDNN_DATA_DOUBLE,
+            Self::F16 => sys::cudnnDataType_t::CUDNN_DATA_HALF,
+            Self::Bf16 => sys::cudnnDataType_t::CUDNN_DATA_BFLOAT16,
+        }
+    }
+
+    /// The precision cuDNN computes in (`mathPrec`): `f32` for the half types, as
+    /// PyTorch sets it (its `promote_rnn_math_type`): the gate math and the cell state
+    /// in f32, only the tensors in memory in half precision.
+    pub(crate) fn math_precision(self) -> sys::cudnnDataType_t {
+        match self {
+            Self::F16 | Self::Bf16 => sys::cudnnDataType_t::CUDNN_DATA_FLOAT,
+            other => other.cudnn(),
         }
     }
 }
@@ -38,7 +87,8 @@ pub enum MathMode {
     #[default]
     Fma,
     /// Tensor cores with TF32 inputs (`CUDNN_DEFAULT_MATH` on Ampere and newer): faster,
-    /// with about 3 decimal digits per product. Opt-in. Ignored for `f64`.
+    /// with about 3 decimal digits per product. Opt-in. Ignored for `f64`; f16 and bf16
+    /// always run on tensor cores (`CUDNN_TENSOR_OP_MATH`).
     Tf32,
 }
 
@@ -112,7 +162,71 @@ impl RnnConfig {
     pub(crate) fn math_type(&self) -> sys::cudnnMathType_t {
         match (self.data_type, self.math) {
             (DataType::F32, MathMode::Fma) => sys::cudnnMathType_t::CUDNN_FMA_MATH,
+            // Half data on tensor cores, as PyTorch runs it.
+            (DataType::F16 | DataType::Bf16, _) => sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH,
             _ => sys::cudnnMathType_t::CUDNN_DEFAULT_MATH,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(data_type: DataType, math: MathMode) -> RnnConfig {
+        RnnConfig {
+            input_size: 8,
+            hidden_size: 16,
+            proj_size: 0,
+            num_layers: 1,
+            bidirectional: false,
+            bias: true,
+            data_type,
+            math,
+        }
+    }
+
+    #[test]
+    fn half_types_compute_in_f32_on_tensor_cores() {
+        use sys::{cudnnDataType_t as D, cudnnMathType_t as M};
+        for (data_type, size, cudnn) in [
+            (DataType::F16, 2, D::CUDNN_DATA_HALF),
+            (DataType::Bf16, 2, D::CUDNN_DATA_BFLOAT16),
+        ] {
+            assert_eq!(data_type.size(), size);
+            assert_eq!(data_type.cudnn(), cudnn);
+            assert_eq!(data_type.math_precision(), D::CUDNN_DATA_FLOAT);
+            for math in [MathMode::Fma, MathMode::Tf32] {
+                assert_eq!(config(data_type, math).math_type(), M::CUDNN_TENSOR_OP_MATH);
+            }
+        }
+        assert_eq!(DataType::F32.math_precision(), D::CUDNN_DATA_FLOAT);
+        assert_eq!(DataType::F64.math_precision(), D::CUDNN_DATA_DOUBLE);
+        assert_eq!(
+            config(DataType::F32, MathMode::Fma).math_type(),
+            M::CUDNN_FMA_MATH
+        );
+        assert_eq!(
+            config(DataType::F32, MathMode::Tf32).math_type(),
+            M::CUDNN_DEFAULT_MATH
+        );
+    }
+
+    #[test]
+    fn bf16_needs_cudnn_9_13() {
+        let version = |minor| CudnnVersion {
+            major: 9,
+            minor,
+            patch: 0,
+        };
+        let err = DataType::Bf16.check_supported_by(version(12)).unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("data_type: expected"), "{text}");
+        assert!(text.contains("Bf16 needs cuDNN >= 9.13.0"), "{text}");
+        assert!(text.contains("cuDNN 9.12.0"), "{text}");
+        assert!(DataType::Bf16.check_supported_by(version(13)).is_ok());
+        for data_type in [DataType::F16, DataType::F32, DataType::F64] {
+            assert!(data_type.check_supported_by(version(0)).is_ok());
         }
     }
 }

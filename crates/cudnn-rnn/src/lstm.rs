@@ -113,9 +113,16 @@ pub struct Lstm {
 
 impl Lstm {
     /// Configures an LSTM (`cudnnSetRNNDescriptor_v8`: standard algorithm, linear input,
-    /// padded I/O) and reads its weight-space layout.
+    /// padded I/O) and reads its weight-space layout. A data type the loaded cuDNN does
+    /// not run in an RNN (bf16 before 9.13, [`DataType::minimum_cudnn`]) is an
+    /// [`CudnnRnnError::InvalidArgument`](crate::CudnnRnnError::InvalidArgument) naming both
+    /// versions.
     pub fn new(handle: &CudnnHandle, config: RnnConfig, dropout: &DropoutState) -> Result<Self> {
         config.validate()?;
+        // A handle exists, so cuDNN was loaded and checked: this reads the cached result.
+        config
+            .data_type
+            .check_supported_by(crate::library::check_cudnn()?)?;
         handle.bind_to_thread()?;
         let desc = RnnDescriptor::new()?;
         set_descriptor(&desc, &config, dropout)?;
@@ -446,7 +453,7 @@ fn set_descriptor(desc: &RnnDescriptor, config: &RnnConfig, dropout: &DropoutSta
             direction,
             sys::cudnnRNNInputMode_t::CUDNN_LINEAR_INPUT,
             config.data_type.cudnn(),
-            config.data_type.cudnn(),
+            config.data_type.math_precision(),
             config.math_type(),
             config.input_size as i32,
             config.hidden_size as i32,
@@ -465,12 +472,10 @@ fn data_descriptor(
     vector_size: usize,
 ) -> Result<RnnDataDescriptor> {
     let desc = RnnDataDescriptor::new()?;
-    let mut fill_f32 = 0.0f32;
-    let mut fill_f64 = 0.0f64;
-    let fill: *mut core::ffi::c_void = match data_type {
-        DataType::F32 => (&mut fill_f32 as *mut f32).cast(),
-        DataType::F64 => (&mut fill_f64 as *mut f64).cast(),
-    };
+    // cuDNN reads the fill value as one element of `data_type`; all-zero bits are 0.0
+    // in every float type, and eight bytes cover the widest.
+    let mut fill_zero = 0u64;
+    let fill: *mut core::ffi::c_void = (&mut fill_zero as *mut u64).cast();
     // SAFETY: `lengths` holds `batch` entries; `fill` points at a value of the data type.
     check("cudnnSetRNNDataDescriptor", unsafe {
         sys::cudnnSetRNNDataDescriptor(

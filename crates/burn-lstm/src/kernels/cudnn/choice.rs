@@ -7,7 +7,7 @@ use cubecl_cuda::{CudaDevice, CudaRuntime};
 use cudnn_rnn::{DataType, MathMode};
 
 use crate::kernels::cudnn::device::{device, rnn_config};
-use crate::kernels::cudnn::settings::cudnn_empty_rows;
+use crate::kernels::cudnn::settings::{cudnn_empty_rows, cudnn_half};
 use crate::op::choice::{KernelChoice, LstmKernel};
 use crate::op::spec::LstmSpec;
 
@@ -16,13 +16,28 @@ pub(crate) fn is_cuda<R: 'static>() -> bool {
     TypeId::of::<R>() == TypeId::of::<CudaRuntime>()
 }
 
-/// The cuDNN element type of `dtype`, if cuDNN runs it here.
+/// The cuDNN element type of `dtype`, if cuDNN runs it.
 pub(crate) fn data_type(dtype: DType) -> Option<DataType> {
     match dtype {
         DType::F32 | DType::Flex32 => Some(DataType::F32),
         DType::F64 => Some(DataType::F64),
+        DType::F16 => Some(DataType::F16),
+        DType::BF16 => Some(DataType::Bf16),
         _ => None,
     }
+}
+
+/// Why a call of element type `data_type` does not run on cuDNN, for the reasons that
+/// need no GPU: a half type while that path is switched off.
+fn half_switched_off(data_type: DataType) -> Option<String> {
+    let half = matches!(data_type, DataType::F16 | DataType::Bf16);
+    (half && !cudnn_half()).then(|| {
+        format!(
+            "{data_type:?} models on cuDNN are off by default (unverified on a GPU: set \
+             BURN_LSTM_CUDNN_HALF=1 or call set_cudnn_half(true)); the portable kernel \
+             computes them in f32"
+        )
+    })
 }
 
 /// The kernel a call with `spec` and element type `dtype` runs on CubeCL runtime `R`'s
@@ -47,9 +62,12 @@ pub(crate) fn choice<R: 'static, D: 'static>(
     }
     let Some(data_type) = data_type(dtype) else {
         return portable(format!(
-            "the cuDNN op runs f32 and f64; this backend computes in {dtype:?}"
+            "the cuDNN op runs f32, f64, f16 and bf16; this backend computes in {dtype:?}"
         ));
     };
+    if let Some(reason) = half_switched_off(data_type) {
+        return portable(reason);
+    }
     if let Err(e) = rnn_config(&spec.arch, data_type, MathMode::Fma).validate() {
         return portable(format!("cuDNN does not run this architecture: {e}"));
     }
@@ -64,8 +82,33 @@ pub(crate) fn choice<R: 'static, D: 'static>(
     let Some(cuda_device) = (device_of as &dyn core::any::Any).downcast_ref::<CudaDevice>() else {
         return portable("the device is not a CUDA device".into());
     };
-    match device(cuda_device.index) {
-        Ok(_) => KernelChoice::fastest(LstmKernel::Cudnn),
-        Err(reason) => portable(reason),
+    if let Err(reason) = device(cuda_device.index) {
+        return portable(reason);
+    }
+    // The device is up, so cuDNN was loaded and checked: this reads the cached version.
+    match cudnn_rnn::check_cudnn().and_then(|v| data_type.check_supported_by(v)) {
+        Ok(()) => KernelChoice::fastest(LstmKernel::Cudnn),
+        Err(e) => portable(format!("cuDNN cannot run this element type: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::cudnn::settings::set_cudnn_half;
+
+    #[test]
+    fn half_models_need_the_switch() {
+        assert_eq!(data_type(DType::F16), Some(DataType::F16));
+        assert_eq!(data_type(DType::BF16), Some(DataType::Bf16));
+        assert_eq!(data_type(DType::I32), None);
+        set_cudnn_half(false);
+        let reason = half_switched_off(DataType::Bf16).expect("off by default");
+        assert!(reason.contains("BURN_LSTM_CUDNN_HALF=1"), "{reason}");
+        assert!(reason.starts_with("Bf16 models"), "{reason}");
+        assert_eq!(half_switched_off(DataType::F32), None);
+        set_cudnn_half(true);
+        assert_eq!(half_switched_off(DataType::F16), None);
+        set_cudnn_half(false);
     }
 }

@@ -56,3 +56,26 @@ pub fn cudnn_empty_rows() -> bool {
 pub fn set_cudnn_empty_rows(enabled: bool) {
     EMPTY_ROWS.store(if enabled { 2 } else { 1 }, Ordering::Relaxed);
 }
+
+/// 0: unset (read `BURN_LSTM_CUDNN_HALF`), 1: off, 2: on.
+static HALF: AtomicU8 = AtomicU8::new(0);
+
+/// Whether f16 and bf16 models (`Cuda<f16>`, `Cuda<bf16>`) run on cuDNN (half data,
+/// f32 math on tensor cores, as PyTorch runs them). Off by default: that path has not
+/// yet run on a GPU, so such a model runs the verified portable kernel instead (in f32
+/// inside, see docs/numerics.md), and [`KernelChoice`](crate::KernelChoice) says why.
+/// The environment variable `BURN_LSTM_CUDNN_HALF=1` turns it on until
+/// [`set_cudnn_half`] is called (docs/cudnn.md).
+pub fn cudnn_half() -> bool {
+    match HALF.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => std::env::var("BURN_LSTM_CUDNN_HALF").is_ok_and(|v| v == "1"),
+    }
+}
+
+/// Turns the cuDNN path for f16 and bf16 models on or off for calls that start after
+/// this one (see [`cudnn_half`]).
+pub fn set_cudnn_half(enabled: bool) {
+    HALF.store(if enabled { 2 } else { 1 }, Ordering::Relaxed);
+}
