@@ -8,6 +8,7 @@ pub mod child_process;
 pub mod dropout_check;
 pub mod empty_rows_check;
 pub mod golden_check;
+pub mod half_check;
 
 use burn::tensor::{Tensor, TensorData, backend::Backend};
 use burn_lstm::CudnnCompatibleLstmConfig;
