@@ -167,7 +167,7 @@ const CUDNN_HALF_KERNEL_ULPS: f64 = 8.0;
 fn golden_cases_through_cudnn_in_half<F: burn_cubecl::FloatElement>(name: &str, test: &str) {
     use burn::tensor::{FloatDType, IntDType, set_default_dtypes};
     if std::env::var(CUDA_FLOAT_VAR).is_err() {
-        return common::child_process::rerun_with_env(
+        return lstm_cpu::rerun_test_with_env(
             module_path!(),
             test,
             &[(CUDA_FLOAT_VAR, name), ("BURN_LSTM_CUDNN_HALF", "1")],

@@ -47,29 +47,47 @@ pub fn rerun_test_on_lower_instruction_sets(module: &str, test: &str) -> Vec<&'s
     if std::env::var_os("LSTM_CPU_ISA").is_some() {
         return Vec::new();
     }
-    let name = harness_name(module, test);
-    let name = name.as_str();
-    let exe = std::env::current_exe().expect("the test binary's path");
     let lower = lower_instruction_sets();
     for cap in &lower {
-        let output = std::process::Command::new(&exe)
-            .args([name, "--exact", "--nocapture", "--test-threads", "1"])
-            .env("LSTM_CPU_ISA", cap)
-            .output()
-            .expect("the test binary runs again");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        // The child's lines (one per golden case, say) belong in this test's output.
-        print!("{text}");
-        assert!(
-            output.status.success() && text.contains("1 passed"),
-            "{name} with LSTM_CPU_ISA={cap} failed:\n{text}"
-        );
+        rerun_test_with_env(module, test, &[("LSTM_CPU_ISA", cap)]);
     }
     lower
+}
+
+/// For tests: runs the test function `test` of the module `module` (the caller's
+/// `module_path!()`) of the current test binary again, in a child process with `env`
+/// set, prints the child's output (one line per golden case, say) and panics with it if
+/// the test failed there. For settings that hold for a whole process once made (the
+/// instruction set, Burn's float type of a device), which a test binary sharing one
+/// process between many tests cannot give one of them. The child also runs a test that
+/// is `#[ignore]`d (a GPU test run with `--ignored`).
+pub fn rerun_test_with_env(module: &str, test: &str, env: &[(&str, &str)]) {
+    let name = harness_name(module, test);
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut command = std::process::Command::new(&exe);
+    command.args([
+        name.as_str(),
+        "--exact",
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ]);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().expect("the test binary runs again");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The child's lines belong in this test's output.
+    print!("{text}");
+    assert!(
+        output.status.success() && text.contains("1 passed"),
+        "{name} with {env:?} failed:\n{text}"
+    );
 }
 
 /// The name the test harness gives the test function `test` of `module` (a

@@ -51,7 +51,10 @@ pub use buffers::{
 };
 pub use call::{CallError, LstmCall, LstmGradients, LstmOutputs, OutputGrads};
 pub use forward::{forward, forward_train};
-pub use isa_runs::{instruction_set, lower_instruction_sets, rerun_test_on_lower_instruction_sets};
+pub use isa_runs::{
+    instruction_set, lower_instruction_sets, rerun_test_on_lower_instruction_sets,
+    rerun_test_with_env,
+};
 pub use packed::{PackedWeights, forward_packed};
 pub use real::Real;
 pub use tape::Tape;

@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-pub mod child_process;
 pub mod dropout_check;
 pub mod empty_rows_check;
 pub mod golden_check;

@@ -36,7 +36,7 @@ fn values(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-pub(crate) fn tensor<B: Backend>(shape: [usize; 3], seed: u64, device: &B::Device) -> Tensor<B, 3> {
+fn tensor<B: Backend>(shape: [usize; 3], seed: u64, device: &B::Device) -> Tensor<B, 3> {
     let data = TensorData::new(values(shape.iter().product(), seed), shape);
     Tensor::from_data(data, device)
 }
@@ -51,8 +51,23 @@ pub(crate) fn train<B: AutodiffBackend + LstmBackend>(
 where
     B::InnerBackend: LstmBackend,
 {
+    train_with::<B, _>(device, steps, AdamConfig::new().init(), 1e-2)
+}
+
+/// A few steps of `optim` at rate `lr` towards a fixed target on `device`, then the
+/// model and the loss before each step.
+pub(crate) fn train_with<B, O>(
+    device: &B::Device,
+    steps: usize,
+    mut optim: O,
+    lr: f64,
+) -> (CudnnCompatibleLstm<B>, Vec<f32>)
+where
+    B: AutodiffBackend + LstmBackend,
+    B::InnerBackend: LstmBackend,
+    O: Optimizer<CudnnCompatibleLstm<B>, B>,
+{
     let mut model = config().init::<B>(device);
-    let mut optim = AdamConfig::new().init();
     let (x, target) = (
         tensor::<B>(SHAPE, 1, device),
         tensor::<B>([3, 5, 6], 2, device),
@@ -63,7 +78,7 @@ where
         let loss = (y - target.clone()).powi_scalar(2).mean();
         losses.push(loss.clone().into_scalar().elem::<f32>());
         let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = optim.step(1e-2, model, grads);
+        model = optim.step(lr, model, grads);
     }
     (model, losses)
 }

@@ -11,24 +11,21 @@
 //!
 //! Burn 0.21 keeps one float type per device for the whole process, and Flex has one
 //! device, so each test runs its body in a child process of this binary whose Flex
-//! device is set to the half type (`common::child_process`).
+//! device is set to the half type (`lstm_cpu::rerun_test_with_env`).
 
-use crate::backends::{config, load, outputs, temp_path, tensor};
+use crate::backends::{config, load, outputs, temp_path, train_with};
 use crate::common::{
-    child_process::rerun_with_env,
     half_check::{PORTABLE_KERNEL_ULPS, run_all_half},
     rel_err,
 };
+use lstm_cpu::rerun_test_with_env as rerun_with_env;
 
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn::module::{AutodiffModule, Module};
-use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::optim::SgdConfig;
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
-use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{
-    DType, ElementConversion, FloatDType, IntDType, get_device_settings, set_default_dtypes,
-};
+use burn::tensor::{DType, FloatDType, IntDType, get_device_settings, set_default_dtypes};
 use burn_lstm::{CudnnCompatibleLstm, LstmBackend, LstmKernel};
 
 /// Set in the child process: the float type of its Flex device (`f16` or `bf16`).
@@ -89,33 +86,6 @@ fn golden_cases_bf16_portable_flex() {
     golden_cases("bf16", "golden_cases_bf16_portable_flex");
 }
 
-/// A few steps of plain gradient descent towards a fixed target (Adam's second moment
-/// underflows in f16 and its steps blow up: mixed-precision training keeps f32 master
-/// weights, which is the optimizer's business, not the layer's).
-fn train_sgd<B: AutodiffBackend + LstmBackend>(
-    device: &B::Device,
-    steps: usize,
-) -> (CudnnCompatibleLstm<B>, Vec<f32>)
-where
-    B::InnerBackend: LstmBackend,
-{
-    let mut model = config().init::<B>(device);
-    let mut optim = SgdConfig::new().init();
-    let (x, target) = (
-        tensor::<B>([3, 5, 4], 1, device),
-        tensor::<B>([3, 5, 6], 2, device),
-    );
-    let mut losses = Vec::new();
-    for _ in 0..steps {
-        let (y, _) = model.forward(x.clone(), None);
-        let loss = (y - target.clone()).powi_scalar(2).mean();
-        losses.push(loss.clone().into_scalar().elem::<f32>());
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = optim.step(0.5, model, grads);
-    }
-    (model, losses)
-}
-
 /// The outputs of `model` on the fixed input, flattened: `y`, then `h_n`, then `c_n`.
 fn all_outputs<B: LstmBackend>(model: &CudnnCompatibleLstm<B>, device: &B::Device) -> Vec<f64> {
     outputs(model, device).concat()
@@ -127,7 +97,11 @@ fn half_checkpoint_serves_in_f32(dtype: &str, test: &str, tol: f64) {
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     if let Some(device) = half_flex_device() {
         let dir = std::path::PathBuf::from(std::env::var(OUT_VAR).expect("the output folder"));
-        let (trained, losses) = train_sgd::<Autodiff<Flex>>(&device, 3);
+        // Plain gradient descent: Adam's second moment underflows in f16 and its steps
+        // blow up (mixed-precision training keeps f32 master weights, which is the
+        // optimizer's business, not the layer's).
+        let (trained, losses) =
+            train_with::<Autodiff<Flex>, _>(&device, 3, SgdConfig::new().init(), 0.5);
         assert!(
             losses[2] < losses[0],
             "training lowers the loss: {losses:?}"
