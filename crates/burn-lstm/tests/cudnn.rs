@@ -165,7 +165,7 @@ const CUDNN_HALF_KERNEL_ULPS: f64 = 8.0;
 /// Cuda device computes in `F` (Burn keeps one float type per device and process), with
 /// the half path switched on.
 fn golden_cases_through_cudnn_in_half<F: burn_cubecl::FloatElement>(name: &str, test: &str) {
-    use burn::tensor::{FloatDType, IntDType, set_default_dtypes};
+    use burn::tensor::{IntDType, set_default_dtypes};
     if std::env::var(CUDA_FLOAT_VAR).is_err() {
         return lstm_cpu::rerun_test_with_env(
             module_path!(),
@@ -174,10 +174,7 @@ fn golden_cases_through_cudnn_in_half<F: burn_cubecl::FloatElement>(name: &str, 
         );
     }
     type HalfCuda<F> = burn::backend::Cuda<F, i32>;
-    let dtype = match name {
-        "f16" => FloatDType::F16,
-        _ => FloatDType::BF16,
-    };
+    let dtype = common::half_check::float_dtype(name);
     let device = CudaDevice::default();
     let _ = set_default_dtypes::<HalfCuda<F>>(&device, dtype, IntDType::I32);
     let choice = HalfCuda::<F>::lstm_kernel(&device, &spec(&config(), 2, 3));

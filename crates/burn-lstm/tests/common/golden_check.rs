@@ -44,18 +44,25 @@ fn initial_state<B: LstmBackend>(
     })
 }
 
+/// A PyTorch parameter name split into the parameter, its layer and whether it is the
+/// reverse direction's: `weight_ih_l1_reverse` → `("weight_ih", 1, true)`.
+pub fn split_parameter_name(name: &str) -> (&str, usize, bool) {
+    let (stem, reverse) = match name.strip_suffix("_reverse") {
+        Some(stem) => (stem, true),
+        None => (name, false),
+    };
+    let (param, layer) = stem.rsplit_once("_l").expect("PyTorch parameter name");
+    (param, layer.parse().expect("PyTorch layer index"), reverse)
+}
+
 /// The parameter of `model` that PyTorch calls `name`.
 pub fn parameter_grad<B: AutodiffBackend>(
     model: &CudnnCompatibleLstm<B>,
     name: &str,
     grads: &B::Gradients,
 ) -> Vec<f64> {
-    let (stem, reverse) = match name.strip_suffix("_reverse") {
-        Some(stem) => (stem, true),
-        None => (name, false),
-    };
-    let (param, layer) = stem.rsplit_once("_l").expect("PyTorch parameter name");
-    let layer = &model.layers[layer.parse::<usize>().unwrap()];
+    let (param, layer, reverse) = split_parameter_name(name);
+    let layer = &model.layers[layer];
     let cell = if reverse {
         layer.reverse.as_ref().unwrap()
     } else {

@@ -15,7 +15,11 @@
 //! parameters by one unit and, through that case's sensitivity, its outputs by another
 //! 0.6u.
 
-use super::{GoldenCase, golden_check::parameter_grad, golden_paths, rel_err, to_f64};
+use super::{
+    GoldenCase,
+    golden_check::{parameter_grad, split_parameter_name},
+    golden_paths, rel_err, to_f64,
+};
 use burn::backend::ndarray::NdArrayDevice;
 use burn::backend::{Autodiff, NdArray};
 use burn::module::Param;
@@ -36,6 +40,15 @@ pub const PORTABLE_KERNEL_ULPS: f64 = 1.0;
 /// saturate the gates; in the most sensitive case (`medium`, 2 layers of 128 units over
 /// 20 steps) rounding the inputs moves the exact answer by about 50u (docs/numerics.md).
 pub const FORMAT_ULPS: f64 = 64.0;
+
+/// The half type a test names `f16` or `bf16`.
+pub fn float_dtype(name: &str) -> FloatDType {
+    match name {
+        "f16" => FloatDType::F16,
+        "bf16" => FloatDType::BF16,
+        other => panic!("{other}: expected f16 or bf16"),
+    }
+}
 
 /// Unit roundoff of the half type: 2^-11 (f16), 2^-8 (bf16).
 pub fn unit_roundoff(dtype: FloatDType) -> f64 {
@@ -72,12 +85,8 @@ where
     };
     let mut model = case.module_config().init::<B>(device);
     for name in case.parameter_names() {
-        let (stem, reverse) = match name.strip_suffix("_reverse") {
-            Some(stem) => (stem, true),
-            None => (name.as_str(), false),
-        };
-        let (param, layer) = stem.rsplit_once("_l").expect("PyTorch parameter name");
-        let layer = &mut model.layers[layer.parse::<usize>().unwrap()];
+        let (param, layer, reverse) = split_parameter_name(&name);
+        let layer = &mut model.layers[layer];
         let cell = if reverse {
             layer.reverse.as_mut().unwrap()
         } else {

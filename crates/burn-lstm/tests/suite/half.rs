@@ -15,7 +15,7 @@
 
 use crate::backends::{config, load, outputs, temp_path, train_with};
 use crate::common::{
-    half_check::{PORTABLE_KERNEL_ULPS, run_all_half},
+    half_check::{PORTABLE_KERNEL_ULPS, float_dtype, run_all_half},
     rel_err,
 };
 use lstm_cpu::rerun_test_with_env as rerun_with_env;
@@ -25,21 +25,13 @@ use burn::backend::{Autodiff, Flex, NdArray};
 use burn::module::{AutodiffModule, Module};
 use burn::optim::SgdConfig;
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
-use burn::tensor::{DType, FloatDType, IntDType, get_device_settings, set_default_dtypes};
+use burn::tensor::{DType, IntDType, get_device_settings, set_default_dtypes};
 use burn_lstm::{CudnnCompatibleLstm, LstmBackend, LstmKernel};
 
 /// Set in the child process: the float type of its Flex device (`f16` or `bf16`).
 const FLOAT_VAR: &str = "BURN_LSTM_TEST_FLEX_FLOAT";
 /// Set in the child process of a checkpoint test: where it leaves its files.
 const OUT_VAR: &str = "BURN_LSTM_TEST_OUT";
-
-fn float_dtype(name: &str) -> FloatDType {
-    match name {
-        "f16" => FloatDType::F16,
-        "bf16" => FloatDType::BF16,
-        other => panic!("{FLOAT_VAR}={other}: expected f16 or bf16"),
-    }
-}
 
 /// In the test's own process: `None`. In the child that `rerun_with_env` started (with
 /// `FLOAT_VAR` set): Flex's device, its float type set to that half type.

@@ -34,8 +34,37 @@ pub fn set_cudnn_math(mode: MathMode) {
     MATH.store(value, Ordering::Relaxed);
 }
 
-/// 0: unset (read `BURN_LSTM_CUDNN_EMPTY_ROWS`), 1: off, 2: on.
-static EMPTY_ROWS: AtomicU8 = AtomicU8::new(0);
+/// A process-wide switch for a cuDNN path not yet verified on a GPU: off unless its
+/// environment variable is `1`, until [`OptInSwitch::set`] decides.
+struct OptInSwitch {
+    /// 0: unset (read `variable`), 1: off, 2: on.
+    state: AtomicU8,
+    variable: &'static str,
+}
+
+impl OptInSwitch {
+    const fn new(variable: &'static str) -> Self {
+        Self {
+            state: AtomicU8::new(0),
+            variable,
+        }
+    }
+
+    fn get(&self) -> bool {
+        match self.state.load(Ordering::Relaxed) {
+            1 => false,
+            2 => true,
+            _ => std::env::var(self.variable).is_ok_and(|v| v == "1"),
+        }
+    }
+
+    fn set(&self, enabled: bool) {
+        self.state
+            .store(if enabled { 2 } else { 1 }, Ordering::Relaxed);
+    }
+}
+
+static EMPTY_ROWS: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_EMPTY_ROWS");
 
 /// Whether a batch with rows of length 0 runs on cuDNN, those rows taken out before the
 /// call and put back after (`kernels/empty_rows.rs`). Off by default: that path has not
@@ -44,21 +73,16 @@ static EMPTY_ROWS: AtomicU8 = AtomicU8::new(0);
 /// `BURN_LSTM_CUDNN_EMPTY_ROWS=1` turns it on until [`set_cudnn_empty_rows`] is called
 /// (see docs/robustness.md).
 pub fn cudnn_empty_rows() -> bool {
-    match EMPTY_ROWS.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => std::env::var("BURN_LSTM_CUDNN_EMPTY_ROWS").is_ok_and(|v| v == "1"),
-    }
+    EMPTY_ROWS.get()
 }
 
 /// Turns the cuDNN path for batches with empty rows on or off for calls that start
 /// after this one (see [`cudnn_empty_rows`]).
 pub fn set_cudnn_empty_rows(enabled: bool) {
-    EMPTY_ROWS.store(if enabled { 2 } else { 1 }, Ordering::Relaxed);
+    EMPTY_ROWS.set(enabled);
 }
 
-/// 0: unset (read `BURN_LSTM_CUDNN_HALF`), 1: off, 2: on.
-static HALF: AtomicU8 = AtomicU8::new(0);
+static HALF: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_HALF");
 
 /// Whether f16 and bf16 models (`Cuda<f16>`, `Cuda<bf16>`) run on cuDNN (half data,
 /// f32 math on tensor cores, as PyTorch runs them). Off by default: that path has not
@@ -67,15 +91,11 @@ static HALF: AtomicU8 = AtomicU8::new(0);
 /// The environment variable `BURN_LSTM_CUDNN_HALF=1` turns it on until
 /// [`set_cudnn_half`] is called (docs/cudnn.md).
 pub fn cudnn_half() -> bool {
-    match HALF.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => std::env::var("BURN_LSTM_CUDNN_HALF").is_ok_and(|v| v == "1"),
-    }
+    HALF.get()
 }
 
 /// Turns the cuDNN path for f16 and bf16 models on or off for calls that start after
 /// this one (see [`cudnn_half`]).
 pub fn set_cudnn_half(enabled: bool) {
-    HALF.store(if enabled { 2 } else { 1 }, Ordering::Relaxed);
+    HALF.set(enabled);
 }

@@ -19,7 +19,7 @@ use crate::op::io::{LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
 use crate::op::spec::LstmSpec;
 
 /// Whether `dtype` is a half type this module widens to f32.
-pub(crate) fn is_half(dtype: DType) -> bool {
+fn is_half(dtype: DType) -> bool {
     matches!(dtype, DType::F16 | DType::BF16)
 }
 
