@@ -10,7 +10,7 @@ use crate::arch::DirectionLayout;
 use crate::buffers::Buffer;
 use crate::call::{CallError, LstmCall, LstmOutputs};
 use crate::gemm::{Packed, PackedB, gemm, gemm_bias, panel};
-use crate::packed::{PackedCell, PackedWeights, column_panels, gate_panels, unit_panels};
+use crate::packed::{PackedCell, PackedWeights, column_panels, gate_groups, unit_panels};
 use crate::real::Real;
 use crate::simd;
 use crate::tape::{CellTape, LayerTape, Tape};
@@ -395,10 +395,10 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     // all of them, not once per member.
     let packed_once = match params {
         CellParams::Flat(w) if by_rows => {
-            let gates = gate_panels::<T>(h, 0..h);
+            let gates = gate_groups::<T>(h, 0..h);
             Some((
-                PackedB::pack(input_size, &gates, w.w_ih, 1, input_size),
-                PackedB::pack(p, &gates, w.w_hh, 1, p),
+                PackedB::pack_groups(input_size, &gates, w.w_ih, 1, input_size),
+                PackedB::pack_groups(p, &gates, w.w_hh, 1, p),
                 w.w_hr.map(|w_hr| PackedB::pack_all(h, p, w_hr, 1, h)),
             ))
         }
@@ -451,10 +451,10 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                         .map(|(hr, cols)| hr.panels(column_panels::<T>(cols))),
                 ),
                 (CellParams::Flat(w), None) => {
-                    let gates = gate_panels::<T>(h, own.clone());
+                    let gates = gate_groups::<T>(h, own.clone());
                     packed_here = (
-                        PackedB::pack(input_size, &gates, w.w_ih, 1, input_size),
-                        PackedB::pack(p, &gates, w.w_hh, 1, p),
+                        PackedB::pack_groups(input_size, &gates, w.w_ih, 1, input_size),
+                        PackedB::pack_groups(p, &gates, w.w_hh, 1, p),
                         w.w_hr
                             .zip(own_h.clone())
                             .map(|(w_hr, cols)| PackedB::pack(h, &[cols], w_hr, 1, h)),

@@ -51,6 +51,25 @@ struct Panel {
     col: usize,
     /// Valid columns (the rest of the panel is zero padding).
     width: usize,
+    /// Its [`Piece`]s in [`PackedB::pieces`], when its columns are not consecutive
+    /// columns of `B` (`start == end`: they are, `col..col + width`).
+    pieces: (usize, usize),
+}
+
+/// Columns of a gathered panel that are consecutive in `B`: the panel's columns
+/// `tile..tile + width` are `B`'s columns `col..col + width`, with `col` counted from
+/// the panel's [`Panel::col`].
+///
+/// Why gathered panels: the gates' columns go in blocks of one panel of hidden units
+/// with their four gates (`packed.rs`), and a hidden size that is no multiple of the
+/// panel's width leaves a last block of four narrow ranges (8 units of each gate at
+/// H = 200 with 32-wide panels): as four panels, three quarters of their multiply-adds
+/// were on padding (12 % of all at H = 200). Gathered into one panel, none are.
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    tile: usize,
+    col: usize,
+    width: usize,
 }
 
 /// Some columns of a `K × N` matrix `B`, packed in panels: for each panel, `K` rows of
@@ -60,10 +79,12 @@ pub(crate) struct PackedB<T: Real> {
     depth: usize,
     data: Buffer<T>,
     panels: Vec<Panel>,
+    /// The pieces of gathered panels.
+    pieces: Vec<Piece>,
 }
 
 /// A run of consecutive panels of a [`PackedB`]: what [`gemm`] multiplies by. A thread
-/// of a team that owns some of the panels of a packed matrix (see [`gate_panels`])
+/// of a team that owns some of the panels of a packed matrix (see `packed::gate_groups`)
 /// multiplies by its own run.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Packed<'a, T> {
@@ -71,6 +92,8 @@ pub(crate) struct Packed<'a, T> {
     /// The first panel's data, then the others'.
     data: &'a [T],
     panels: &'a [Panel],
+    /// Every piece of the packed matrix (panels index into it).
+    pieces: &'a [Piece],
 }
 
 impl<'a, T: Real> From<&'a PackedB<T>> for Packed<'a, T> {
@@ -79,6 +102,7 @@ impl<'a, T: Real> From<&'a PackedB<T>> for Packed<'a, T> {
             depth: b.depth,
             data: &b.data,
             panels: &b.panels,
+            pieces: &b.pieces,
         }
     }
 }
@@ -91,6 +115,7 @@ impl<T: Real> PackedB<T> {
             depth: self.depth,
             data: &self.data[range.start * size..range.end * size],
             panels: &self.panels[range],
+            pieces: &self.pieces,
         }
     }
 
@@ -104,39 +129,90 @@ impl<T: Real> PackedB<T> {
         Self::pack(depth, core::slice::from_ref(&(0..cols)), src, rs, cs)
     }
 
-    /// Packs the columns `cols` of `B`, whose entry `(k, n)` is `src[k * rs + n * cs]`.
+    /// Packs the columns `cols` of `B`, whose entry `(k, n)` is `src[k * rs + n * cs]`:
+    /// each range in panels of its own.
     pub fn pack(depth: usize, cols: &[Range<usize>], src: &[T], rs: usize, cs: usize) -> Self {
+        let groups: Vec<&[Range<usize>]> = cols.iter().map(core::slice::from_ref).collect();
+        Self::pack_groups(depth, &groups, src, rs, cs)
+    }
+
+    /// Packs the columns of `groups` of `B` (entry `(k, n)` at `src[k * rs + n * cs]`):
+    /// each group's ranges one after the other, in panels of their own, so that a panel
+    /// may gather columns of several ranges of its group ([`Piece`]). Ranges of a group
+    /// must come in increasing column order.
+    pub fn pack_groups<G: AsRef<[Range<usize>]>>(
+        depth: usize,
+        groups: &[G],
+        src: &[T],
+        rs: usize,
+        cs: usize,
+    ) -> Self {
         let nr = panel::<T>();
-        let mut panels = Vec::new();
-        for range in cols {
-            let mut col = range.start;
-            while col < range.end {
-                let width = nr.min(range.end - col);
-                panels.push(Panel { col, width });
-                col += width;
+        let (mut panels, mut pieces) = (Vec::new(), Vec::new());
+        for group in groups {
+            // The group's columns, cut into panels of `nr`.
+            let mut open: Vec<(usize, usize, usize)> = Vec::new(); // (tile, column, width)
+            let mut filled = 0;
+            let mut close = |open: &mut Vec<(usize, usize, usize)>, filled: usize| {
+                let col = open[0].1;
+                let (start, end) = if open.len() == 1 {
+                    (pieces.len(), pieces.len())
+                } else {
+                    let start = pieces.len();
+                    pieces.extend(open.iter().map(|&(tile, column, width)| Piece {
+                        tile,
+                        col: column - col,
+                        width,
+                    }));
+                    (start, pieces.len())
+                };
+                panels.push(Panel {
+                    col,
+                    width: filled,
+                    pieces: (start, end),
+                });
+                open.clear();
+            };
+            for range in group.as_ref() {
+                let mut col = range.start;
+                while col < range.end {
+                    let width = (nr - filled).min(range.end - col);
+                    open.push((filled, col, width));
+                    filled += width;
+                    col += width;
+                    if filled == nr {
+                        close(&mut open, filled);
+                        filled = 0;
+                    }
+                }
+            }
+            if !open.is_empty() {
+                close(&mut open, filled);
             }
         }
         let mut data = Buffer::zeroed(panels.len() * depth * nr);
         for (p, panel) in panels.iter().enumerate() {
             let dst = &mut data[p * depth * nr..(p + 1) * depth * nr];
-            if cs == 1 {
-                // Rows of B are contiguous: one copy per row.
-                for (k, row) in dst.chunks_exact_mut(nr).enumerate() {
-                    let start = k * rs + panel.col;
-                    row[..panel.width].copy_from_slice(&src[start..start + panel.width]);
-                }
-            } else {
-                // A transpose (B's columns are the source's rows, e.g. W_ihᵀ): a block of
-                // TRANSPOSE_DEPTH rows of the panel at a time, so that each source row
-                // is read one cache line at a time while the block's destination rows
-                // (a few KiB) stay in L1; column by column over the whole depth wrote
-                // one value per destination line and ran at ~2 cycles a value.
-                for (block, rows) in dst.chunks_mut(TRANSPOSE_DEPTH * nr).enumerate() {
-                    let k0 = block * TRANSPOSE_DEPTH;
-                    for n in 0..panel.width {
-                        let base = (panel.col + n) * cs + k0 * rs;
-                        for (kk, row) in rows.chunks_exact_mut(nr).enumerate() {
-                            row[n] = src[base + kk * rs];
+            for (tile, col, width) in segments(panel, &pieces) {
+                if cs == 1 {
+                    // Rows of B are contiguous: one copy per row.
+                    for (k, row) in dst.chunks_exact_mut(nr).enumerate() {
+                        let start = k * rs + col;
+                        row[tile..tile + width].copy_from_slice(&src[start..start + width]);
+                    }
+                } else {
+                    // A transpose (B's columns are the source's rows, e.g. W_ihᵀ): a block
+                    // of TRANSPOSE_DEPTH rows of the panel at a time, so that each source
+                    // row is read one cache line at a time while the block's destination
+                    // rows (a few KiB) stay in L1; column by column over the whole depth
+                    // wrote one value per destination line and ran at ~2 cycles a value.
+                    for (block, rows) in dst.chunks_mut(TRANSPOSE_DEPTH * nr).enumerate() {
+                        let k0 = block * TRANSPOSE_DEPTH;
+                        for n in 0..width {
+                            let base = (col + n) * cs + k0 * rs;
+                            for (kk, row) in rows.chunks_exact_mut(nr).enumerate() {
+                                row[tile + n] = src[base + kk * rs];
+                            }
                         }
                     }
                 }
@@ -146,8 +222,24 @@ impl<T: Real> PackedB<T> {
             depth,
             data,
             panels,
+            pieces,
         }
     }
+}
+
+/// A panel's runs of consecutive columns of `B`: (first column in the panel, column of
+/// `B`, width).
+fn segments<'a>(
+    panel: &'a Panel,
+    pieces: &'a [Piece],
+) -> impl Iterator<Item = (usize, usize, usize)> + 'a {
+    let gathered = &pieces[panel.pieces.0..panel.pieces.1];
+    let whole = gathered.is_empty().then_some((0, panel.col, panel.width));
+    whole.into_iter().chain(
+        gathered
+            .iter()
+            .map(|piece| (piece.tile, panel.col + piece.col, piece.width)),
+    )
 }
 
 /// Arguments of one micro-kernel call.
@@ -170,6 +262,9 @@ struct Micro<T> {
     /// Non-null in the first depth block of [`gemm_bias`]: the bias of the panel's
     /// columns, stored with the tile (`C = bias + tile`) instead of adding the tile to C.
     bias: *const T,
+    /// A gathered panel's pieces (`pieces_len == 0`: its columns are consecutive).
+    pieces: *const Piece,
+    pieces_len: usize,
 }
 
 /// `C[rows × cols(B)] += A · B`, where `A(i, k) = a[i * rs + k * cs]` and column `n` of
@@ -224,7 +319,13 @@ unsafe fn gemm_into<T: Real>(
     ldc: usize,
 ) {
     if let Some(bias) = bias {
-        let end = b.panels.iter().map(|p| p.col + p.width).max().unwrap_or(0);
+        let end = b
+            .panels
+            .iter()
+            .flat_map(|p| segments(p, b.pieces))
+            .map(|(_, col, width)| col + width)
+            .max()
+            .unwrap_or(0);
         assert!(bias.len() >= end, "a bias value for every packed column");
         if b.depth == 0 {
             // No depth block to store the bias with: C is the bias alone.
@@ -232,8 +333,9 @@ unsafe fn gemm_into<T: Real>(
                 // SAFETY: the caller's C covers every packed column of its rows.
                 let c_row = unsafe { core::slice::from_raw_parts_mut(c.add(i * ldc), end) };
                 for panel in b.panels {
-                    let columns = panel.col..panel.col + panel.width;
-                    c_row[columns.clone()].copy_from_slice(&bias[columns]);
+                    for (_, col, width) in segments(panel, b.pieces) {
+                        c_row[col..col + width].copy_from_slice(&bias[col..col + width]);
+                    }
                 }
             }
             return;
@@ -313,6 +415,8 @@ unsafe fn gemm_into<T: Real>(
                             Some(bias) if k0 == 0 => unsafe { bias.as_ptr().add(panel.col) },
                             _ => core::ptr::null(),
                         },
+                        pieces: b.pieces[panel.pieces.0..].as_ptr(),
+                        pieces_len: panel.pieces.1 - panel.pieces.0,
                     };
                     unsafe { micro::<T>(r, isa, nr, args) };
                     i += r;
@@ -522,17 +626,16 @@ unsafe fn vector_body<S: crate::vector::Vector, const MR: usize>(m: Micro<S::E>)
         };
         for (i, row) in acc.iter().enumerate() {
             let (c, base) = (m.c.add(i * m.ldc), base.add(i * base_rs));
-            if m.width == nr {
+            if m.width == nr && m.pieces_len == 0 {
                 S::store(c, S::add(S::load(base), row[0]));
                 S::store(c.add(lanes), S::add(S::load(base.add(lanes)), row[1]));
             } else {
-                // A partial panel: spill the tile row and add its valid columns.
+                // A partial or gathered panel: spill the tile row and add its valid
+                // columns where they belong.
                 let mut tile = [<S::E as Real>::ZERO; 64];
                 S::store(tile.as_mut_ptr(), row[0]);
                 S::store(tile.as_mut_ptr().add(lanes), row[1]);
-                for (j, value) in tile.iter().enumerate().take(m.width) {
-                    *c.add(j) = *base.add(j) + *value;
-                }
+                store_pieces(&m, &tile, c, base);
             }
         }
     }
@@ -555,6 +658,8 @@ impl<T> Micro<T> {
             width: self.width,
             prefetch: self.prefetch as *const U,
             bias: self.bias as *const U,
+            pieces: self.pieces,
+            pieces_len: self.pieces_len,
         }
     }
 }
@@ -613,8 +718,30 @@ unsafe fn kernel_body<T: Real, const MR: usize, const NR: usize, const FMA: bool
             } else {
                 m.bias
             };
-            for (j, value) in row.iter().enumerate().take(m.width) {
-                *c_row.add(j) = *base.add(j) + *value;
+            store_pieces(&m, row, c_row, base);
+        }
+    }
+}
+
+/// `C = base + tile` on a tile row's valid columns: `0..width` where the panel's columns
+/// are consecutive, else piece by piece. `c` and `base` point at the panel's first
+/// column in C's row and in what the tile is added to.
+///
+/// # Safety
+/// `c` and `base` cover the columns of every piece of the panel.
+#[inline(always)]
+unsafe fn store_pieces<T: Real>(m: &Micro<T>, tile: &[T], c: *mut T, base: *const T) {
+    unsafe {
+        if m.pieces_len == 0 {
+            for (j, value) in tile.iter().enumerate().take(m.width) {
+                *c.add(j) = *base.add(j) + *value;
+            }
+        } else {
+            for piece in core::slice::from_raw_parts(m.pieces, m.pieces_len) {
+                for j in 0..piece.width {
+                    let col = piece.col + j;
+                    *c.add(col) = *base.add(col) + tile[piece.tile + j];
+                }
             }
         }
     }
@@ -663,11 +790,19 @@ mod tests {
         let bt: Vec<T> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
         let split = n / 3;
         let packed = PackedB::pack(k, &[0..split, split..n], &bt, 1, k);
+        // Gathered panels: two groups of interleaved ranges, each group's ranges packed
+        // one after the other, so a panel can hold columns of two ranges.
+        let (s1, s2, s3) = (n / 5, n / 2, n * 3 / 4);
+        let gathered =
+            PackedB::pack_groups(k, &[vec![0..s1, s2..s3], vec![s1..s2, s3..n]], &bt, 1, k);
         // Row-major A, and A read through transposed strides from Aᵀ.
         let at: Vec<T> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
-        for (src, rs, cs) in [(&a, k, 1), (&at, 1, m)] {
+        for ((src, rs, cs), b) in [(&a, k, 1), (&at, 1, m)]
+            .into_iter()
+            .flat_map(|a| [(a, &packed), (a, &gathered)])
+        {
             let mut c = vec![cast(1.0); m * n];
-            unsafe { par_gemm(threads, m, src.as_ptr(), rs, cs, &packed, c.as_mut_ptr(), n) };
+            unsafe { par_gemm(threads, m, src.as_ptr(), rs, cs, b, c.as_mut_ptr(), n) };
             let worst = c
                 .iter()
                 .zip(&expected)
@@ -724,12 +859,20 @@ mod tests {
         let bias: Vec<T> = values(n, 5).into_iter().map(cast).collect();
         let split = n / 3;
         let packed = PackedB::pack(k, &[0..split, split..n], &bt, 1, k);
+        let gathered = PackedB::pack_groups(k, &[vec![0..split / 2, split..n - 3]], &bt, 1, k);
+        let rest = PackedB::pack_groups(k, &[vec![split / 2..split, n - 3..n]], &bt, 1, k);
         let mut expected: Vec<T> = (0..m * n).map(|i| bias[i % n]).collect();
         unsafe { gemm(m, a.as_ptr(), k, 1, &packed, expected.as_mut_ptr(), n) };
+        let bits = |v: &[T]| v.iter().map(|&x| x.into().to_bits()).collect::<Vec<_>>();
         let mut got = vec![cast(f64::NAN); m * n];
         unsafe { gemm_bias(m, a.as_ptr(), k, 1, &packed, &bias, got.as_mut_ptr(), n) };
-        let bits = |v: &[T]| v.iter().map(|&x| x.into().to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&got), bits(&expected), "{m}x{k}x{n}");
+        // Gathered panels store each piece where it belongs, and only there.
+        let mut got = vec![cast(f64::NAN); m * n];
+        for b in [&gathered, &rest] {
+            unsafe { gemm_bias(m, a.as_ptr(), k, 1, b, &bias, got.as_mut_ptr(), n) };
+        }
+        assert_eq!(bits(&got), bits(&expected), "{m}x{k}x{n} gathered");
     }
 
     #[test]

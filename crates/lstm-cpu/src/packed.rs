@@ -10,7 +10,7 @@
 //!
 //! Panels are laid out so that any team split can use them: the gate columns go in
 //! blocks of one panel of hidden units, each block holding its units' four gates
-//! ([`gate_panels`]). A member owning the units `a..b` (team splits are aligned to
+//! ([`gate_groups`]). A member owning the units `a..b` (team splits are aligned to
 //! panels) multiplies by the consecutive panels of its blocks ([`unit_panels`]), the same
 //! panels in the same order that it would pack for itself.
 
@@ -34,9 +34,9 @@ pub struct PackedWeights<T: Real> {
 /// One (layer, direction) of [`PackedWeights`].
 #[derive(Debug)]
 pub(crate) struct PackedCell<T: Real> {
-    /// `W_ihᵀ`, gate columns in [`gate_panels`] order.
+    /// `W_ihᵀ`, gate columns in [`gate_groups`] order.
     pub ih: PackedB<T>,
-    /// `W_hhᵀ`, gate columns in [`gate_panels`] order.
+    /// `W_hhᵀ`, gate columns in [`gate_groups`] order.
     pub hh: PackedB<T>,
     /// `W_hrᵀ` (projection), columns in order.
     pub hr: Option<PackedB<T>>,
@@ -55,14 +55,14 @@ impl<T: Real> PackedWeights<T> {
             weights.len(),
         )?;
         let (h, p) = (arch.hidden_size, arch.output_size());
-        let all_gates = gate_panels::<T>(h, 0..h);
+        let all_gates = gate_groups::<T>(h, 0..h);
         let cells = (0..arch.num_layers)
             .flat_map(|layer| (0..arch.dirs()).map(move |direction| (layer, direction)))
             .map(|(layer, direction)| {
                 let w = CellWeights::new(weights, &arch.direction_layout(layer, direction));
                 PackedCell {
-                    ih: PackedB::pack(w.input_size, &all_gates, w.w_ih, 1, w.input_size),
-                    hh: PackedB::pack(p, &all_gates, w.w_hh, 1, p),
+                    ih: PackedB::pack_groups(w.input_size, &all_gates, w.w_ih, 1, w.input_size),
+                    hh: PackedB::pack_groups(p, &all_gates, w.w_hh, 1, p),
                     hr: w.w_hr.map(|w_hr| PackedB::pack_all(h, p, w_hr, 1, h)),
                     bias: w.summed_bias(4 * h),
                 }
@@ -115,26 +115,37 @@ pub fn forward_packed<T: Real>(
 }
 
 /// The gate columns of the hidden units `units` (whose start is a multiple of the panel
-/// width) as ranges of at most one panel each: per block of one panel of units, its
-/// `i`, `f`, `g` and `o` columns.
-pub(crate) fn gate_panels<T>(hidden: usize, units: Range<usize>) -> Vec<Range<usize>> {
+/// width), grouped for [`PackedB::pack_groups`]: per block of one panel of hidden units,
+/// its `i`, `f`, `g` and `o` columns, four groups of one range (four panels), except a
+/// last block narrower than a panel, whose four ranges are one group: panels that
+/// gather them, fewer than four (one for 8 units of each gate in 32-wide panels), so
+/// no multiply-add is spent on padding but the last panel's.
+pub(crate) fn gate_groups<T>(hidden: usize, units: Range<usize>) -> Vec<Vec<Range<usize>>> {
     let nr = panel::<T>();
-    let mut ranges = Vec::new();
+    let mut groups = Vec::new();
     let mut start = units.start;
     while start < units.end {
         let end = (start + nr).min(units.end);
-        ranges.extend((0..4).map(|gate| gate * hidden + start..gate * hidden + end));
+        let gates = (0..4).map(|gate| gate * hidden + start..gate * hidden + end);
+        if end - start == nr {
+            groups.extend(gates.map(|range| vec![range]));
+        } else {
+            groups.push(gates.collect());
+        }
         start = end;
     }
-    ranges
+    groups
 }
 
-/// The panels of [`gate_panels`]`(hidden, 0..hidden)` that hold the units `units`
-/// (a range of a team split: its start a multiple of the panel width).
+/// The panels of [`gate_groups`]`(hidden, 0..hidden)` that hold the units `units` (a
+/// range of a team split: its start a multiple of the panel width, its end too or the
+/// hidden size).
 pub(crate) fn unit_panels<T>(units: &Range<usize>) -> Range<usize> {
     let nr = panel::<T>();
     debug_assert_eq!(units.start % nr, 0, "team splits are aligned to panels");
-    4 * (units.start / nr)..4 * units.end.div_ceil(nr)
+    // Four panels per whole block, then the narrow last block's gathered panels.
+    let panels_before = |unit: usize| 4 * (unit / nr) + (4 * (unit % nr)).div_ceil(nr);
+    panels_before(units.start)..panels_before(units.end)
 }
 
 /// The panels of a matrix packed column by column that hold the columns `cols` (a range

@@ -134,20 +134,46 @@ fn every_thread_count_matches_one_thread() {
             bidirectional,
             bias: true,
         };
-        for (batch, seq) in [(25, 6), (6, 6)] {
-            let reference = run_within(arch.clone(), batch, seq, 1);
-            for threads in [2, 3, 5, 6, 8, 16] {
-                let got = run_within(arch.clone(), batch, seq, threads);
-                for (k, (a, b)) in got.iter().zip(&reference).enumerate() {
-                    let worst = a
-                        .iter()
-                        .zip(b)
-                        .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
-                    assert!(
-                        worst <= 1e-5,
-                        "batch {batch}, proj {proj_size}, bidirectional {bidirectional}, {threads} threads: output {k} differs by {worst}"
-                    );
-                }
+        check_teams(&arch, &[2, 3, 5, 6, 8, 16]);
+    }
+    // Hidden sizes that are no multiple of a panel's width (16 or 32 units): the last
+    // block's gate columns share panels (`gemm.rs`'s gathered panels), 8 units of each
+    // gate at H = 72, 20 (AVX-512) or 4 (AVX2) at H = 52, where a panel spans gates.
+    for (hidden_size, proj_size, bidirectional) in [(72, 0, true), (52, 24, false)] {
+        let arch = LstmArch {
+            input_size: 48,
+            hidden_size,
+            proj_size,
+            num_layers: 2,
+            bidirectional,
+            bias: true,
+        };
+        check_teams(&arch, &[2, 3, 5]);
+    }
+}
+
+/// Every thread count of `counts` gives one thread's numbers, split by rows (batch 25)
+/// and by units (batch 6).
+fn check_teams(arch: &LstmArch, counts: &[usize]) {
+    let LstmArch {
+        hidden_size,
+        proj_size,
+        bidirectional,
+        ..
+    } = *arch;
+    for (batch, seq) in [(25, 6), (6, 6)] {
+        let reference = run_within(arch.clone(), batch, seq, 1);
+        for &threads in counts {
+            let got = run_within(arch.clone(), batch, seq, threads);
+            for (k, (a, b)) in got.iter().zip(&reference).enumerate() {
+                let worst = a
+                    .iter()
+                    .zip(b)
+                    .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+                assert!(
+                    worst <= 1e-5,
+                    "batch {batch}, hidden {hidden_size}, proj {proj_size}, bidirectional {bidirectional}, {threads} threads: output {k} differs by {worst}"
+                );
             }
         }
     }
