@@ -41,7 +41,7 @@ SHAPES=(
   "projection     16  50  256   512  1  --proj-size 128"
 )
 for round in $(seq "${ROUNDS:-1}"); do
-./target/release/cpu-peak --threads 2
+./target/release/cpu-peak --threads 2 | sed "s/^{/{\"isa_cap\":\"${ISA:-native}\",/"
 for mode in infer train; do
   for shape in "${SHAPES[@]}"; do
     set -- $shape
