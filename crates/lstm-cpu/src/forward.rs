@@ -170,11 +170,14 @@ impl Dims {
 /// on 2 cores (AVX2, f32): 4 × 100 × 256 (2 rows each) ran 1.9× slower split by rows.
 const ROW_SPLIT_MIN_ROWS: usize = 4;
 /// Largest `W_hh` for [`Split::Rows`], whose members each read all of it every step:
-/// about an L2 (512 KiB to 2 MiB on current x86 cores). Measured on 2 cores (AVX2,
-/// 512 KiB of L2 per core, f32; medians of 5 interleaved runs), rows against units:
-/// H = 96, 128 (input 512), 200 and 256 (1 MiB) 2-6 % faster; H = 384 (2.3 MiB) 3 %
-/// slower, H = 600 at batch 8 (5.5 MiB) 13 % slower.
-const ROW_SPLIT_MAX_WEIGHT_BYTES: usize = 1 << 20;
+/// twice a core's L2 (`cache.rs` has the measurements of two machines, 512 KiB and
+/// 2 MiB of L2, both of which cross over there). On the 512 KiB machine (AVX2, f32;
+/// medians of 5 interleaved runs), rows against units: H = 96, 128 (input 512), 200 and
+/// 256 (1 MiB) 2-6 % faster; H = 384 (2.3 MiB) 3 % slower, H = 600 at batch 8 (5.5 MiB)
+/// 13 % slower.
+fn row_split_max_weight_bytes() -> usize {
+    2 * crate::cache::l2_bytes()
+}
 
 /// How the forward recurrence's team divides a step. (The backward always splits units:
 /// split by rows, training at 16×50×256 ran about 8 % slower on 2 AVX2 cores, at
@@ -208,7 +211,7 @@ impl Split {
         }
         let rows_per_member = dims.batch / size;
         let w_hh_bytes = 4 * dims.hidden * dims.out * core::mem::size_of::<T>();
-        if rows_per_member >= ROW_SPLIT_MIN_ROWS && w_hh_bytes <= ROW_SPLIT_MAX_WEIGHT_BYTES {
+        if rows_per_member >= ROW_SPLIT_MIN_ROWS && w_hh_bytes <= row_split_max_weight_bytes() {
             Split::Rows
         } else {
             Split::Units
@@ -406,7 +409,7 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         .unwrap_or(0);
     let projection_by_rows = by_rows
         && widest_units * team.len() > h + h / 16
-        && 4 * h * input_size * core::mem::size_of::<T>() <= ROW_SPLIT_MAX_WEIGHT_BYTES;
+        && 4 * h * input_size * core::mem::size_of::<T>() <= row_split_max_weight_bytes();
     // A row split gives every member every gate column: pack the flat weights once for
     // all of them, not once per member.
     let packed_once = match params {

@@ -30,6 +30,7 @@
 mod arch;
 mod backward;
 mod buffers;
+mod cache;
 mod call;
 mod forward;
 mod gemm;
