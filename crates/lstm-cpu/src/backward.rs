@@ -17,7 +17,7 @@
 
 use crate::buffers::Buffer;
 use crate::call::{CallError, LstmCall, LstmGradients, OutputGrads};
-use crate::forward::{CellParams, CellRun, CellWeights, Dims};
+use crate::forward::{CellParams, CellRun, CellWeights, Dims, Split};
 use crate::gemm::{PackedB, gemm, par_gemm};
 use crate::real::Real;
 use crate::simd;
@@ -136,6 +136,20 @@ fn backward_cell<T: Real>(
     let projection = w.w_hr.is_some();
 
     let (units, own_cols) = dims.team::<T>(threads);
+    // Split by units (each member: some hidden units of every row, a barrier per step),
+    // or by batch rows (each member: every unit of some rows, no barrier at all, all of
+    // `W_hh` read per member per step; see `Split::choose_backward`).
+    let by_rows = units.len() > 1 && Split::choose_backward::<T>(&dims, units.len()) == Split::Rows;
+    let row_parts = if by_rows {
+        crate::team::split_aligned(batch, units.len(), 1)
+    } else {
+        Vec::new()
+    };
+    let members = if by_rows {
+        row_parts.len()
+    } else {
+        units.len()
+    };
     let mut d_hidden = vec![T::ZERO; 2 * batch * p];
     d_hidden[..batch * p].copy_from_slice(dh_n);
     let mut d_cell = dc_n.to_vec();
@@ -160,13 +174,24 @@ fn backward_cell<T: Real>(
     );
     let valid = |t: usize, b: usize| lengths.is_none_or(|l| t < l[b]);
 
-    run_team(units.len(), |member| {
-        let own = units[member.id].clone();
-        let nu = own.len();
-        let cols = if projection {
-            own_cols.get(member.id).cloned()
+    run_team(members, |member| {
+        let (own, cols, my_rows) = if by_rows {
+            (0..h, Some(0..p), row_parts[member.id].clone())
         } else {
-            Some(own.clone())
+            let own = units[member.id].clone();
+            let cols = if projection {
+                own_cols.get(member.id).cloned()
+            } else {
+                Some(own.clone())
+            };
+            (own, cols, 0..batch)
+        };
+        let nu = own.len();
+        let (b0, nb) = (my_rows.start, my_rows.len());
+        let sync = || {
+            if !by_rows {
+                member.sync();
+            }
         };
         // dh = dz · W_hh: B(k, n) = W_hh[k, n], this member's columns of dh.
         let packed_hh = cols.clone().map(|c| PackedB::pack(g4, &[c], w.w_hh, p, 1));
@@ -183,7 +208,7 @@ fn backward_cell<T: Real>(
             let dy_at = |b: usize| (t * batch + b) * dirs * p + direction * p;
             if let Some(packed_hr) = &packed_hr {
                 if let Some(cols) = &cols {
-                    for b in 0..batch {
+                    for b in my_rows.clone() {
                         let n = cols.len();
                         unsafe {
                             let dst = dproj_s.slice((t * batch + b) * p + cols.start, n);
@@ -199,25 +224,25 @@ fn backward_cell<T: Real>(
                         }
                     }
                 }
-                member.sync();
-                for b in 0..batch {
+                sync();
+                for b in my_rows.clone() {
                     unsafe { du_s.slice(b * h + own.start, nu).fill(T::ZERO) };
                 }
                 // SAFETY: dĥ of step t is complete (barrier above); this member writes
                 // only its units of du.
                 unsafe {
                     gemm(
-                        batch,
-                        dproj_s.at(t * batch * p),
+                        nb,
+                        dproj_s.at((t * batch + b0) * p),
                         p,
                         1,
                         packed_hr,
-                        du_s.at(0),
+                        du_s.at(b0 * h),
                         h,
                     )
                 };
             }
-            for b in 0..batch {
+            for b in my_rows.clone() {
                 let row = (t * batch + b) * g4;
                 let at = (t * batch + b) * h + own.start;
                 unsafe {
@@ -256,9 +281,9 @@ fn backward_cell<T: Real>(
                     );
                 }
             }
-            member.sync();
+            sync();
             if let (Some(cols), Some(packed_hh)) = (&cols, &packed_hh) {
-                for b in 0..batch {
+                for b in my_rows.clone() {
                     unsafe {
                         let dst = dh_s.slice(next + b * p + cols.start, cols.len());
                         if valid(t, b) {
@@ -273,12 +298,12 @@ fn backward_cell<T: Real>(
                 // only its columns of dh.
                 unsafe {
                     gemm(
-                        batch,
-                        gates_s.at(t * batch * g4),
+                        nb,
+                        gates_s.at((t * batch + b0) * g4),
                         g4,
                         1,
                         packed_hh,
-                        dh_s.at(next),
+                        dh_s.at(next + b0 * p),
                         p,
                     )
                 };

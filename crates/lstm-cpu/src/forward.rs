@@ -179,9 +179,8 @@ fn row_split_max_weight_bytes() -> usize {
     2 * crate::cache::l2_bytes()
 }
 
-/// How the forward recurrence's team divides a step. (The backward always splits units:
-/// split by rows, training at 16×50×256 ran about 8 % slower on 2 AVX2 cores, at
-/// 16×50×200 10 %; `dh = dz·W_hh` reads all of `W_hh` per member with a depth of 4H.)
+/// How a recurrence's team divides a step (forward: [`Split::choose`], backward:
+/// [`Split::choose_backward`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Split {
     /// Each member owns some hidden units (all four gates of them) of every batch row:
@@ -194,9 +193,27 @@ pub(crate) enum Split {
 }
 
 impl Split {
-    /// The split for `dims` on a team of `size`. `LSTM_CPU_SPLIT=units` or `=rows`
-    /// forces one (for benchmarks and tests; read once per process).
+    /// The forward's split for `dims` on a team of `size`: rows where `W_hh` is at most
+    /// [`row_split_max_weight_bytes`].
     fn choose<T>(dims: &Dims, size: usize) -> Self {
+        Self::choose_within::<T>(dims, size, row_split_max_weight_bytes())
+    }
+
+    /// The backward's split: rows where `W_hh` is at most a core's L2. Its per-step
+    /// product `dh = dz·W_hh` reads all of `W_hh` (4H deep) in every member split by
+    /// rows; on the 512 KiB-L2 machine that ran 8-10 % slower at 16×50×200 and
+    /// 16×50×256 (`W_hh` 0.6-1 MiB). On the 2 MiB-L2 machine (interleaved, kernel
+    /// alone, training): 16×50×96 2.17-2.22 → 1.87-1.93 ms, 16×50×200 6.8-7.0 →
+    /// 6.3-6.5 ms, 32×50×256 19.2-19.5 → 17.9-18.0 ms, 16×50×256 and 8×100×256 −2 %,
+    /// 16×50×300 the same.
+    pub(crate) fn choose_backward<T>(dims: &Dims, size: usize) -> Self {
+        Self::choose_within::<T>(dims, size, crate::cache::l2_bytes())
+    }
+
+    /// Rows where every member gets [`ROW_SPLIT_MIN_ROWS`] and `W_hh` is at most
+    /// `max_weight_bytes`. `LSTM_CPU_SPLIT=units` or `=rows` forces one split, forward
+    /// and backward (for benchmarks and tests; read once per process).
+    fn choose_within<T>(dims: &Dims, size: usize, max_weight_bytes: usize) -> Self {
         static FORCED: std::sync::OnceLock<Option<Split>> = std::sync::OnceLock::new();
         let forced = *FORCED.get_or_init(|| match std::env::var("LSTM_CPU_SPLIT").as_deref() {
             Ok("units") => Some(Split::Units),
@@ -211,7 +228,7 @@ impl Split {
         }
         let rows_per_member = dims.batch / size;
         let w_hh_bytes = 4 * dims.hidden * dims.out * core::mem::size_of::<T>();
-        if rows_per_member >= ROW_SPLIT_MIN_ROWS && w_hh_bytes <= row_split_max_weight_bytes() {
+        if rows_per_member >= ROW_SPLIT_MIN_ROWS && w_hh_bytes <= max_weight_bytes {
             Split::Rows
         } else {
             Split::Units
