@@ -411,22 +411,18 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     let (split, team) = dims.forward_team::<T>(threads);
     // Split by rows no member reads another's values: the steps need no barrier.
     let by_rows = split == Split::Rows;
-    // With a row split, the chunk's input projection is split by units in blocks of a
-    // panel's width, uneven wherever the blocks do not divide by the team (H = 96: three
-    // blocks, 2 : 1 on two members, one waiting a third of every chunk's projection at
-    // the barrier after it). There it is split by the chunk's rows instead (each member
-    // multiplies its part of them by all of `W_ihᵀ`) when `W_ih` fits in L2 as `W_hh`
-    // does. Measured on 2 AVX-512 cores, interleaved, kernel alone: 16×50×96 inference
-    // 0.60 → 0.54 ms, 16×50×200 1.98-2.12 → 1.78-1.80 ms, 8×50×200 with 4 layers
-    // 4.24-4.52 → 3.85-3.86 ms; split evenly by units (H = 256) rows were 2 % slower.
-    let widest_units = team
-        .iter()
-        .filter_map(|share| share.input_units.as_ref().map(Range::len))
-        .max()
-        .unwrap_or(0);
-    let projection_by_rows = by_rows
-        && widest_units * team.len() > h + h / 16
-        && 4 * h * input_size * core::mem::size_of::<T>() <= row_split_max_weight_bytes();
+    // With a row split, the chunk's input projection is split by the chunk's rows too
+    // (each member multiplies its part of them by all of `W_ihᵀ`) when `W_ih` is within
+    // the bound `W_hh` has. Split by units in blocks of a panel's width, as it first was,
+    // it was uneven wherever the blocks do not divide by the team (H = 96: three blocks,
+    // 2 : 1 on two members, one waiting a third of every chunk's projection at the
+    // barrier after it). Measured on 2 AVX-512 cores, interleaved, kernel alone:
+    // 16×50×96 inference 0.60 → 0.54 ms, 16×50×200 1.98-2.12 → 1.78-1.80 ms, 8×50×200
+    // with 4 layers 4.24-4.52 → 3.85-3.86 ms, and where the units split evenly
+    // 16×50×128 with input 512 1.83-1.92 → 1.69-1.74 ms, 16×50×256 with input 40 −2 %,
+    // H = 256 at batch 16 and 32 and 3 layers of 256 the same.
+    let projection_by_rows =
+        by_rows && 4 * h * input_size * core::mem::size_of::<T>() <= row_split_max_weight_bytes();
     // A row split gives every member every gate column: pack the flat weights once for
     // all of them, not once per member.
     let packed_once = match params {
