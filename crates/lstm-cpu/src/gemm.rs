@@ -49,7 +49,9 @@ const PREFETCH_ABOVE_BYTES: usize = 1 << 20;
 /// GEMM 8×1024×256 (one thread) 183 → 195 GFLOP/s; inference 8×100×256 3.41 → 2.98 ms,
 /// 8×50×200 with 4 layers 4.62 → 4.12 ms; training 16×50×256 and 8×100×256 −4-5 %;
 /// 16×50×96-256, 64×100×512 and 20×35×1500 unchanged within the noise. On AVX2 (one line
-/// per row) it cost 1-2 %, so it is off there.
+/// per row) it cost 1-2 %, so it is off there. Only the first tile of a row block on a
+/// panel prefetches: the later ones find the panel's rows in L1, and prefetching there
+/// too took a 2048³ product from 284-295 to 270-273 GFLOP/s (2 threads).
 const L1_PREFETCH_ROWS: usize = 8;
 /// Rows of `A` per pass (`A`'s block stays in L2 while the panels stream past); a
 /// multiple of every [`kernel_rows`].
@@ -275,6 +277,9 @@ struct Micro<T> {
     /// A gathered panel's pieces (`pieces_len == 0`: its columns are consecutive).
     pieces: *const Piece,
     pieces_len: usize,
+    /// The first tile of its row block on this panel: the one that brings the panel's
+    /// rows into L1 (see [`L1_PREFETCH_ROWS`]); the tiles after it find them there.
+    first_tile: bool,
 }
 
 /// `C[rows × cols(B)] += A · B`, where `A(i, k) = a[i * rs + k * cs]` and column `n` of
@@ -427,6 +432,7 @@ unsafe fn gemm_into<T: Real>(
                         },
                         pieces: b.pieces[panel.pieces.0..].as_ptr(),
                         pieces_len: panel.pieces.1 - panel.pieces.0,
+                        first_tile: i == 0,
                     };
                     unsafe { micro::<T>(r, isa, nr, args) };
                     i += r;
@@ -616,7 +622,7 @@ unsafe fn vector_body<S: crate::vector::Vector, const MR: usize>(m: Micro<S::E>)
             }
         } else {
             // Two cache lines of B per k on AVX-512: see `L1_PREFETCH_ROWS`.
-            let l1_prefetch = nr * core::mem::size_of::<S::E>() == 128;
+            let l1_prefetch = m.first_tile && nr * core::mem::size_of::<S::E>() == 128;
             for k in 0..m.depth {
                 prefetch_row::<S>(m.prefetch, k * nr, nr);
                 if l1_prefetch {
@@ -680,6 +686,7 @@ impl<T> Micro<T> {
             bias: self.bias as *const U,
             pieces: self.pieces,
             pieces_len: self.pieces_len,
+            first_tile: self.first_tile,
         }
     }
 }
