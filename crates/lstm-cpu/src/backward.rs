@@ -139,7 +139,7 @@ fn backward_cell<T: Real>(
     // Split by units (each member: some hidden units of every row, a barrier per step),
     // or by batch rows (each member: every unit of some rows, no barrier at all, all of
     // `W_hh` read per member per step; see `Split::choose_backward`).
-    let by_rows = units.len() > 1 && Split::choose_backward::<T>(&dims, units.len()) == Split::Rows;
+    let by_rows = Split::choose_backward::<T>(&dims, units.len()) == Split::Rows;
     let row_parts = if by_rows {
         crate::team::split_aligned(batch, units.len(), 1)
     } else {

@@ -1,5 +1,6 @@
 //! The size of a core's L2 cache, read once per process: how large a weight matrix the
-//! forward may have every team member read at every step (`forward::Split`).
+//! forward and the backward may have every team member read at every step
+//! (`forward::Split`).
 //!
 //! Why it is read and not fixed: the split by batch rows makes each member read all of
 //! `W_hh` every step, which pays while `W_hh` streams from the member's own L2 and not

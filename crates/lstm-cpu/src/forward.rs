@@ -14,7 +14,7 @@ use crate::packed::{PackedCell, PackedWeights, column_panels, gate_groups, unit_
 use crate::real::Real;
 use crate::simd;
 use crate::tape::{CellTape, LayerTape, Tape};
-use crate::team::{Shared, run_team, split_aligned};
+use crate::team::{Shared, aligned_part, run_team, split_aligned};
 
 /// Inference: outputs only.
 pub fn forward<T: Real>(call: &LstmCall<'_, T>) -> Result<LstmOutputs<T>, CallError> {
@@ -532,10 +532,7 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
             }
             // This member's rows of the chunk's projection: all, or its part of them.
             let chunk_rows = if projection_by_rows {
-                split_aligned(steps * batch, team.len(), kernel_rows())
-                    .get(member.id)
-                    .cloned()
-                    .unwrap_or(0..0)
+                aligned_part(steps * batch, team.len(), kernel_rows(), member.id)
             } else {
                 0..steps * batch
             };

@@ -124,12 +124,23 @@ pub(crate) fn split_aligned(
     parts: usize,
     align: usize,
 ) -> Vec<core::ops::Range<usize>> {
-    let parts = parts.max(1);
-    let chunk = len.div_ceil(parts).div_ceil(align).max(1) * align;
-    (0..parts)
-        .map(|k| (k * chunk).min(len)..((k + 1) * chunk).min(len))
+    (0..parts.max(1))
+        .map(|k| aligned_part(len, parts, align, k))
         .filter(|r| !r.is_empty())
         .collect()
+}
+
+/// Part `k` of [`split_aligned`]`(len, parts, align)` before empty parts are dropped
+/// (empty past the last non-empty one), without building the others: for a loop that
+/// must not allocate.
+pub(crate) fn aligned_part(
+    len: usize,
+    parts: usize,
+    align: usize,
+    k: usize,
+) -> core::ops::Range<usize> {
+    let chunk = len.div_ceil(parts.max(1)).div_ceil(align).max(1) * align;
+    (k * chunk).min(len)..((k + 1) * chunk).min(len)
 }
 
 #[cfg(test)]
@@ -147,6 +158,12 @@ mod tests {
             for pair in ranges.windows(2) {
                 assert_eq!(pair[0].end, pair[1].start);
                 assert_eq!(pair[1].start % align, 0);
+            }
+            for (k, range) in ranges.iter().enumerate() {
+                assert_eq!(aligned_part(len, parts, align, k), *range);
+            }
+            for k in ranges.len()..parts {
+                assert!(aligned_part(len, parts, align, k).is_empty());
             }
         }
     }
