@@ -280,6 +280,7 @@ fn burn_nn_forward<B: Backend + 'static>(args: &Args) -> impl Fn() -> Tensor<B, 
 /// (the gradient of `sum(y)`).
 fn kernel_alone(args: &Args, mode: Mode) -> Call {
     let arch = lstm_cpu::LstmArch {
+        cell: lstm_cpu::CellKind::Lstm,
         input_size: args.input,
         hidden_size: args.hidden,
         proj_size: args.proj_size,

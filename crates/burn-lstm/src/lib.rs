@@ -43,12 +43,14 @@ pub use kernels::fused_cpu::{
     CpuCacheUsage, cpu_cache_usage, cpu_threads, release_cpu_buffers, set_cpu_threads,
 };
 pub use module::config::{CudnnCompatibleLstmConfig, NanPolicy};
+pub use module::gru::{CudnnCompatibleGru, CudnnCompatibleGruRecord};
+pub use module::gru_config::CudnnCompatibleGruConfig;
 pub use module::lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmRecord};
-pub use module::state::LstmState;
+pub use module::state::{GruState, LstmState};
 pub use module::weights::{LstmDirectionWeights, LstmLayer};
 pub use op::call::lstm;
 pub use op::choice::{KernelChoice, LstmKernel};
 pub use op::contract::LstmBackend;
 pub use op::flat_weights::{FlatBufferOps, GradientSplit};
 pub use op::io::{HostResiduals, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
-pub use op::spec::{DirectionLayout, LstmArch, LstmSpec};
+pub use op::spec::{CellKind, DirectionLayout, LstmArch, LstmSpec};

@@ -1,15 +1,55 @@
-//! The architecture of an LSTM layer stack and where each (layer, direction)'s parameters
-//! lie in the flat parameter buffer: PyTorch's and cuDNN's canonical order, shared by
-//! every kernel of the workspace.
+//! The architecture of a recurrent layer stack (LSTM or GRU) and where each (layer,
+//! direction)'s parameters lie in the flat parameter buffer: PyTorch's and cuDNN's
+//! canonical order, shared by every kernel of the workspace.
 
 use core::ops::Range;
 
-/// Architecture of an LSTM layer stack: everything a checkpoint fixes.
+/// The recurrent cell of a layer stack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CellKind {
+    /// Long short-term memory: gates (i, f, g, o), a hidden and a cell state
+    /// (PyTorch's `nn.LSTM`, `CUDNN_LSTM`).
+    #[default]
+    Lstm,
+    /// Gated recurrent unit with the reset gate applied after the hidden product: gates
+    /// (r, z, n), `n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))`, a hidden state only
+    /// (PyTorch's `nn.GRU`, `CUDNN_GRU`, Keras `reset_after=True`).
+    Gru,
+}
+
+impl CellKind {
+    /// Gate blocks stacked along the rows of `weight_ih` and `weight_hh`: 4 or 3.
+    pub fn gates(self) -> usize {
+        match self {
+            Self::Lstm => 4,
+            Self::Gru => 3,
+        }
+    }
+
+    /// The lower-case name (`lstm`, `gru`), as in benchmark output and golden configs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Lstm => "lstm",
+            Self::Gru => "gru",
+        }
+    }
+}
+
+impl core::fmt::Display for CellKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Architecture of a recurrent layer stack: everything a checkpoint fixes. The name
+/// predates the GRU: `cell` says which cell it is.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LstmArch {
+    /// The cell: LSTM or GRU. A GRU has no cell state and no projection.
+    pub cell: CellKind,
     /// Features of each input step.
     pub input_size: usize,
-    /// Size of the cell state `H`.
+    /// Size of the cell state `H` (of the hidden state for a GRU).
     pub hidden_size: usize,
     /// Size of the projected hidden state (PyTorch's `proj_size`); 0 means no projection.
     pub proj_size: usize,
@@ -24,13 +64,13 @@ pub struct LstmArch {
 /// Where one (layer, direction)'s parameters lie inside the flat parameter buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirectionLayout {
-    /// `weight_ih`, `[4H, in]` row-major.
+    /// `weight_ih`, `[G·H, in]` row-major (`G` = [`CellKind::gates`]).
     pub weight_ih: Range<usize>,
-    /// `weight_hh`, `[4H, H_out]` row-major.
+    /// `weight_hh`, `[G·H, H_out]` row-major.
     pub weight_hh: Range<usize>,
-    /// `bias_ih`, `[4H]`, when the architecture has biases.
+    /// `bias_ih`, `[G·H]`, when the architecture has biases.
     pub bias_ih: Option<Range<usize>>,
-    /// `bias_hh`, `[4H]`, when the architecture has biases.
+    /// `bias_hh`, `[G·H]`, when the architecture has biases.
     pub bias_hh: Option<Range<usize>>,
     /// `weight_hr`, `[H_out, H]`, with a projection.
     pub weight_hr: Option<Range<usize>>,
@@ -68,6 +108,20 @@ impl LstmArch {
         self.num_layers * self.dirs()
     }
 
+    /// Rows of `weight_ih` and `weight_hh`: the gate blocks times `hidden_size`.
+    pub fn gate_rows(&self) -> usize {
+        self.cell.gates() * self.hidden_size
+    }
+
+    /// Size of the cell state of each (layer, direction): `hidden_size` for an LSTM, 0
+    /// for a GRU (which has none: its `c0` and `c_n` are empty).
+    pub fn cell_state_size(&self) -> usize {
+        match self.cell {
+            CellKind::Lstm => self.hidden_size,
+            CellKind::Gru => 0,
+        }
+    }
+
     /// Parameters of one (layer, direction) in the flat buffer, in the canonical order
     /// `weight_ih, weight_hh, bias_ih, bias_hh, weight_hr` and cells ordered
     /// `layer * dirs + direction` (PyTorch's order).
@@ -86,7 +140,7 @@ impl LstmArch {
     }
 
     fn layout_at(&self, layer: usize, start: usize) -> DirectionLayout {
-        let gates = 4 * self.hidden_size;
+        let gates = self.gate_rows();
         let input_size = self.layer_input_size(layer);
         let mut next = start;
         let mut take = |len: usize| {
@@ -141,6 +195,7 @@ mod tests {
     #[test]
     fn layout_is_contiguous_in_pytorch_order() {
         let arch = LstmArch {
+            cell: CellKind::Lstm,
             input_size: 3,
             hidden_size: 5,
             proj_size: 2,
@@ -160,5 +215,27 @@ mod tests {
         assert_eq!(l1f.input_size, 4);
         assert_eq!(l1f.weight_ih, 300..380);
         assert_eq!(arch.weight_count(), 300 + 2 * (80 + 40 + 40 + 10));
+    }
+
+    #[test]
+    fn gru_layout_has_three_gate_blocks_and_no_cell_state() {
+        let arch = LstmArch {
+            cell: CellKind::Gru,
+            input_size: 3,
+            hidden_size: 5,
+            proj_size: 0,
+            num_layers: 2,
+            bidirectional: false,
+            bias: true,
+        };
+        let l0 = arch.direction_layout(0, 0);
+        assert_eq!(l0.weight_ih, 0..45);
+        assert_eq!(l0.weight_hh, 45..120);
+        assert_eq!(l0.bias_ih, Some(120..135));
+        assert_eq!(l0.bias_hh, Some(135..150));
+        assert_eq!(l0.weight_hr, None);
+        assert_eq!(arch.direction_layout(1, 0).weight_ih, 150..225);
+        assert_eq!(arch.weight_count(), 2 * 150);
+        assert_eq!(arch.cell_state_size(), 0);
     }
 }

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::arch::LstmArch;
+use crate::arch::{CellKind, LstmArch};
 
 /// One call of the kernel: a whole layer stack over a whole (padded) batch.
 /// Layouts are sequence-major and row-major, as in the rest of the workspace.
@@ -99,6 +99,18 @@ impl fmt::Display for CallError {
 
 impl std::error::Error for CallError {}
 
+/// The fused kernel runs LSTM cells only: a GRU architecture is refused by name.
+pub(crate) fn lstm_only(arch: &LstmArch) -> Result<(), CallError> {
+    match arch.cell {
+        CellKind::Lstm => Ok(()),
+        other => Err(CallError {
+            argument: "arch.cell",
+            expected: "lstm (this kernel runs LSTM cells only)".into(),
+            actual: other.to_string(),
+        }),
+    }
+}
+
 pub(crate) fn len_check(
     argument: &'static str,
     what: &str,
@@ -126,6 +138,7 @@ impl<T> LstmCall<'_, T> {
     /// packed beforehand).
     pub(crate) fn check_with_weights(&self, weights_read: bool) -> Result<(), CallError> {
         let a = self.arch;
+        lstm_only(a)?;
         let (t, b) = (self.seq_len, self.batch);
         let positive = |argument, value: usize| {
             if value == 0 {

@@ -45,7 +45,7 @@ mod tape;
 mod team;
 mod vector;
 
-pub use arch::{DirectionLayout, LstmArch};
+pub use arch::{CellKind, DirectionLayout, LstmArch};
 pub use backward::backward;
 pub use buffers::{
     cache_limit_bytes, cached_buffer_bytes, recycle_vec, release_cached_buffers, vec_with_capacity,

@@ -17,7 +17,7 @@
 use core::ops::Range;
 
 use crate::arch::LstmArch;
-use crate::call::{CallError, LstmCall, LstmOutputs, len_check};
+use crate::call::{CallError, LstmCall, LstmOutputs, len_check, lstm_only};
 use crate::forward::{CellWeights, run_packed};
 use crate::gemm::{PackedB, panel};
 use crate::real::Real;
@@ -48,6 +48,7 @@ impl<T: Real> PackedWeights<T> {
     /// Packs `weights`, the canonical flat parameters of `arch`
     /// ([`LstmArch::direction_layout`]).
     pub fn new(arch: &LstmArch, weights: &[T]) -> Result<Self, CallError> {
+        lstm_only(arch)?;
         len_check(
             "weights",
             "the canonical flat layout",

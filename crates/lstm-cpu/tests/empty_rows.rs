@@ -103,6 +103,7 @@ fn max_diff(a: &[f64], b: &[f64]) -> f64 {
 fn archs() -> Vec<LstmArch> {
     vec![
         LstmArch {
+            cell: lstm_cpu::CellKind::Lstm,
             input_size: 5,
             hidden_size: 8,
             proj_size: 0,
@@ -111,6 +112,7 @@ fn archs() -> Vec<LstmArch> {
             bias: true,
         },
         LstmArch {
+            cell: lstm_cpu::CellKind::Lstm,
             input_size: 3,
             hidden_size: 6,
             proj_size: 4,
@@ -119,6 +121,7 @@ fn archs() -> Vec<LstmArch> {
             bias: false,
         },
         LstmArch {
+            cell: lstm_cpu::CellKind::Lstm,
             input_size: 4,
             hidden_size: 5,
             proj_size: 0,

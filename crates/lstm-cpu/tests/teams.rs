@@ -127,6 +127,7 @@ fn every_thread_count_matches_one_thread() {
     );
     for (proj_size, bidirectional) in [(16, false), (24, true), (0, true), (200, false)] {
         let arch = LstmArch {
+            cell: lstm_cpu::CellKind::Lstm,
             input_size: 48,
             hidden_size: 256,
             proj_size,
@@ -141,6 +142,7 @@ fn every_thread_count_matches_one_thread() {
     // gate at H = 72, 20 (AVX-512) or 4 (AVX2) at H = 52, where a panel spans gates.
     for (hidden_size, proj_size, bidirectional) in [(72, 0, true), (52, 24, false)] {
         let arch = LstmArch {
+            cell: lstm_cpu::CellKind::Lstm,
             input_size: 48,
             hidden_size,
             proj_size,
@@ -182,6 +184,7 @@ fn check_teams(arch: &LstmArch, counts: &[usize]) {
 #[test]
 fn packed_weights_of_another_architecture_are_an_error() {
     let arch = LstmArch {
+        cell: lstm_cpu::CellKind::Lstm,
         input_size: 4,
         hidden_size: 8,
         proj_size: 0,
@@ -190,6 +193,7 @@ fn packed_weights_of_another_architecture_are_an_error() {
         bias: true,
     };
     let other = LstmArch {
+        cell: lstm_cpu::CellKind::Lstm,
         hidden_size: 16,
         ..arch.clone()
     };

@@ -280,6 +280,7 @@ mod tests {
 
     fn check(lengths: &[usize], kernel: Kernel, kernel_backward: KernelBackward) {
         let arch = LstmArch {
+            cell: crate::op::spec::CellKind::Lstm,
             input_size: 3,
             hidden_size: 5,
             proj_size: 3,
@@ -342,6 +343,7 @@ mod tests {
     fn no_empty_row_means_no_compaction() {
         let spec = |lengths: Option<&[usize]>| LstmSpec {
             arch: LstmArch {
+                cell: crate::op::spec::CellKind::Lstm,
                 input_size: 1,
                 hidden_size: 1,
                 proj_size: 0,

@@ -1,6 +1,7 @@
 //! Checkpoints: Burn records checked against the config before they are applied
 //! (Burn itself would silently drop a missing bias or panic on a layer count), and
-//! PyTorch `nn.LSTM` state dicts in safetensors, by their PyTorch names.
+//! PyTorch `nn.LSTM` state dicts in safetensors, by their PyTorch names. The GRU's
+//! loaders (`gru.rs`) share the helpers: its parameters have the same names.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
@@ -12,9 +13,11 @@ use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore};
 
 use crate::error::LstmError;
 use crate::module::config::CudnnCompatibleLstmConfig;
-use crate::module::lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmRecord};
+use crate::module::lstm::CudnnCompatibleLstm;
 use crate::module::record_guard;
 use crate::module::shapes::{PARAM_NAMES, expected_shapes, missing, unexpected, validate_layers};
+use crate::module::weights::{LstmLayer, LstmLayerRecord};
+use crate::op::spec::LstmArch;
 
 fn io_error(path: &Path, e: impl core::fmt::Display) -> LstmError {
     LstmError::Io {
@@ -35,43 +38,10 @@ impl CudnnCompatibleLstmConfig {
         recorder: &R,
         device: &B::Device,
     ) -> Result<CudnnCompatibleLstm<B>, LstmError> {
-        let path = path.as_ref();
         let module = self.try_init::<B>(device)?;
-        // Burn's recorders set their extension on the path they are given, which turns
-        // `model.mpk.gz` into `model.mpk.mpk.gz`: give them the stem.
-        let extension = format!(".{}", <R as FileRecorder<B>>::file_extension());
-        let stem = path
-            .to_str()
-            .and_then(|p| p.strip_suffix(&extension))
-            .map_or_else(|| path.to_path_buf(), std::path::PathBuf::from);
-        // Burn's decoders return errors for most damage, but building the tensors of a
-        // decoded record panics on some (a shape that does not match its bytes): a
-        // damaged file is the user's input, so that panic becomes a named error. Sound
-        // here: nothing this call shares outlives it half-built (the recorder is only
-        // read, the record is dropped). See docs/robustness.md.
-        let file = stem.with_extension(&extension[1..]);
-        let loaded = catch_unwind(AssertUnwindSafe(|| {
-            // Bincode records: no length prefix may make Burn's decoder allocate more
-            // than the file holds (an allocation failure aborts the process).
-            record_guard::check::<B, <R as Recorder<B>>::Settings>(&file, &extension[1..])?;
-            recorder
-                .load::<CudnnCompatibleLstmRecord<B>>(stem, device)
-                .map_err(|e| io_error(path, e))
-        }));
-        let record = match loaded {
-            Ok(record) => record?,
-            Err(panic) => {
-                return Err(io_error(
-                    path,
-                    format!(
-                        "damaged record: Burn's loader failed ({})",
-                        panic_message(panic.as_ref())
-                    ),
-                ));
-            }
-        };
-        validate_layers(&self.arch(), &record.layers).map_err(|e| with_source(e, path))?;
-        Ok(module.load_record(record))
+        load_checked(&self.arch(), module, path.as_ref(), recorder, device, |r| {
+            &r.layers
+        })
     }
 
     /// Loads PyTorch `nn.LSTM` parameters saved as safetensors under their state-dict
@@ -84,10 +54,87 @@ impl CudnnCompatibleLstmConfig {
         device: &B::Device,
     ) -> Result<CudnnCompatibleLstm<B>, LstmError> {
         let path = path.as_ref();
+        let arch = self.arch();
+        let pytorch = PytorchParameters::open(&arch, path)?;
+        let mut module = self.try_init::<B>(device)?;
+        pytorch.load_into(&mut module.layers, device)?;
+        Ok(module)
+    }
+}
+
+impl<B: Backend> CudnnCompatibleLstm<B> {
+    /// Saves the parameters as safetensors under PyTorch's `nn.LSTM` state-dict names,
+    /// loadable with `model.load_state_dict(safetensors.torch.load_file(path))`.
+    pub fn save_pytorch_safetensors(&self, path: impl AsRef<Path>) -> Result<(), LstmError> {
+        save_pytorch(self, path.as_ref())
+    }
+}
+
+/// `module` with the record of a Burn file recorder at `path` applied, after the
+/// record's layers (`layers_of`) were checked against `arch`.
+pub(crate) fn load_checked<B, R, M>(
+    arch: &LstmArch,
+    module: M,
+    path: &Path,
+    recorder: &R,
+    device: &B::Device,
+    layers_of: impl FnOnce(&M::Record) -> &[LstmLayerRecord<B>],
+) -> Result<M, LstmError>
+where
+    B: Backend,
+    R: FileRecorder<B>,
+    M: Module<B>,
+{
+    // Burn's recorders set their extension on the path they are given, which turns
+    // `model.mpk.gz` into `model.mpk.mpk.gz`: give them the stem.
+    let extension = format!(".{}", <R as FileRecorder<B>>::file_extension());
+    let stem = path
+        .to_str()
+        .and_then(|p| p.strip_suffix(&extension))
+        .map_or_else(|| path.to_path_buf(), std::path::PathBuf::from);
+    // Burn's decoders return errors for most damage, but building the tensors of a
+    // decoded record panics on some (a shape that does not match its bytes): a
+    // damaged file is the user's input, so that panic becomes a named error. Sound
+    // here: nothing this call shares outlives it half-built (the recorder is only
+    // read, the record is dropped). See docs/robustness.md.
+    let file = stem.with_extension(&extension[1..]);
+    let loaded = catch_unwind(AssertUnwindSafe(|| {
+        // Bincode records: no length prefix may make Burn's decoder allocate more
+        // than the file holds (an allocation failure aborts the process).
+        record_guard::check::<B, <R as Recorder<B>>::Settings>(&file, &extension[1..])?;
+        recorder
+            .load::<M::Record>(stem, device)
+            .map_err(|e| io_error(path, e))
+    }));
+    let record = match loaded {
+        Ok(record) => record?,
+        Err(panic) => {
+            return Err(io_error(
+                path,
+                format!(
+                    "damaged record: Burn's loader failed ({})",
+                    panic_message(panic.as_ref())
+                ),
+            ));
+        }
+    };
+    validate_layers(arch, layers_of(&record)).map_err(|e| with_source(e, path))?;
+    Ok(module.load_record(record))
+}
+
+/// A PyTorch state dict in safetensors (`nn.LSTM` or `nn.GRU` names), checked against
+/// an architecture: no parameter the architecture lacks.
+pub(crate) struct PytorchParameters<'a> {
+    arch: &'a LstmArch,
+    path: &'a Path,
+    store: SafetensorsStore,
+}
+
+impl<'a> PytorchParameters<'a> {
+    pub fn open(arch: &'a LstmArch, path: &'a Path) -> Result<Self, LstmError> {
         if !path.is_file() {
             return Err(io_error(path, "no such file"));
         }
-        let arch = self.arch();
         let mut store = SafetensorsStore::from_file(path);
         let names = store.keys().map_err(|e| io_error(path, e))?;
         for name in names.iter().filter(|n| parse_pytorch_name(n).is_some()) {
@@ -98,13 +145,25 @@ impl CudnnCompatibleLstmConfig {
                 .expect("known name");
             if layer >= arch.num_layers
                 || (reverse && !arch.bidirectional)
-                || expected_shapes(&arch, layer)[index].is_none()
+                || expected_shapes(arch, layer)[index].is_none()
             {
                 return Err(unexpected(&path.display().to_string(), name.clone()));
             }
         }
+        Ok(Self { arch, path, store })
+    }
+
+    /// Replaces every parameter of `layers` (made for the same architecture) with the
+    /// file's.
+    pub fn load_into<B: Backend>(
+        mut self,
+        layers: &mut [LstmLayer<B>],
+        device: &B::Device,
+    ) -> Result<(), LstmError> {
+        let path = self.path;
         let mut load = |name: String, shape: Vec<usize>| -> Result<TensorData, LstmError> {
-            let snapshot = store
+            let snapshot = self
+                .store
                 .get_snapshot(&name)
                 .map_err(|e| io_error(path, e))?
                 .ok_or_else(|| missing(&path.display().to_string(), name.clone()))?;
@@ -134,9 +193,8 @@ impl CudnnCompatibleLstmConfig {
                 .to_data()
                 .map_err(|e| io_error(path, format!("{e:?}")))
         };
-        let mut module = self.try_init::<B>(device)?;
-        for (l, layer) in module.layers.iter_mut().enumerate() {
-            let expected = expected_shapes(&arch, l);
+        for (l, layer) in layers.iter_mut().enumerate() {
+            let expected = expected_shapes(self.arch, l);
             let directions = core::iter::once((&mut layer.forward, ""))
                 .chain(layer.reverse.as_mut().map(|r| (r, "_reverse")));
             for (weights, suffix) in directions {
@@ -157,21 +215,21 @@ impl CudnnCompatibleLstmConfig {
                 weights.weight_hr = fetch(4)?.map(matrix);
             }
         }
-        Ok(module)
+        Ok(())
     }
 }
 
-impl<B: Backend> CudnnCompatibleLstm<B> {
-    /// Saves the parameters as safetensors under PyTorch's `nn.LSTM` state-dict names,
-    /// loadable with `model.load_state_dict(safetensors.torch.load_file(path))`.
-    pub fn save_pytorch_safetensors(&self, path: impl AsRef<Path>) -> Result<(), LstmError> {
-        let path = path.as_ref();
-        let mut store = SafetensorsStore::from_file(path)
-            .with_key_remapping(r"^layers\.(\d+)\.forward\.(\w+)$", "${2}_l${1}")
-            .with_key_remapping(r"^layers\.(\d+)\.reverse\.(\w+)$", "${2}_l${1}_reverse")
-            .overwrite(true);
-        self.save_into(&mut store).map_err(|e| io_error(path, e))
-    }
+/// Saves `module`'s `layers.{l}.{forward,reverse}.{param}` under PyTorch's state-dict
+/// names (`{param}_l{l}[_reverse]`).
+pub(crate) fn save_pytorch<B: Backend, M: Module<B>>(
+    module: &M,
+    path: &Path,
+) -> Result<(), LstmError> {
+    let mut store = SafetensorsStore::from_file(path)
+        .with_key_remapping(r"^layers\.(\d+)\.forward\.(\w+)$", "${2}_l${1}")
+        .with_key_remapping(r"^layers\.(\d+)\.reverse\.(\w+)$", "${2}_l${1}_reverse")
+        .overwrite(true);
+    module.save_into(&mut store).map_err(|e| io_error(path, e))
 }
 
 /// `weight_ih_l3_reverse` → `("weight_ih", 3, true)`; `None` for other names.

@@ -7,7 +7,7 @@ use burn::tensor::backend::Backend;
 use crate::error::LstmError;
 use crate::module::lstm::CudnnCompatibleLstm;
 use crate::module::weights::{LstmDirectionWeights, LstmLayer};
-use crate::op::spec::LstmArch;
+use crate::op::spec::{CellKind, LstmArch};
 
 /// What to do with NaN or infinite values in the input and the initial state.
 #[derive(Config, Debug, Copy, PartialEq, Eq)]
@@ -59,6 +59,7 @@ impl CudnnCompatibleLstmConfig {
     /// The architecture this config describes.
     pub fn arch(&self) -> LstmArch {
         LstmArch {
+            cell: CellKind::Lstm,
             input_size: self.input_size,
             hidden_size: self.hidden_size,
             proj_size: self.proj_size,

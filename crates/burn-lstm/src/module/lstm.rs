@@ -10,12 +10,11 @@ use crate::error::LstmError;
 use crate::module::shapes::validate_layers;
 use crate::module::state::LstmState;
 use crate::module::validate;
-use crate::module::weights::{LstmDirectionWeights, LstmLayer};
+use crate::module::weights::{LstmDirectionWeights, LstmLayer, directions, flat_parameters};
 use crate::op::call::lstm;
 use crate::op::choice::{KernelChoice, LstmKernel};
 use crate::op::contract::LstmBackend;
-use crate::op::spec::{LstmArch, LstmSpec};
-use crate::op::tensor::{primitive, tensor};
+use crate::op::spec::{CellKind, LstmArch, LstmSpec};
 
 /// A multi-layer, optionally bidirectional LSTM with PyTorch's semantics whose whole
 /// layer stack runs as one op: cuDNN on CUDA, a fused kernel on CPU, the portable
@@ -50,6 +49,7 @@ impl<B: Backend> CudnnCompatibleLstm<B> {
     /// The architecture of the layer stack.
     pub fn arch(&self) -> LstmArch {
         LstmArch {
+            cell: CellKind::Lstm,
             input_size: self.input_size,
             hidden_size: self.hidden_size,
             proj_size: self.proj_size,
@@ -61,9 +61,7 @@ impl<B: Backend> CudnnCompatibleLstm<B> {
 
     /// Every (layer, direction), in the canonical order `layer * dirs + direction`.
     pub fn directions(&self) -> impl Iterator<Item = &LstmDirectionWeights<B>> {
-        self.layers
-            .iter()
-            .flat_map(|layer| core::iter::once(&layer.forward).chain(layer.reverse.as_ref()))
+        directions(&self.layers)
     }
 
     /// Asks for a kernel (`None`: the fastest one the backend can run). A kernel the
@@ -84,15 +82,7 @@ impl<B: LstmBackend> CudnnCompatibleLstm<B> {
     /// [`LstmArch::direction_layout`]), built by [`LstmBackend::lstm_flat_weights`].
     /// Differentiable: gradients reach every `Param`.
     pub fn flat_weights(&self) -> Tensor<B, 1> {
-        let mut parts = Vec::new();
-        for cell in self.directions() {
-            parts.push(primitive(cell.weight_ih.val()));
-            parts.push(primitive(cell.weight_hh.val()));
-            parts.extend(cell.bias_ih.as_ref().map(|b| primitive(b.val())));
-            parts.extend(cell.bias_hh.as_ref().map(|b| primitive(b.val())));
-            parts.extend(cell.weight_hr.as_ref().map(|w| primitive(w.val())));
-        }
-        tensor(B::lstm_flat_weights(parts))
+        flat_parameters(&self.layers)
     }
 
     /// Which kernel runs a call of `batch` rows of `seq_len` steps on `device`, and why not

@@ -1,10 +1,13 @@
-//! The user-facing layer: [`CudnnCompatibleLstm`](crate::CudnnCompatibleLstm), its
-//! config, its checkpoints and conversions, and the checks of its arguments. It runs
-//! through the op contract (`op/`) and knows no kernel.
+//! The user-facing layers: [`CudnnCompatibleLstm`](crate::CudnnCompatibleLstm) and
+//! [`CudnnCompatibleGru`](crate::CudnnCompatibleGru), their configs, checkpoints and
+//! conversions, and the checks of their arguments. They run through the op contract
+//! (`op/`) and know no kernel.
 
 pub(crate) mod checkpoint;
 pub(crate) mod config;
 pub(crate) mod convert;
+pub(crate) mod gru;
+pub(crate) mod gru_config;
 pub(crate) mod lstm;
 pub(crate) mod record_guard;
 pub(crate) mod shapes;

@@ -17,7 +17,7 @@ pub(crate) const PARAM_NAMES: [&str; 5] =
 
 /// Shapes the architecture needs for cell `(layer, direction)`, `None` where it has no such parameter.
 pub(crate) fn expected_shapes(arch: &LstmArch, layer: usize) -> [Option<Vec<usize>>; 5] {
-    let h4 = 4 * arch.hidden_size;
+    let h4 = arch.gate_rows();
     [
         Some(vec![h4, arch.layer_input_size(layer)]),
         Some(vec![h4, arch.output_size()]),

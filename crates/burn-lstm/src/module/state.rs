@@ -18,3 +18,18 @@ impl<B: Backend> LstmState<B> {
         Self { hidden, cell }
     }
 }
+
+/// Hidden state of every layer and direction of a GRU (PyTorch's `h`), index
+/// `layer * dirs + direction`. A GRU has no cell state.
+#[derive(Debug, Clone)]
+pub struct GruState<B: Backend> {
+    /// `[layers * dirs, batch, H]`.
+    pub hidden: Tensor<B, 3>,
+}
+
+impl<B: Backend> GruState<B> {
+    /// A state from its hidden part.
+    pub fn new(hidden: Tensor<B, 3>) -> Self {
+        Self { hidden }
+    }
+}

@@ -63,27 +63,37 @@ pub(crate) fn state<B: Backend>(
     arch: &LstmArch,
     batch: usize,
 ) -> Result<(), LstmError> {
-    let check = |name: &str, actual: [usize; 3], size: usize| {
-        let expected = [arch.cells(), batch, size];
-        if actual == expected {
-            Ok(())
-        } else {
-            Err(LstmError::invalid(
-                name,
-                format!(
-                    "shape {expected:?} ([layers * dirs, batch, {}])",
-                    if name.ends_with("hidden") {
-                        "H_out"
-                    } else {
-                        "H"
-                    }
-                ),
-                format!("{actual:?}"),
-            ))
-        }
-    };
-    check("state.hidden", state.hidden.dims(), arch.output_size())?;
-    check("state.cell", state.cell.dims(), arch.hidden_size)
+    state_part(
+        "state.hidden",
+        state.hidden.dims(),
+        [arch.cells(), batch, arch.output_size()],
+        "H_out",
+    )?;
+    state_part(
+        "state.cell",
+        state.cell.dims(),
+        [arch.cells(), batch, arch.hidden_size],
+        "H",
+    )
+}
+
+/// Checks one part of an initial state: `expected` is `[layers * dirs, batch, size]`,
+/// with `size` named `size_name` in the error.
+pub(crate) fn state_part(
+    name: &str,
+    actual: [usize; 3],
+    expected: [usize; 3],
+    size_name: &str,
+) -> Result<(), LstmError> {
+    if actual == expected {
+        Ok(())
+    } else {
+        Err(LstmError::invalid(
+            name,
+            format!("shape {expected:?} ([layers * dirs, batch, {size_name}])"),
+            format!("{actual:?}"),
+        ))
+    }
 }
 
 /// Counts non-finite values (reads the tensor back to the host).

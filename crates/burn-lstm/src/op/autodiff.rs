@@ -137,7 +137,7 @@ fn result_shapes(spec: &LstmSpec) -> [[usize; 3]; 3] {
     [
         [spec.seq_len, spec.batch, arch.dirs() * arch.output_size()],
         [arch.cells(), spec.batch, arch.output_size()],
-        [arch.cells(), spec.batch, arch.hidden_size],
+        [arch.cells(), spec.batch, arch.cell_state_size()],
     ]
 }
 

@@ -120,7 +120,7 @@ pub(crate) fn forward<B: FusionBackend + LstmBackend>(
     let outputs = [
         out([t, b, arch.dirs() * arch.output_size()]),
         out([cells, b, arch.output_size()]),
-        out([cells, b, arch.hidden_size]),
+        out([cells, b, arch.cell_state_size()]),
     ];
     let streams = OperationStreams::with_inputs(&inputs);
     let irs = inputs.clone().map(|t| t.into_ir());

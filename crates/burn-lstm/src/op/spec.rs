@@ -5,7 +5,7 @@
 //! in the canonical order (see [`LstmArch::direction_layout`]): this keeps the autodiff
 //! op at a fixed number of parents, exactly as PyTorch's `flatten_parameters` does.
 
-pub use lstm_cpu::{DirectionLayout, LstmArch};
+pub use lstm_cpu::{CellKind, DirectionLayout, LstmArch};
 use std::sync::Arc;
 
 use crate::op::choice::LstmKernel;
@@ -55,8 +55,9 @@ impl LstmSpec {
         self.arch.cells() * self.batch * self.arch.output_size()
     }
 
-    /// Number of elements of `c_n` (`[layers * dirs, B, H]`).
+    /// Number of elements of `c_n` (`[layers * dirs, B, H]`; 0 for a GRU, which has no
+    /// cell state).
     pub fn c_n_len(&self) -> usize {
-        self.arch.cells() * self.batch * self.arch.hidden_size
+        self.arch.cells() * self.batch * self.arch.cell_state_size()
     }
 }

@@ -9,7 +9,7 @@
 use super::{ErrorReport, GoldenCase, assert_all, golden_paths, to_f64};
 use burn::module::Param;
 use burn::tensor::{Tensor, backend::AutodiffBackend};
-use burn_lstm::{CudnnCompatibleLstm, LstmBackend, LstmKernel, LstmState};
+use burn_lstm::{CudnnCompatibleLstm, LstmBackend, LstmKernel, LstmLayer, LstmState};
 
 fn lengths(case: &GoldenCase) -> Option<Vec<usize>> {
     case.config.lengths.clone()
@@ -55,14 +55,24 @@ pub fn split_parameter_name(name: &str) -> (&str, usize, bool) {
     (param, layer.parse().expect("PyTorch layer index"), reverse)
 }
 
-/// The parameter of `model` that PyTorch calls `name`.
+/// The gradient of the parameter of `model` that PyTorch calls `name`.
 pub fn parameter_grad<B: AutodiffBackend>(
     model: &CudnnCompatibleLstm<B>,
     name: &str,
     grads: &B::Gradients,
 ) -> Vec<f64> {
+    layer_parameter_grad(&model.layers, name, grads)
+}
+
+/// The gradient of the parameter of `layers` (an LSTM's or a GRU's) that PyTorch calls
+/// `name`.
+pub fn layer_parameter_grad<B: AutodiffBackend>(
+    layers: &[LstmLayer<B>],
+    name: &str,
+    grads: &B::Gradients,
+) -> Vec<f64> {
     let (param, layer, reverse) = split_parameter_name(name);
-    let layer = &model.layers[layer];
+    let layer = &layers[layer];
     let cell = if reverse {
         layer.reverse.as_ref().unwrap()
     } else {

@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 pub mod dropout_check;
 pub mod empty_rows_check;
 pub mod golden_check;
+pub mod gru_golden_check;
 pub mod half_check;
 
 use burn::tensor::{Tensor, TensorData, backend::Backend};
-use burn_lstm::CudnnCompatibleLstmConfig;
+use burn_lstm::{CudnnCompatibleGruConfig, CudnnCompatibleLstmConfig};
 use safetensors::{Dtype, SafeTensors};
 
 /// The config block of a golden file (see fixtures/golden/README.md).
@@ -27,6 +28,16 @@ pub struct GoldenConfig {
     pub lengths: Option<Vec<usize>>,
     pub proj_size: usize,
     pub bias: bool,
+    /// `"gru"` for a GRU case (`../golden-gru`); absent (or `"lstm"`) for an LSTM case.
+    #[serde(default)]
+    pub cell: Option<String>,
+}
+
+impl GoldenConfig {
+    /// The cell of the case: `"lstm"` or `"gru"`.
+    pub fn cell(&self) -> &str {
+        self.cell.as_deref().unwrap_or("lstm")
+    }
 }
 
 /// One golden case: its config and every tensor as f64 with its shape.
@@ -74,6 +85,17 @@ impl GoldenCase {
             config,
             tensors,
         }
+    }
+
+    /// The GRU config of a GRU case.
+    pub fn gru_config(&self) -> CudnnCompatibleGruConfig {
+        let c = &self.config;
+        assert_eq!(c.cell(), "gru", "{}: not a GRU case", self.name);
+        CudnnCompatibleGruConfig::new(c.input_size, c.hidden_size)
+            .with_num_layers(c.num_layers)
+            .with_bidirectional(c.bidirectional)
+            .with_bias(c.bias)
+            .with_batch_first(c.batch_first)
     }
 
     pub fn module_config(&self) -> CudnnCompatibleLstmConfig {
@@ -141,9 +163,35 @@ pub fn flex_f64() -> burn::backend::flex::FlexDevice {
     device
 }
 
-/// The fixtures shipped with the crate, plus every case in `$LSTM_GOLDEN_DIR` when set.
+/// The LSTM fixtures shipped with the crate, plus every LSTM case in `$LSTM_GOLDEN_DIR`
+/// when set.
 pub fn golden_paths() -> Vec<PathBuf> {
-    let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden");
+    golden_paths_of("lstm", "golden")
+}
+
+/// The GRU fixtures shipped with the crate (`tests/fixtures/golden-gru`), plus every
+/// GRU case (`"cell": "gru"`) in `$LSTM_GOLDEN_DIR` when set.
+pub fn gru_golden_paths() -> Vec<PathBuf> {
+    golden_paths_of("gru", "golden-gru")
+}
+
+/// The cell named in the `config` metadata of the golden file at `path`.
+fn cell_of(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let (_, metadata) = SafeTensors::read_metadata(&bytes).expect("safetensors header");
+    let config = metadata
+        .metadata()
+        .as_ref()
+        .and_then(|m| m.get("config"))
+        .unwrap_or_else(|| panic!("{}: no `config` metadata", path.display()));
+    let config: GoldenConfig = serde_json::from_str(config).expect("golden config JSON");
+    config.cell().to_string()
+}
+
+fn golden_paths_of(cell: &str, fixtures: &str) -> Vec<PathBuf> {
+    let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(fixtures);
     let extra = std::env::var("LSTM_GOLDEN_DIR").ok().map(PathBuf::from);
     let mut dirs = Vec::new();
     // A test binary copied to another machine (the GPU machine) cannot see the fixtures it
@@ -166,6 +214,14 @@ pub fn golden_paths() -> Vec<PathBuf> {
             .collect();
         found.sort();
         assert!(!found.is_empty(), "no golden case in {}", dir.display());
+        // `$LSTM_GOLDEN_DIR` may hold cases of both cells, told apart by their config.
+        let total = found.len();
+        found.retain(|path| cell_of(path) == cell);
+        println!(
+            "{}: {} of {total} cases are {cell} cases",
+            dir.display(),
+            found.len()
+        );
         paths.extend(found);
     }
     paths

@@ -1,7 +1,8 @@
 //! Gradients of the op against central finite differences, in f64 on NdArray and on
 //! Flex (its device set to f64), on small random shapes covering every feature: layers,
 //! directions, projection, padding, no bias and inter-layer dropout (fixed seed, so
-//! every evaluation draws the same masks).
+//! every evaluation draws the same masks); LSTM and GRU cells (a GRU's `c0` and `c_n`
+//! are empty, and it runs the portable kernel only).
 
 use crate::common;
 
@@ -9,7 +10,7 @@ use std::sync::Arc;
 
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn::tensor::{Tensor, TensorData};
-use burn_lstm::{LstmArch, LstmBackend, LstmKernel, LstmSpec, lstm};
+use burn_lstm::{CellKind, LstmArch, LstmBackend, LstmKernel, LstmSpec, lstm};
 
 type B = NdArray<f64>;
 
@@ -106,7 +107,11 @@ fn check_on<Bk: LstmBackend>(
     lengths: &Option<Vec<usize>>,
     dropout: f64,
 ) {
-    for kernel in [LstmKernel::Portable, LstmKernel::FusedCpu] {
+    let kernels: &[LstmKernel] = match arch.cell {
+        CellKind::Lstm => &[LstmKernel::Portable, LstmKernel::FusedCpu],
+        CellKind::Gru => &[LstmKernel::Portable],
+    };
+    for &kernel in kernels {
         let spec = LstmSpec {
             seq_len,
             batch,
@@ -132,13 +137,13 @@ fn case(spec: &LstmSpec) -> Case {
         vec![seq_len, batch, arch.input_size],
         vec![arch.weight_count()],
         vec![cells, batch, arch.output_size()],
-        vec![cells, batch, arch.hidden_size],
+        vec![cells, batch, arch.cell_state_size()],
     ];
     let inputs = core::array::from_fn(|i| (shapes[i].clone(), random(shapes[i].clone(), i as u64)));
     let out_shapes = [
         vec![seq_len, batch, arch.dirs() * arch.output_size()],
         vec![cells, batch, arch.output_size()],
-        vec![cells, batch, arch.hidden_size],
+        vec![cells, batch, arch.cell_state_size()],
     ];
     let probes = core::array::from_fn(|i| {
         (
@@ -193,6 +198,7 @@ fn arch(
     bias: bool,
 ) -> LstmArch {
     LstmArch {
+        cell: CellKind::Lstm,
         input_size,
         hidden_size,
         proj_size,
@@ -200,6 +206,39 @@ fn arch(
         bidirectional,
         bias,
     }
+}
+
+/// A GRU stack of `num_layers` (no projection).
+fn gru(input_size: usize, hidden_size: usize, num_layers: usize, bidirectional: bool) -> LstmArch {
+    LstmArch {
+        cell: CellKind::Gru,
+        ..arch(input_size, hidden_size, 0, num_layers, bidirectional, true)
+    }
+}
+
+#[test]
+fn gru_stacked_bidirectional_padded_matches_finite_differences() {
+    check(gru(3, 4, 2, true), 3, 4, Some(vec![4, 2, 1]), 0.0);
+}
+
+/// An empty row, inter-layer dropout and three layers at once.
+#[test]
+fn gru_empty_row_and_dropout_match_finite_differences() {
+    check(gru(3, 4, 3, true), 3, 4, Some(vec![3, 0, 4]), 0.4);
+}
+
+#[test]
+fn gru_without_bias_matches_finite_differences() {
+    check(
+        LstmArch {
+            bias: false,
+            ..gru(2, 3, 2, false)
+        },
+        2,
+        3,
+        None,
+        0.0,
+    );
 }
 
 #[test]

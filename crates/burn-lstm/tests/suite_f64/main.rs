@@ -11,3 +11,4 @@ mod empty_rows;
 mod finite_difference;
 mod generated;
 mod golden_f64;
+mod gru_golden_f64;

@@ -9,7 +9,7 @@ use cudnn_rnn::{DataType, MathMode};
 use crate::kernels::cudnn::device::{device, rnn_config};
 use crate::kernels::cudnn::settings::{cudnn_empty_rows, cudnn_half};
 use crate::op::choice::{KernelChoice, LstmKernel};
-use crate::op::spec::LstmSpec;
+use crate::op::spec::{CellKind, LstmSpec};
 
 /// Whether runtime `R` is CubeCL's CUDA runtime (the only one cuDNN runs on).
 pub(crate) fn is_cuda<R: 'static>() -> bool {
@@ -59,6 +59,13 @@ pub(crate) fn choice<R: 'static, D: 'static>(
             return portable("the fused-cpu kernel was asked for but runs only on the CPU backends (Flex, NdArray)".into());
         }
         None | Some(LstmKernel::Cudnn) => {}
+    }
+    if spec.arch.cell != CellKind::Lstm {
+        return portable(format!(
+            "the cuDNN op runs LSTM cells; a {} runs the portable kernel (CUDNN_GRU is not \
+             wired yet, docs/gru.md)",
+            spec.arch.cell
+        ));
     }
     let Some(data_type) = data_type(dtype) else {
         return portable(format!(

@@ -91,6 +91,7 @@ mod tests {
 
     fn arch() -> LstmArch {
         LstmArch {
+            cell: crate::op::spec::CellKind::Lstm,
             input_size: 3,
             hidden_size: 2,
             proj_size: 0,

@@ -9,17 +9,46 @@
 //! rows of `W_ih`, `W_hh` and the biases once per call, so every step needs a single
 //! `tanh` over all four gates followed by one multiply-add (see `GateAffine`).
 //!
+//! GRU cells (`gru_forward.rs`, `gru_backward.rs`) take the same path with their own
+//! gate math and residuals.
+//!
 //! Half-precision calls (f16, bf16) compute in f32 and round only their results
 //! (`precision.rs`).
 
 mod backward;
 mod forward;
+mod gru_backward;
+mod gru_forward;
+mod gru_residuals;
 mod precision;
 mod residuals;
 mod steps;
 mod weights;
 
-use backward::backward as same_dtype_backward;
+use burn::tensor::{backend::Backend, ops::FloatTensor};
+
 pub(crate) use forward::dropout_mask;
-use forward::forward as same_dtype_forward;
 pub(crate) use precision::{backward, forward};
+
+use crate::op::io::{LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::spec::{CellKind, LstmSpec};
+
+/// The forward of the call's cell, in the inputs' own float type.
+fn same_dtype_forward<B: Backend>(
+    inputs: [FloatTensor<B>; 4],
+    spec: &LstmSpec,
+    save: bool,
+) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
+    match spec.arch.cell {
+        CellKind::Lstm => forward::forward::<B>(inputs, spec, save),
+        CellKind::Gru => gru_forward::forward::<B>(inputs, spec, save),
+    }
+}
+
+/// The backward of the saved call's cell, in the inputs' own float type.
+fn same_dtype_backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B>) -> LstmGrads<B> {
+    match saved.spec.arch.cell {
+        CellKind::Lstm => backward::backward::<B>(saved, grads),
+        CellKind::Gru => gru_backward::backward::<B>(saved, grads),
+    }
+}

@@ -1,0 +1,187 @@
+//! Backward pass of the portable kernel for GRU cells: backpropagation through time
+//! from the residuals of the training forward (`gru_forward.rs` has the cell).
+//!
+//! Per step (in the reverse of the direction's processing order), with `m` the row's
+//! validity mask (1 without padding) and `ĥ_n = W_hn·h + b_hn`:
+//!
+//! ```text
+//! dh' = m·(dh + dy_t)
+//! dn̂ = dh'·(1 − z)·(1 − n²)      (gradient of n's pre-activation)
+//! dẑ = dh'·(h − n)·z·(1 − z)      dr̂ = dn̂·ĥ_n·r·(1 − r)
+//! input side  [dr̂, dẑ, dn̂]       hidden side [dr̂, dẑ, dn̂·r]
+//! dh ← (hidden side)·W_hh + dh'·z + (1 − m)·dh
+//! ```
+//!
+//! Unlike the LSTM's, the two sides differ (in the `n` block), so both are kept: after
+//! the loop `dW_ih`, `dW_hh`, the two biases and the input gradient are one matmul (or
+//! sum) each. The factors that depend only on the residuals are computed for the whole
+//! sequence before the loop.
+
+use burn::tensor::{Tensor, backend::Backend};
+
+use super::forward::stack_steps;
+use super::gru_forward::GruWeights;
+use super::gru_residuals::{GruCellResiduals, unflatten};
+use super::steps::{index_leading, time_index};
+use super::weights::step_masks;
+use crate::op::choice::LstmKernel;
+use crate::op::io::{LstmGrads, LstmOutputGrads, LstmSaved};
+use crate::op::tensor::{primitive, tensor};
+
+/// Gradients of the op's inputs from the upstream gradients of its outputs (`dc_n` is
+/// empty for a GRU, and so is the returned `c0` gradient).
+pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B>) -> LstmGrads<B> {
+    assert_eq!(
+        saved.kernel,
+        LstmKernel::Portable,
+        "the portable backward reads only the portable forward's residuals"
+    );
+    let spec = saved.spec;
+    let arch = &spec.arch;
+    let [x, w, _, c0] = saved.inputs;
+    let w = tensor::<B, 1>(w);
+    let x = tensor::<B, 3>(x);
+    let (device, dtype) = (x.device(), x.dtype());
+    let masks = step_masks::<B>(&spec, &device, dtype);
+    let layers = unflatten(&spec, saved.residuals);
+    let dh_n = tensor::<B, 3>(grads.dh_n);
+
+    let mut weight_grads: Vec<Option<Vec<Tensor<B, 1>>>> = vec![None; arch.cells()];
+    let mut dh0 = vec![None; arch.cells()];
+    let mut d_output = tensor::<B, 3>(grads.dy);
+    let out = arch.output_size();
+    for (layer, residuals) in layers.into_iter().enumerate().rev() {
+        let mut d_input: Option<Tensor<B, 3>> = None;
+        for (direction, cell_res) in residuals.cells.into_iter().enumerate() {
+            let cell = layer * arch.dirs() + direction;
+            let weights = GruWeights::new(&w, arch, &arch.direction_layout(layer, direction));
+            let dy = d_output.clone().slice([
+                0..spec.seq_len,
+                0..spec.batch,
+                direction * out..(direction + 1) * out,
+            ]);
+            let cell_grads = backward_direction(
+                &residuals.input,
+                cell_res,
+                &weights,
+                dy,
+                index_leading(&dh_n, cell),
+                masks.as_ref(),
+                direction == 1,
+            );
+            d_input = Some(match d_input {
+                Some(acc) => acc + cell_grads.d_input,
+                None => cell_grads.d_input,
+            });
+            weight_grads[cell] = Some(cell_grads.weights);
+            dh0[cell] = Some(cell_grads.d_hidden0);
+        }
+        let mut d_input = d_input.expect("a layer has at least one direction");
+        if let Some(mask) = residuals.dropout_mask {
+            d_input = d_input * mask;
+        }
+        d_output = d_input;
+    }
+
+    let weights_grad = Tensor::cat(
+        weight_grads
+            .into_iter()
+            .flat_map(|g| g.expect("every cell"))
+            .collect(),
+        0,
+    );
+    LstmGrads {
+        input: Some(primitive(d_output)),
+        weights: primitive(weights_grad),
+        h0: primitive(stack_steps(dh0)),
+        // No cell state: the gradient of the empty `c0` is empty too.
+        c0,
+    }
+}
+
+struct CellGrads<B: Backend> {
+    d_input: Tensor<B, 3>,
+    /// Flattened gradients in the canonical parameter order of the cell.
+    weights: Vec<Tensor<B, 1>>,
+    d_hidden0: Tensor<B, 2>,
+}
+
+fn backward_direction<B: Backend>(
+    input: &Tensor<B, 3>,
+    res: GruCellResiduals<B>,
+    weights: &GruWeights<B>,
+    dy: Tensor<B, 3>,
+    mut dh: Tensor<B, 2>,
+    masks: Option<&Tensor<B, 3>>,
+    reverse: bool,
+) -> CellGrads<B> {
+    let [seq_len, batch, input_size] = input.dims();
+    let rows = res.gates.dims()[2];
+    let h = rows / 3;
+    let gate = |k: usize| {
+        res.gates
+            .clone()
+            .slice([0..seq_len, 0..batch, k * h..(k + 1) * h])
+    };
+    let (reset, update, new_gate) = (gate(0), gate(1), gate(2));
+    let one_minus = |t: Tensor<B, 3>| t.neg().add_scalar(1.0);
+    // Whole-sequence factors: dn̂ = dh'·to_new, dẑ = dh'·to_update, dr̂ = dn̂·to_reset.
+    let to_new = one_minus(update.clone()) * one_minus(new_gate.clone().powi_scalar(2));
+    let to_update =
+        (res.hidden_prev.clone() - new_gate) * update.clone() * one_minus(update.clone());
+    let to_reset = res.hidden_n * reset.clone() * one_minus(reset.clone());
+
+    let mut d_input_side: Vec<Option<Tensor<B, 2>>> = vec![None; seq_len];
+    let mut d_hidden_side: Vec<Option<Tensor<B, 2>>> = vec![None; seq_len];
+    // Walk time against the direction's processing order.
+    for s in 0..seq_len {
+        let t = time_index(s, seq_len, !reverse);
+        let dy_t = index_leading(&dy, t);
+        let (d_new_hidden, carry) = match masks {
+            Some(masks) => {
+                let valid = index_leading(masks, t);
+                let invalid = valid.clone().neg().add_scalar(1.0);
+                ((dh.clone() + dy_t) * valid, Some(dh.clone() * invalid))
+            }
+            None => (dh.clone() + dy_t, None),
+        };
+        let d_new = d_new_hidden.clone() * index_leading(&to_new, t);
+        let d_update = d_new_hidden.clone() * index_leading(&to_update, t);
+        let d_reset = d_new.clone() * index_leading(&to_reset, t);
+        let d_hidden_n = d_new.clone() * index_leading(&reset, t);
+        let hidden_side = Tensor::cat(vec![d_reset.clone(), d_update.clone(), d_hidden_n], 1);
+        dh = hidden_side.clone().matmul(weights.weight_hh.clone())
+            + d_new_hidden * index_leading(&update, t);
+        if let Some(carry) = carry {
+            dh = dh + carry;
+        }
+        d_input_side[t] = Some(Tensor::cat(vec![d_reset, d_update, d_new], 1));
+        d_hidden_side[t] = Some(hidden_side);
+    }
+
+    let steps = seq_len * batch;
+    let d_x_side = stack_steps(d_input_side).reshape([steps, rows]);
+    let d_h_side = stack_steps(d_hidden_side).reshape([steps, rows]);
+    let d_weight_ih = d_x_side
+        .clone()
+        .transpose()
+        .matmul(input.clone().reshape([steps, input_size]));
+    let d_weight_hh = d_h_side
+        .clone()
+        .transpose()
+        .matmul(res.hidden_prev.reshape([steps, h]));
+    let d_input = d_x_side
+        .clone()
+        .matmul(weights.weight_ih.clone())
+        .reshape([seq_len, batch, input_size]);
+    let mut flat = vec![d_weight_ih.reshape([-1]), d_weight_hh.reshape([-1])];
+    if weights.bias.is_some() {
+        flat.push(d_x_side.sum_dim(0).reshape([rows]));
+        flat.push(d_h_side.sum_dim(0).reshape([rows]));
+    }
+    CellGrads {
+        d_input,
+        weights: flat,
+        d_hidden0: dh,
+    }
+}

@@ -1,0 +1,202 @@
+//! [`CudnnCompatibleGru`]: a Burn module with ordinary `Param` tensors in PyTorch's and
+//! cuDNN's canonical GRU layout, running its whole layer stack as one op.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use burn::module::Module;
+use burn::tensor::{Tensor, backend::Backend};
+
+use crate::error::LstmError;
+use crate::module::checkpoint::save_pytorch;
+use crate::module::shapes::validate_layers;
+use crate::module::state::GruState;
+use crate::module::validate;
+use crate::module::weights::{LstmDirectionWeights, LstmLayer, directions, flat_parameters};
+use crate::op::call::lstm;
+use crate::op::choice::{KernelChoice, LstmKernel};
+use crate::op::contract::LstmBackend;
+use crate::op::spec::{CellKind, LstmArch, LstmSpec};
+
+/// A multi-layer, optionally bidirectional GRU with PyTorch's semantics (`nn.GRU`: gates
+/// r, z, n; `n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))`, which cuDNN computes and
+/// Keras calls `reset_after=True`), whose whole layer stack runs as one op. Create it
+/// with [`CudnnCompatibleGruConfig`](crate::CudnnCompatibleGruConfig).
+///
+/// Every backend runs it with the portable kernel for now; the kernel-choice API
+/// ([`Self::kernel`]) says so. See docs/gru.md.
+#[derive(Module, Debug)]
+pub struct CudnnCompatibleGru<B: Backend> {
+    /// The layers, bottom first (each direction's `weight_hr` is always `None`).
+    pub layers: Vec<LstmLayer<B>>,
+    /// Features of each input step.
+    pub input_size: usize,
+    /// Size of the hidden state.
+    pub hidden_size: usize,
+    /// Whether each layer runs in both directions.
+    pub bidirectional: bool,
+    /// Whether the gates have biases.
+    pub bias: bool,
+    /// `[batch, seq, features]` (true) or `[seq, batch, features]` (false).
+    pub batch_first: bool,
+    /// Inter-layer dropout while training.
+    pub dropout: f64,
+    /// Whether non-finite input or state is an error ([`NanPolicy::Reject`](crate::NanPolicy)).
+    pub reject_non_finite: bool,
+    /// The kernel asked for ([`Self::with_kernel`]); `None`: the fastest available.
+    /// Not saved in checkpoints: it is a choice of the process, not of the model.
+    #[module(skip)]
+    pub kernel: Option<LstmKernel>,
+}
+
+impl<B: Backend> CudnnCompatibleGru<B> {
+    /// The architecture of the layer stack.
+    pub fn arch(&self) -> LstmArch {
+        LstmArch {
+            cell: CellKind::Gru,
+            input_size: self.input_size,
+            hidden_size: self.hidden_size,
+            proj_size: 0,
+            num_layers: self.layers.len(),
+            bidirectional: self.bidirectional,
+            bias: self.bias,
+        }
+    }
+
+    /// Every (layer, direction), in the canonical order `layer * dirs + direction`.
+    pub fn directions(&self) -> impl Iterator<Item = &LstmDirectionWeights<B>> {
+        directions(&self.layers)
+    }
+
+    /// Asks for a kernel (`None`: the fastest one the backend can run). A kernel the
+    /// backend cannot run falls back; [`Self::kernel`] reports which runs and why.
+    pub fn with_kernel(mut self, kernel: Option<LstmKernel>) -> Self {
+        self.kernel = kernel;
+        self
+    }
+
+    /// Checks that every parameter is present with the shape the architecture needs.
+    pub fn validate(&self) -> Result<(), LstmError> {
+        validate_layers(&self.arch(), &self.layers)
+    }
+
+    /// Saves the parameters as safetensors under PyTorch's `nn.GRU` state-dict names,
+    /// loadable with `model.load_state_dict(safetensors.torch.load_file(path))`.
+    pub fn save_pytorch_safetensors(&self, path: impl AsRef<Path>) -> Result<(), LstmError> {
+        save_pytorch(self, path.as_ref())
+    }
+}
+
+impl<B: LstmBackend> CudnnCompatibleGru<B> {
+    /// All parameters in one flat tensor, in the op's canonical layout (see
+    /// [`LstmArch::direction_layout`]). Differentiable: gradients reach every `Param`.
+    pub fn flat_weights(&self) -> Tensor<B, 1> {
+        flat_parameters(&self.layers)
+    }
+
+    /// Which kernel runs a call of `batch` rows of `seq_len` steps on `device`, and why not
+    /// a faster one.
+    pub fn kernel(&self, device: &B::Device, batch: usize, seq_len: usize) -> KernelChoice {
+        B::lstm_kernel(device, &self.spec(batch, seq_len, None, device))
+    }
+
+    fn spec(
+        &self,
+        batch: usize,
+        seq_len: usize,
+        lengths: Option<&[usize]>,
+        device: &B::Device,
+    ) -> LstmSpec {
+        LstmSpec {
+            arch: self.arch(),
+            seq_len,
+            batch,
+            lengths: lengths.map(Arc::from),
+            dropout: self.dropout,
+            training: B::ad_enabled(device),
+            dropout_seed: None,
+            kernel: self.kernel,
+        }
+    }
+
+    /// Runs the layer stack over full-length sequences.
+    ///
+    /// - `input`: `[batch, seq, input_size]` when `batch_first`, else `[seq, batch, input_size]`.
+    /// - `state`: initial hidden state (zeros when `None`).
+    ///
+    /// Returns the output sequence of the last layer (`[.., dirs * H]`, same layout as
+    /// the input) and the final hidden state of every layer and direction.
+    ///
+    /// # Panics
+    /// With the message of [`Self::try_forward`]'s error on invalid input.
+    pub fn forward(
+        &self,
+        input: Tensor<B, 3>,
+        state: Option<GruState<B>>,
+    ) -> (Tensor<B, 3>, GruState<B>) {
+        self.try_forward(input, state, None)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like [`Self::forward`] for right-padded batches: row `b` has `lengths[b]` valid
+    /// steps (0 to `seq`), with the semantics of
+    /// [`CudnnCompatibleLstm::forward_with_lengths`](crate::CudnnCompatibleLstm::forward_with_lengths)
+    /// (empty rows included).
+    ///
+    /// # Panics
+    /// With the message of [`Self::try_forward`]'s error on invalid input.
+    pub fn forward_with_lengths(
+        &self,
+        input: Tensor<B, 3>,
+        lengths: &[usize],
+        state: Option<GruState<B>>,
+    ) -> (Tensor<B, 3>, GruState<B>) {
+        self.try_forward(input, state, Some(lengths))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Self::forward`] / [`Self::forward_with_lengths`] returning an error, naming the
+    /// argument with the expected and the actual value, instead of panicking.
+    pub fn try_forward(
+        &self,
+        input: Tensor<B, 3>,
+        state: Option<GruState<B>>,
+        lengths: Option<&[usize]>,
+    ) -> Result<(Tensor<B, 3>, GruState<B>), LstmError> {
+        let arch = self.arch();
+        let device = input.device();
+        let [batch, seq_len] = validate::input(&input, &arch, self.batch_first)?;
+        if let Some(lengths) = lengths {
+            validate::lengths(lengths, batch, seq_len)?;
+        }
+        self.validate()?;
+        let shape = [arch.cells(), batch, arch.hidden_size];
+        let place = (&device, input.dtype());
+        let h0 = match state {
+            Some(state) => {
+                validate::state_part("state.hidden", state.hidden.dims(), shape, "H")?;
+                state.hidden
+            }
+            None => Tensor::zeros(shape, place),
+        };
+        if self.reject_non_finite {
+            validate::finite("input", &input)?;
+            validate::finite("state.hidden", &h0)?;
+        }
+        let seq_major = if self.batch_first {
+            input.swap_dims(0, 1)
+        } else {
+            input
+        };
+        // A GRU has no cell state: the op's `c0` and `c_n` are empty.
+        let c0 = Tensor::zeros([arch.cells(), batch, 0], place);
+        let spec = self.spec(batch, seq_len, lengths, &device);
+        let (y, h_n, _) = lstm(seq_major, self.flat_weights(), h0, c0, &spec);
+        let y = if self.batch_first {
+            y.swap_dims(0, 1)
+        } else {
+            y
+        };
+        Ok((y, GruState::new(h_n)))
+    }
+}

@@ -1,0 +1,171 @@
+//! [`CudnnCompatibleGruConfig`]: the architecture of the GRU module, how it is
+//! initialised and how its checkpoints load.
+
+use std::path::Path;
+
+use burn::config::Config;
+use burn::module::Initializer;
+use burn::record::FileRecorder;
+use burn::tensor::backend::Backend;
+
+use crate::error::LstmError;
+use crate::module::checkpoint::{PytorchParameters, load_checked};
+use crate::module::config::NanPolicy;
+use crate::module::gru::CudnnCompatibleGru;
+use crate::module::weights::{LstmDirectionWeights, LstmLayer};
+use crate::op::spec::{CellKind, LstmArch};
+
+/// Configuration of a [`CudnnCompatibleGru`]. Field names follow PyTorch's `nn.GRU`;
+/// defaults follow Burn's `nn::GruConfig` (batch-first) and PyTorch (everything else).
+#[derive(Config, Debug)]
+pub struct CudnnCompatibleGruConfig {
+    /// Features of each input step.
+    pub input_size: usize,
+    /// Size of the hidden state.
+    pub hidden_size: usize,
+    /// Stacked layers.
+    #[config(default = 1)]
+    pub num_layers: usize,
+    /// Run every layer in both directions and concatenate them.
+    #[config(default = false)]
+    pub bidirectional: bool,
+    /// Gate biases `bias_ih` and `bias_hh`.
+    #[config(default = true)]
+    pub bias: bool,
+    /// Dropout on the output of every layer but the last, while training, in `[0, 1)`.
+    #[config(default = 0.0)]
+    pub dropout: f64,
+    /// Input and output are `[batch, seq, features]` (true, Burn's default) or
+    /// `[seq, batch, features]` (false, PyTorch's default).
+    #[config(default = true)]
+    pub batch_first: bool,
+    /// Initializer of every parameter; `None` is PyTorch's `U(-1/√H, 1/√H)`.
+    #[config(default = "None")]
+    pub initializer: Option<Initializer>,
+    /// What to do with non-finite inputs.
+    #[config(default = "NanPolicy::Propagate")]
+    pub nan_policy: NanPolicy,
+}
+
+impl CudnnCompatibleGruConfig {
+    /// The architecture this config describes.
+    pub fn arch(&self) -> LstmArch {
+        LstmArch {
+            cell: CellKind::Gru,
+            input_size: self.input_size,
+            hidden_size: self.hidden_size,
+            proj_size: 0,
+            num_layers: self.num_layers,
+            bidirectional: self.bidirectional,
+            bias: self.bias,
+        }
+    }
+
+    /// Checks every field, naming the first that is out of range.
+    pub fn validate(&self) -> Result<(), LstmError> {
+        let positive = |name: &str, value: usize| {
+            if value == 0 {
+                Err(LstmError::invalid(name, "a value of at least 1", "0"))
+            } else {
+                Ok(())
+            }
+        };
+        positive("input_size", self.input_size)?;
+        positive("hidden_size", self.hidden_size)?;
+        positive("num_layers", self.num_layers)?;
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(LstmError::invalid(
+                "dropout",
+                "a probability in [0, 1)",
+                self.dropout.to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Creates the module, or says which field is invalid.
+    pub fn try_init<B: Backend>(
+        &self,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
+        self.validate()?;
+        let arch = self.arch();
+        let bound = 1.0 / (self.hidden_size as f64).sqrt();
+        let initializer = self.initializer.clone().unwrap_or(Initializer::Uniform {
+            min: -bound,
+            max: bound,
+        });
+        let (rows, h) = (arch.gate_rows(), arch.hidden_size);
+        let direction = |layer: usize| {
+            let input = arch.layer_input_size(layer);
+            LstmDirectionWeights {
+                weight_ih: initializer.init_with([rows, input], Some(input), Some(rows), device),
+                weight_hh: initializer.init_with([rows, h], Some(h), Some(rows), device),
+                bias_ih: arch
+                    .bias
+                    .then(|| initializer.init_with([rows], Some(input), Some(rows), device)),
+                bias_hh: arch
+                    .bias
+                    .then(|| initializer.init_with([rows], Some(h), Some(rows), device)),
+                weight_hr: None,
+            }
+        };
+        let layers = (0..arch.num_layers)
+            .map(|layer| LstmLayer {
+                forward: direction(layer),
+                reverse: arch.bidirectional.then(|| direction(layer)),
+            })
+            .collect();
+        Ok(CudnnCompatibleGru {
+            layers,
+            input_size: self.input_size,
+            hidden_size: self.hidden_size,
+            bidirectional: self.bidirectional,
+            bias: self.bias,
+            batch_first: self.batch_first,
+            dropout: self.dropout,
+            reject_non_finite: self.nan_policy == NanPolicy::Reject,
+            kernel: None,
+        })
+    }
+
+    /// Creates the module.
+    ///
+    /// # Panics
+    /// With the message of [`CudnnCompatibleGruConfig::try_init`]'s error when a field is invalid.
+    pub fn init<B: Backend>(&self, device: &B::Device) -> CudnnCompatibleGru<B> {
+        self.try_init(device).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Loads a module saved with a Burn file recorder, after checking every parameter
+    /// against this config (as [`CudnnCompatibleLstmConfig::load_checkpoint`](crate::CudnnCompatibleLstmConfig::load_checkpoint)
+    /// does: a damaged file or another architecture is a named error, never a panic or
+    /// a silently changed module).
+    pub fn load_checkpoint<B: Backend, R: FileRecorder<B>>(
+        &self,
+        path: impl AsRef<Path>,
+        recorder: &R,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
+        let module = self.try_init::<B>(device)?;
+        load_checked(&self.arch(), module, path.as_ref(), recorder, device, |r| {
+            &r.layers
+        })
+    }
+
+    /// Loads PyTorch `nn.GRU` parameters saved as safetensors under their state-dict
+    /// names (`weight_ih_l0`, `bias_hh_l1_reverse`, ...; gates r, z, n). Values are
+    /// converted to the device's float type; every tensor the config needs must be
+    /// present with its exact shape, and no GRU parameter the config lacks may be.
+    pub fn load_pytorch_safetensors<B: Backend>(
+        &self,
+        path: impl AsRef<Path>,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
+        let arch = self.arch();
+        let pytorch = PytorchParameters::open(&arch, path.as_ref())?;
+        let mut module = self.try_init::<B>(device)?;
+        pytorch.load_into(&mut module.layers, device)?;
+        Ok(module)
+    }
+}

@@ -1,0 +1,21 @@
+//! Parity with PyTorch `nn.GRU` in f64 (see `common/gru_golden_check.rs`): every GRU
+//! golden case on NdArray (`NdArray<f64>`) and on Flex (its device set to f64).
+//!
+//! Tolerance: 1e-9, as for the LSTM (the reference is float64 too).
+
+use crate::common;
+
+use burn::backend::{Autodiff, Flex, NdArray};
+use burn_lstm::LstmKernel;
+use common::gru_golden_check::run_all_gru;
+
+#[test]
+fn gru_golden_cases_f64_ndarray() {
+    run_all_gru::<Autodiff<NdArray<f64>>>("ndarray", LstmKernel::Portable, "f64", 1e-9);
+}
+
+#[test]
+fn gru_golden_cases_f64_flex() {
+    common::flex_f64();
+    run_all_gru::<Autodiff<Flex>>("flex", LstmKernel::Portable, "f64", 1e-9);
+}
