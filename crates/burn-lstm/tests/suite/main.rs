@@ -17,6 +17,7 @@ mod api;
 mod backends;
 mod dropout;
 mod golden_f32;
+mod gru;
 mod gru_golden_f32;
 mod half;
 mod hostile_files;

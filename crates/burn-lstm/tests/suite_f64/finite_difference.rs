@@ -57,11 +57,18 @@ fn loss_of<Bk: LstmBackend>(
     let leaves: Vec<(Tensor<Bk, 1>, Vec<usize>)> = inputs.iter().map(make).collect();
     let shaped = |i: usize| {
         let (t, s) = &leaves[i];
+        if s.contains(&0) {
+            // A GRU's empty `c0` (Burn's `reshape` reads a 0 as "keep this axis").
+            return Tensor::zeros([s[0], s[1], s[2]], &device);
+        }
         t.clone().reshape([s[0], s[1], s[2]])
     };
     let (y, h_n, c_n) = lstm(shaped(0), leaves[1].0.clone(), shaped(2), shaped(3), spec);
     let probe = |i: usize| {
         let (s, v) = &probes[i];
+        if s.contains(&0) {
+            return Tensor::zeros([s[0], s[1], s[2]], &device);
+        }
         Tensor::<Bk, 1>::from_data(TensorData::new(v.clone(), [v.len()]), &device)
             .reshape([s[0], s[1], s[2]])
     };
@@ -86,6 +93,9 @@ fn backward<Bk: LstmBackend>(
     leaves
         .iter()
         .map(|leaf| {
+            if leaf.dims()[0] == 0 {
+                return Vec::new(); // an empty `c0`: nothing to differentiate
+            }
             let grad = leaf.grad(&grads).expect("gradient");
             grad.into_data().convert::<f64>().to_vec::<f64>().unwrap()
         })

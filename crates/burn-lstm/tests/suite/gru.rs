@@ -1,0 +1,245 @@
+//! `CudnnCompatibleGru`'s contract beyond the golden numbers: which kernel runs and
+//! why, empty and padded rows, errors on bad input, Burn checkpoints and PyTorch
+//! safetensors (both directions, and an LSTM's file refused by name).
+
+use crate::common;
+
+use burn::backend::{Autodiff, Flex, NdArray};
+use burn::module::{AutodiffModule, Module};
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
+use burn::tensor::{Distribution, Tensor, backend::Backend};
+use burn_lstm::{
+    CudnnCompatibleGru, CudnnCompatibleGruConfig, CudnnCompatibleLstmConfig, GruState, LstmBackend,
+    LstmError, LstmKernel,
+};
+use common::to_f64;
+
+type B = NdArray<f32>;
+type AD = Autodiff<B>;
+
+fn input<Bk: Backend>(dims: [usize; 3]) -> Tensor<Bk, 3> {
+    Tensor::random(dims, Distribution::Normal(0.0, 1.0), &Default::default())
+}
+
+fn config() -> CudnnCompatibleGruConfig {
+    CudnnCompatibleGruConfig::new(5, 6)
+        .with_num_layers(2)
+        .with_bidirectional(true)
+}
+
+fn temp_path(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("burn-gru-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn kernel_choice_is_reported_on<Bk: LstmBackend>() {
+    let device = Default::default();
+    let model = config().init::<Bk>(&device);
+    for asked in [None, Some(LstmKernel::FusedCpu), Some(LstmKernel::Cudnn)] {
+        let choice = model.clone().with_kernel(asked).kernel(&device, 4, 10);
+        assert_eq!(choice.kernel, LstmKernel::Portable, "{choice}");
+        if asked != Some(LstmKernel::Cudnn) {
+            let text = choice.to_string();
+            assert!(
+                text.contains("gru") && text.contains("docs/gru.md"),
+                "{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn kernel_choice_says_a_gru_runs_the_portable_kernel() {
+    kernel_choice_is_reported_on::<B>();
+    kernel_choice_is_reported_on::<Flex>();
+    kernel_choice_is_reported_on::<AD>();
+}
+
+#[test]
+fn shapes_of_outputs_and_state() {
+    let device = Default::default();
+    let model = config().init::<B>(&device);
+    let (y, state) = model.forward(input::<B>([3, 7, 5]), None);
+    assert_eq!(y.dims(), [3, 7, 12]);
+    assert_eq!(state.hidden.dims(), [4, 3, 6]);
+    let model = config().with_batch_first(false).init::<B>(&device);
+    let (y, _) = model.forward(input::<B>([7, 3, 5]), None);
+    assert_eq!(y.dims(), [7, 3, 12]);
+}
+
+/// Padded and empty rows give what each row gives alone: zeros past its length, its
+/// own final state (the initial state for an empty row).
+#[test]
+fn padded_and_empty_rows_match_each_row_run_alone() {
+    let device = Default::default();
+    let model = config().init::<B>(&device);
+    let x = input::<B>([3, 6, 5]);
+    let h0 = input::<B>([4, 3, 6]);
+    let lengths = [6, 0, 3];
+    let (y, state) =
+        model.forward_with_lengths(x.clone(), &lengths, Some(GruState::new(h0.clone())));
+    for (row, &len) in lengths.iter().enumerate() {
+        let y_row = to_f64(y.clone().narrow(0, row, 1));
+        let h_row = to_f64(state.hidden.clone().narrow(1, row, 1));
+        let h0_row = h0.clone().narrow(1, row, 1);
+        if len == 0 {
+            assert!(y_row.iter().all(|&v| v == 0.0));
+            assert_eq!(h_row, to_f64(h0_row));
+            continue;
+        }
+        let alone = x.clone().narrow(0, row, 1).narrow(1, 0, len);
+        let (y_alone, s_alone) = model.forward(alone, Some(GruState::new(h0_row)));
+        let y_alone = to_f64(y_alone);
+        let width = 12;
+        for (k, (&a, &b)) in y_row[..len * width].iter().zip(&y_alone).enumerate() {
+            assert!((a - b).abs() < 1e-6, "row {row} value {k}: {a} vs {b}");
+        }
+        assert!(y_row[len * width..].iter().all(|&v| v == 0.0));
+        for (&a, &b) in h_row.iter().zip(&to_f64(s_alone.hidden)) {
+            assert!((a - b).abs() < 1e-6, "row {row} final state: {a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn bad_input_and_config_are_clear_errors() {
+    let device = Default::default();
+    let model = config().init::<B>(&device);
+    let err = model
+        .try_forward(input::<B>([3, 7, 4]), None, None)
+        .unwrap_err();
+    assert!(err.to_string().contains("input"), "{err}");
+    let wrong_state = GruState::new(input::<B>([2, 3, 6]));
+    match model.try_forward(input::<B>([3, 7, 5]), Some(wrong_state), None) {
+        Err(LstmError::InvalidArgument {
+            argument,
+            expected,
+            actual,
+        }) => {
+            assert_eq!(argument, "state.hidden");
+            assert!(expected.contains("[4, 3, 6]"), "{expected}");
+            assert_eq!(actual, "[2, 3, 6]");
+        }
+        other => panic!("expected a state error, got {other:?}"),
+    }
+    let err = model
+        .try_forward(input::<B>([3, 7, 5]), None, Some(&[7, 8, 1]))
+        .unwrap_err();
+    assert!(err.to_string().contains("lengths[1]"), "{err}");
+    let err = config()
+        .with_dropout(1.0)
+        .try_init::<B>(&device)
+        .unwrap_err();
+    assert!(err.to_string().contains("dropout"), "{err}");
+}
+
+#[test]
+fn checkpoint_from_autodiff_loads_on_ndarray_and_flex_with_identical_outputs() {
+    let device = Default::default();
+    let trained = config().init::<AD>(&device);
+    let x = input::<B>([3, 7, 5]);
+    let (y_trained, s_trained) = trained.valid().forward(x.clone(), None);
+    let path = temp_path("roundtrip");
+    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+    trained.save_file(&path, &recorder).unwrap();
+    let loaded = config()
+        .load_checkpoint::<B, _>(path.with_extension("mpk"), &recorder, &device)
+        .unwrap();
+    let (y_loaded, s_loaded) = loaded.forward(x.clone(), None);
+    assert_eq!(to_f64(y_loaded), to_f64(y_trained.clone()));
+    assert_eq!(to_f64(s_loaded.hidden), to_f64(s_trained.hidden));
+
+    let on_flex: CudnnCompatibleGru<Flex> = config()
+        .load_checkpoint::<Flex, _>(path.with_extension("mpk"), &recorder, &Default::default())
+        .unwrap();
+    let x_flex = Tensor::<Flex, 3>::from_data(x.into_data(), &Default::default());
+    let y_flex = to_f64(on_flex.forward(x_flex, None).0);
+    for (a, b) in y_flex.iter().zip(&to_f64(y_trained)) {
+        assert!((a - b).abs() < 1e-6, "Flex {a} vs NdArray {b}");
+    }
+
+    // Another architecture is a named error, never a changed module.
+    let err = CudnnCompatibleGruConfig::new(5, 7)
+        .with_num_layers(2)
+        .with_bidirectional(true)
+        .load_checkpoint::<B, _>(path.with_extension("mpk"), &recorder, &device)
+        .unwrap_err();
+    assert!(
+        matches!(&err, LstmError::ParameterShape { name, expected, .. } if name.ends_with("weight_ih") && *expected == vec![21, 5]),
+        "{err}"
+    );
+    // A damaged file is a named error, never a panic.
+    let damaged = temp_path("damaged.mpk");
+    let bytes = std::fs::read(path.with_extension("mpk")).unwrap();
+    std::fs::write(&damaged, &bytes[..bytes.len() / 2]).unwrap();
+    let err = config()
+        .load_checkpoint::<B, _>(&damaged, &recorder, &device)
+        .unwrap_err();
+    assert!(matches!(err, LstmError::Io { .. }), "{err}");
+}
+
+#[test]
+fn pytorch_safetensors_export_then_import_is_identical() {
+    let device = Default::default();
+    let model = config().init::<B>(&device);
+    let path = temp_path("gru.safetensors");
+    model.save_pytorch_safetensors(&path).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut names: Vec<String> = file.names().into_iter().map(|n| n.to_string()).collect();
+    names.sort();
+    assert_eq!(names.len(), 2 * 2 * 4, "{names:?}");
+    assert_eq!(
+        file.tensor("weight_hh_l1_reverse").unwrap().shape(),
+        [18, 6]
+    );
+
+    let loaded = config()
+        .load_pytorch_safetensors::<B>(&path, &device)
+        .unwrap();
+    let x = input::<B>([2, 4, 5]);
+    assert_eq!(
+        to_f64(loaded.forward(x.clone(), None).0),
+        to_f64(model.forward(x, None).0)
+    );
+
+    // An `nn.LSTM` state dict under the same names is refused by its shapes.
+    let lstm_path = temp_path("lstm.safetensors");
+    CudnnCompatibleLstmConfig::new(5, 6)
+        .with_num_layers(2)
+        .with_bidirectional(true)
+        .init::<B>(&device)
+        .save_pytorch_safetensors(&lstm_path)
+        .unwrap();
+    let err = config()
+        .load_pytorch_safetensors::<B>(&lstm_path, &device)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        LstmError::ParameterShape {
+            name: "weight_ih_l0".into(),
+            expected: vec![18, 5],
+            actual: vec![24, 5]
+        }
+    );
+}
+
+/// Inter-layer dropout acts while training only, and a training step moves every
+/// parameter.
+#[test]
+fn dropout_only_while_training_and_every_parameter_gets_a_gradient() {
+    let device = Default::default();
+    let model = config().with_dropout(0.5).init::<AD>(&device);
+    let x = input::<AD>([2, 5, 5]);
+    let (y_train, _) = model.forward(x.clone(), None);
+    let (y_valid, _) = model.valid().forward(x.clone().inner(), None);
+    let (y_valid_again, _) = model.valid().forward(x.inner(), None);
+    assert_ne!(to_f64(y_train.clone()), to_f64(y_valid.clone()));
+    assert_eq!(to_f64(y_valid), to_f64(y_valid_again));
+    let grads = y_train.sum().backward();
+    for (k, direction) in model.directions().enumerate() {
+        let g = to_f64(direction.weight_hh.grad(&grads).expect("a gradient"));
+        assert!(g.iter().any(|&v| v != 0.0), "direction {k}: zero gradient");
+    }
+}
