@@ -235,7 +235,8 @@ mod tests {
         assert_eq!(l0.bias_hh, Some(135..150));
         assert_eq!(l0.weight_hr, None);
         assert_eq!(arch.direction_layout(1, 0).weight_ih, 150..225);
-        assert_eq!(arch.weight_count(), 2 * 150);
+        // Layer 1 reads the 5 features of layer 0: 15×5 + 15×5 + 2×15.
+        assert_eq!(arch.weight_count(), 150 + 180);
         assert_eq!(arch.cell_state_size(), 0);
     }
 }

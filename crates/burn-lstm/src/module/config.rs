@@ -19,6 +19,34 @@ pub enum NanPolicy {
     Reject,
 }
 
+/// The checks the LSTM's and the GRU's configs share: sizes of at least 1 and a dropout
+/// probability in `[0, 1)`, naming the first field out of range.
+pub(crate) fn validate_stack(
+    input_size: usize,
+    hidden_size: usize,
+    num_layers: usize,
+    dropout: f64,
+) -> Result<(), LstmError> {
+    let positive = |name: &str, value: usize| {
+        if value == 0 {
+            Err(LstmError::invalid(name, "a value of at least 1", "0"))
+        } else {
+            Ok(())
+        }
+    };
+    positive("input_size", input_size)?;
+    positive("hidden_size", hidden_size)?;
+    positive("num_layers", num_layers)?;
+    if !(0.0..1.0).contains(&dropout) {
+        return Err(LstmError::invalid(
+            "dropout",
+            "a probability in [0, 1)",
+            dropout.to_string(),
+        ));
+    }
+    Ok(())
+}
+
 /// Configuration of a [`CudnnCompatibleLstm`]. Field names follow PyTorch's `nn.LSTM`;
 /// defaults follow Burn's `nn::LstmConfig` (batch-first) and PyTorch (everything else).
 #[derive(Config, Debug)]
@@ -71,23 +99,12 @@ impl CudnnCompatibleLstmConfig {
 
     /// Checks every field, naming the first that is out of range.
     pub fn validate(&self) -> Result<(), LstmError> {
-        let positive = |name: &str, value: usize| {
-            if value == 0 {
-                Err(LstmError::invalid(name, "a value of at least 1", "0"))
-            } else {
-                Ok(())
-            }
-        };
-        positive("input_size", self.input_size)?;
-        positive("hidden_size", self.hidden_size)?;
-        positive("num_layers", self.num_layers)?;
-        if !(0.0..1.0).contains(&self.dropout) {
-            return Err(LstmError::invalid(
-                "dropout",
-                "a probability in [0, 1)",
-                self.dropout.to_string(),
-            ));
-        }
+        validate_stack(
+            self.input_size,
+            self.hidden_size,
+            self.num_layers,
+            self.dropout,
+        )?;
         if self.proj_size >= self.hidden_size {
             return Err(LstmError::invalid(
                 "proj_size",

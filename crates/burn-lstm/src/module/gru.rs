@@ -2,7 +2,6 @@
 //! cuDNN's canonical GRU layout, running its whole layer stack as one op.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use burn::module::Module;
 use burn::tensor::{Tensor, backend::Backend};
@@ -107,16 +106,15 @@ impl<B: LstmBackend> CudnnCompatibleGru<B> {
         lengths: Option<&[usize]>,
         device: &B::Device,
     ) -> LstmSpec {
-        LstmSpec {
-            arch: self.arch(),
-            seq_len,
+        LstmSpec::of_module::<B>(
+            self.arch(),
+            self.dropout,
+            self.kernel,
             batch,
-            lengths: lengths.map(Arc::from),
-            dropout: self.dropout,
-            training: B::ad_enabled(device),
-            dropout_seed: None,
-            kernel: self.kernel,
-        }
+            seq_len,
+            lengths,
+            device,
+        )
     }
 
     /// Runs the layer stack over full-length sequences.

@@ -10,7 +10,7 @@ use burn::tensor::backend::Backend;
 
 use crate::error::LstmError;
 use crate::module::checkpoint::{PytorchParameters, load_checked};
-use crate::module::config::NanPolicy;
+use crate::module::config::{NanPolicy, validate_stack};
 use crate::module::gru::CudnnCompatibleGru;
 use crate::module::weights::{LstmDirectionWeights, LstmLayer};
 use crate::op::spec::{CellKind, LstmArch};
@@ -63,24 +63,12 @@ impl CudnnCompatibleGruConfig {
 
     /// Checks every field, naming the first that is out of range.
     pub fn validate(&self) -> Result<(), LstmError> {
-        let positive = |name: &str, value: usize| {
-            if value == 0 {
-                Err(LstmError::invalid(name, "a value of at least 1", "0"))
-            } else {
-                Ok(())
-            }
-        };
-        positive("input_size", self.input_size)?;
-        positive("hidden_size", self.hidden_size)?;
-        positive("num_layers", self.num_layers)?;
-        if !(0.0..1.0).contains(&self.dropout) {
-            return Err(LstmError::invalid(
-                "dropout",
-                "a probability in [0, 1)",
-                self.dropout.to_string(),
-            ));
-        }
-        Ok(())
+        validate_stack(
+            self.input_size,
+            self.hidden_size,
+            self.num_layers,
+            self.dropout,
+        )
     }
 
     /// Creates the module, or says which field is invalid.

@@ -1,8 +1,6 @@
 //! [`CudnnCompatibleLstm`]: a Burn module with ordinary `Param` tensors in PyTorch's and
 //! cuDNN's canonical layout, running the fused op of its backend.
 
-use std::sync::Arc;
-
 use burn::module::Module;
 use burn::tensor::{Tensor, backend::Backend};
 
@@ -111,16 +109,15 @@ impl<B: LstmBackend> CudnnCompatibleLstm<B> {
         lengths: Option<&[usize]>,
         device: &B::Device,
     ) -> LstmSpec {
-        LstmSpec {
-            arch: self.arch(),
-            seq_len,
+        LstmSpec::of_module::<B>(
+            self.arch(),
+            self.dropout,
+            self.kernel,
             batch,
-            lengths: lengths.map(Arc::from),
-            dropout: self.dropout,
-            training: B::ad_enabled(device),
-            dropout_seed: None,
-            kernel: self.kernel,
-        }
+            seq_len,
+            lengths,
+            device,
+        )
     }
 
     /// Runs the layer stack over full-length sequences.

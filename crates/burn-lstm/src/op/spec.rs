@@ -33,6 +33,28 @@ pub struct LstmSpec {
 }
 
 impl LstmSpec {
+    /// The spec of a module's call: training when `device` tracks gradients.
+    pub(crate) fn of_module<B: burn::tensor::backend::Backend>(
+        arch: LstmArch,
+        dropout: f64,
+        kernel: Option<LstmKernel>,
+        batch: usize,
+        seq_len: usize,
+        lengths: Option<&[usize]>,
+        device: &B::Device,
+    ) -> Self {
+        Self {
+            arch,
+            seq_len,
+            batch,
+            lengths: lengths.map(Arc::from),
+            dropout,
+            training: B::ad_enabled(device),
+            dropout_seed: None,
+            kernel,
+        }
+    }
+
     /// Whether this call drops anything between layers.
     pub fn dropout_active(&self) -> bool {
         self.training && self.dropout > 0.0 && self.arch.num_layers > 1
