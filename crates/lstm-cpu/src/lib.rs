@@ -12,10 +12,10 @@
 //! kept for the next call ([`cache_limit_bytes`]), handed out zeroed.
 //!
 //! ```
-//! use lstm_cpu::{LstmArch, LstmCall, forward};
+//! use lstm_cpu::{CellKind, LstmArch, LstmCall, forward};
 //!
-//! let arch = LstmArch { input_size: 3, hidden_size: 4, proj_size: 0, num_layers: 1,
-//!                       bidirectional: false, bias: true };
+//! let arch = LstmArch { cell: CellKind::Lstm, input_size: 3, hidden_size: 4, proj_size: 0,
+//!                       num_layers: 1, bidirectional: false, bias: true };
 //! let (t, b) = (5, 2);
 //! let weights = vec![0.1f32; arch.weight_count()];
 //! let input = vec![1.0f32; t * b * 3];
