@@ -18,24 +18,18 @@
 
 use burn::tensor::{Tensor, backend::Backend};
 
-use super::forward::stack_steps;
-use super::residuals::{CellResiduals, unflatten};
-use super::steps::{index_leading, time_index};
+use super::residuals::CellResiduals;
+use super::stack::{CellGrads, backprop_layers};
+use super::steps::{index_leading, stack_steps, time_index};
 use super::weights::{CellWeights, GateAffine, step_masks};
-use crate::op::choice::LstmKernel;
 use crate::op::io::{LstmGrads, LstmOutputGrads, LstmSaved};
-use crate::op::tensor::{primitive, tensor};
+use crate::op::tensor::tensor;
 
 /// Gradients of the op's inputs from the upstream gradients of its outputs.
 pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B>) -> LstmGrads<B> {
-    assert_eq!(
-        saved.kernel,
-        LstmKernel::Portable,
-        "the portable backward reads only the portable forward's residuals"
-    );
-    let spec = saved.spec;
+    let spec = saved.spec.clone();
     let arch = &spec.arch;
-    let [x, w, _, _] = saved.inputs;
+    let [x, w, _, _] = saved.inputs.clone();
     let x = tensor::<B, 3>(x);
     let w = tensor::<B, 1>(w);
     let device = x.device();
@@ -44,74 +38,23 @@ pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B
     // d act / d z for all four gates: s²·(1 − tanh²).
     let affine_slope = affine.scale.clone() * affine.scale.clone();
     let masks = step_masks::<B>(&spec, &device, dtype);
-    let layers = unflatten(&spec, saved.residuals);
     let dh_n = tensor::<B, 3>(grads.dh_n);
     let dc_n = tensor::<B, 3>(grads.dc_n);
-
-    let mut weight_grads: Vec<Option<Vec<Tensor<B, 1>>>> = vec![None; arch.cells()];
-    let mut dh0 = vec![None; arch.cells()];
-    let mut dc0 = vec![None; arch.cells()];
-    let mut d_output = tensor::<B, 3>(grads.dy);
-    let out = arch.output_size();
-    for (layer, residuals) in layers.into_iter().enumerate().rev() {
-        let mut d_input: Option<Tensor<B, 3>> = None;
-        for (direction, cell_res) in residuals.cells.into_iter().enumerate() {
-            let cell = layer * arch.dirs() + direction;
-            let weights =
-                CellWeights::new(&w, arch, &arch.direction_layout(layer, direction), &affine);
-            let dy = d_output.clone().slice([
-                0..spec.seq_len,
-                0..spec.batch,
-                direction * out..(direction + 1) * out,
-            ]);
-            let carried = (index_leading(&dh_n, cell), index_leading(&dc_n, cell));
-            let cell_grads = backward_direction(
-                &residuals.input,
-                cell_res,
-                &weights,
-                (&affine, &affine_slope),
-                dy,
-                carried,
-                masks.as_ref(),
-                direction == 1,
-            );
-            d_input = Some(match d_input {
-                Some(acc) => acc + cell_grads.d_input,
-                None => cell_grads.d_input,
-            });
-            weight_grads[cell] = Some(cell_grads.weights);
-            dh0[cell] = Some(cell_grads.d_hidden0);
-            dc0[cell] = Some(cell_grads.d_cell0);
-        }
-        let mut d_input = d_input.expect("a layer has at least one direction");
-        if let Some(mask) = residuals.dropout_mask {
-            d_input = d_input * mask;
-        }
-        d_output = d_input;
-    }
-
-    let weights_grad = Tensor::cat(
-        weight_grads
-            .into_iter()
-            .flat_map(|g| g.expect("every cell"))
-            .collect(),
-        0,
-    );
-    let stack = |v: Vec<Option<Tensor<B, 2>>>| primitive(stack_steps(v));
-    LstmGrads {
-        input: Some(primitive(d_output)),
-        weights: primitive(weights_grad),
-        h0: stack(dh0),
-        c0: stack(dc0),
-    }
-}
-
-struct CellGrads<B: Backend> {
-    d_input: Tensor<B, 3>,
-    /// Flattened gradients in the canonical parameter order of the cell.
-    weights: Vec<Tensor<B, 1>>,
-    d_hidden0: Tensor<B, 2>,
-    d_cell0: Tensor<B, 2>,
+    backprop_layers(saved, grads.dy, |input, residuals, layer, direction, dy| {
+        let cell = layer * arch.dirs() + direction;
+        let weights = CellWeights::new(&w, arch, &arch.direction_layout(layer, direction), &affine);
+        let carried = (index_leading(&dh_n, cell), index_leading(&dc_n, cell));
+        backward_direction(
+            input,
+            residuals,
+            &weights,
+            (&affine, &affine_slope),
+            dy,
+            carried,
+            masks.as_ref(),
+            direction == 1,
+        )
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -219,6 +162,6 @@ fn backward_direction<B: Backend>(
         d_input,
         weights: flat,
         d_hidden0: dh,
-        d_cell0: dc,
+        d_cell0: Some(dc),
     }
 }

@@ -1,14 +1,14 @@
 //! Forward pass of the portable kernel.
 
-use burn::tensor::{DType, Distribution, Tensor, TensorData, backend::Backend, ops::FloatTensor};
+use burn::tensor::{Tensor, backend::Backend, ops::FloatTensor};
 
-use super::residuals::{self, CellResiduals, LayerResiduals};
-use super::steps::{index_leading, time_index};
-use super::weights::{CellWeights, GateAffine, step_masks, zero_padding};
-use crate::op::choice::LstmKernel;
+use super::residuals::CellResiduals;
+use super::stack::{DirectionRun, run_layers};
+use super::steps::{index_leading, stack_steps, time_index};
+use super::weights::{CellWeights, GateAffine, step_masks};
 use crate::op::io::{LstmOutput, LstmSaved};
 use crate::op::spec::LstmSpec;
-use crate::op::tensor::{primitive, tensor};
+use crate::op::tensor::tensor;
 
 /// Runs the layer stack. With `save`, also returns the residuals of the backward.
 pub(crate) fn forward<B: Backend>(
@@ -27,121 +27,20 @@ pub(crate) fn forward<B: Backend>(
     let dtype = x.dtype();
     let affine = GateAffine::<B>::new(arch.hidden_size, &device, dtype);
     let masks = step_masks::<B>(spec, &device, dtype);
-
-    let mut layer_input = zero_padding(x, spec);
-    let mut h_n = Vec::with_capacity(arch.cells());
-    let mut c_n = Vec::with_capacity(arch.cells());
-    let mut saved_layers = Vec::new();
-    for layer in 0..arch.num_layers {
-        let mut layer_mask = None;
-        if layer > 0 && spec.dropout_active() {
-            let mask = dropout_mask::<B>(
-                layer_input.dims(),
-                spec.dropout,
-                spec.dropout_seed,
-                layer,
-                (&device, dtype),
-            );
-            layer_input = layer_input * mask.clone();
-            layer_mask = Some(mask);
-        }
-        let mut outputs = Vec::with_capacity(arch.dirs());
-        let mut cells = Vec::new();
-        for direction in 0..arch.dirs() {
-            let cell = layer * arch.dirs() + direction;
-            let weights =
-                CellWeights::new(&w, arch, &arch.direction_layout(layer, direction), &affine);
-            let state = (index_leading(&h0, cell), index_leading(&c0, cell));
-            let run = run_direction(
-                &layer_input,
-                &weights,
-                &affine,
-                state,
-                masks.as_ref(),
-                direction == 1,
-                save,
-            );
-            outputs.push(run.output);
-            h_n.push(run.hidden);
-            c_n.push(run.cell);
-            cells.extend(run.residuals);
-        }
-        let output = if outputs.len() == 1 {
-            outputs.pop().unwrap()
-        } else {
-            Tensor::cat(outputs, 2)
-        };
-        if save {
-            saved_layers.push(LayerResiduals {
-                input: layer_input,
-                dropout_mask: layer_mask,
-                cells,
-            });
-        }
-        layer_input = output;
-    }
-
-    let output = LstmOutput {
-        y: primitive(layer_input),
-        h_n: primitive(Tensor::stack::<3>(h_n, 0)),
-        c_n: primitive(Tensor::stack::<3>(c_n, 0)),
-    };
-    let saved = save.then(|| LstmSaved {
-        spec: spec.clone(),
-        kernel: LstmKernel::Portable,
-        inputs,
-        residuals: residuals::flatten(saved_layers),
-        host: None,
-    });
-    (output, saved)
-}
-
-/// Inverted-dropout mask (`0` or `1 / (1 - p)`) for the input of `layer`. With a seed
-/// the mask comes from a host generator, so it does not depend on (or disturb) the
-/// backend's global generator; without one, from the backend's generator.
-pub(crate) fn dropout_mask<B: Backend>(
-    shape: [usize; 3],
-    p: f64,
-    seed: Option<u64>,
-    layer: usize,
-    (device, dtype): (&B::Device, DType),
-) -> Tensor<B, 3> {
-    let keep = 1.0 - p;
-    match seed {
-        Some(seed) => {
-            let mut state = seed ^ (layer as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            let data: Vec<f64> = (0..shape.iter().product::<usize>())
-                .map(|_| {
-                    if splitmix64(&mut state) < keep {
-                        1.0 / keep
-                    } else {
-                        0.0
-                    }
-                })
-                .collect();
-            Tensor::from_data(TensorData::new(data, shape), (device, dtype))
-        }
-        None => {
-            Tensor::random(shape, Distribution::Bernoulli(keep), (device, dtype)).div_scalar(keep)
-        }
-    }
-}
-
-/// A uniform draw in `[0, 1)` (SplitMix64).
-fn splitmix64(state: &mut u64) -> f64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    (z >> 11) as f64 / (1u64 << 53) as f64
-}
-
-struct DirectionRun<B: Backend> {
-    output: Tensor<B, 3>,
-    hidden: Tensor<B, 2>,
-    cell: Tensor<B, 2>,
-    residuals: Option<CellResiduals<B>>,
+    run_layers(inputs, spec, save, |layer_input, layer, direction| {
+        let cell = layer * arch.dirs() + direction;
+        let weights = CellWeights::new(&w, arch, &arch.direction_layout(layer, direction), &affine);
+        let state = (index_leading(&h0, cell), index_leading(&c0, cell));
+        run_direction(
+            layer_input,
+            &weights,
+            &affine,
+            state,
+            masks.as_ref(),
+            direction == 1,
+            save,
+        )
+    })
 }
 
 fn run_direction<B: Backend>(
@@ -152,7 +51,7 @@ fn run_direction<B: Backend>(
     masks: Option<&Tensor<B, 3>>,
     reverse: bool,
     save: bool,
-) -> DirectionRun<B> {
+) -> DirectionRun<B, CellResiduals<B>> {
     let [seq_len, batch, input_size] = input.dims();
     let gates = weights.weight_ih_scaled_t.dims()[1];
     let h = gates / 4;
@@ -211,7 +110,7 @@ fn run_direction<B: Backend>(
     DirectionRun {
         output: stack_steps(outputs),
         hidden,
-        cell,
+        cell: Some(cell),
         residuals: saved.map(|s| CellResiduals {
             gate_tanh: stack_steps(s.gate_tanh),
             cell: stack_steps(s.cell),
@@ -243,15 +142,4 @@ impl<B: Backend> Saved<B> {
             unprojected: vec![None; seq_len],
         }
     }
-}
-
-/// `[T, B, ·]` from per-step `[B, ·]` tensors indexed by time.
-pub(crate) fn stack_steps<B: Backend>(steps: Vec<Option<Tensor<B, 2>>>) -> Tensor<B, 3> {
-    Tensor::stack(
-        steps
-            .into_iter()
-            .map(|s| s.expect("every time step was computed"))
-            .collect(),
-        0,
-    )
 }

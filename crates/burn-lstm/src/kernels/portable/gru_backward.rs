@@ -19,91 +19,37 @@
 
 use burn::tensor::{Tensor, backend::Backend};
 
-use super::forward::stack_steps;
 use super::gru_forward::GruWeights;
-use super::gru_residuals::{GruCellResiduals, unflatten};
-use super::steps::{index_leading, time_index};
+use super::gru_residuals::GruCellResiduals;
+use super::stack::{CellGrads, backprop_layers};
+use super::steps::{index_leading, stack_steps, time_index};
 use super::weights::step_masks;
-use crate::op::choice::LstmKernel;
 use crate::op::io::{LstmGrads, LstmOutputGrads, LstmSaved};
-use crate::op::tensor::{primitive, tensor};
+use crate::op::tensor::tensor;
 
 /// Gradients of the op's inputs from the upstream gradients of its outputs (`dc_n` is
 /// empty for a GRU, and so is the returned `c0` gradient).
 pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B>) -> LstmGrads<B> {
-    assert_eq!(
-        saved.kernel,
-        LstmKernel::Portable,
-        "the portable backward reads only the portable forward's residuals"
-    );
-    let spec = saved.spec;
+    let spec = saved.spec.clone();
     let arch = &spec.arch;
-    let [x, w, _, c0] = saved.inputs;
-    let w = tensor::<B, 1>(w);
+    let [x, w, _, _] = saved.inputs.clone();
     let x = tensor::<B, 3>(x);
-    let (device, dtype) = (x.device(), x.dtype());
-    let masks = step_masks::<B>(&spec, &device, dtype);
-    let layers = unflatten(&spec, saved.residuals);
+    let w = tensor::<B, 1>(w);
+    let masks = step_masks::<B>(&spec, &x.device(), x.dtype());
     let dh_n = tensor::<B, 3>(grads.dh_n);
-
-    let mut weight_grads: Vec<Option<Vec<Tensor<B, 1>>>> = vec![None; arch.cells()];
-    let mut dh0 = vec![None; arch.cells()];
-    let mut d_output = tensor::<B, 3>(grads.dy);
-    let out = arch.output_size();
-    for (layer, residuals) in layers.into_iter().enumerate().rev() {
-        let mut d_input: Option<Tensor<B, 3>> = None;
-        for (direction, cell_res) in residuals.cells.into_iter().enumerate() {
-            let cell = layer * arch.dirs() + direction;
-            let weights = GruWeights::new(&w, arch, &arch.direction_layout(layer, direction));
-            let dy = d_output.clone().slice([
-                0..spec.seq_len,
-                0..spec.batch,
-                direction * out..(direction + 1) * out,
-            ]);
-            let cell_grads = backward_direction(
-                &residuals.input,
-                cell_res,
-                &weights,
-                dy,
-                index_leading(&dh_n, cell),
-                masks.as_ref(),
-                direction == 1,
-            );
-            d_input = Some(match d_input {
-                Some(acc) => acc + cell_grads.d_input,
-                None => cell_grads.d_input,
-            });
-            weight_grads[cell] = Some(cell_grads.weights);
-            dh0[cell] = Some(cell_grads.d_hidden0);
-        }
-        let mut d_input = d_input.expect("a layer has at least one direction");
-        if let Some(mask) = residuals.dropout_mask {
-            d_input = d_input * mask;
-        }
-        d_output = d_input;
-    }
-
-    let weights_grad = Tensor::cat(
-        weight_grads
-            .into_iter()
-            .flat_map(|g| g.expect("every cell"))
-            .collect(),
-        0,
-    );
-    LstmGrads {
-        input: Some(primitive(d_output)),
-        weights: primitive(weights_grad),
-        h0: primitive(stack_steps(dh0)),
-        // No cell state: the gradient of the empty `c0` is empty too.
-        c0,
-    }
-}
-
-struct CellGrads<B: Backend> {
-    d_input: Tensor<B, 3>,
-    /// Flattened gradients in the canonical parameter order of the cell.
-    weights: Vec<Tensor<B, 1>>,
-    d_hidden0: Tensor<B, 2>,
+    backprop_layers(saved, grads.dy, |input, residuals, layer, direction, dy| {
+        let weights = GruWeights::new(&w, arch, &arch.direction_layout(layer, direction));
+        let dh = index_leading(&dh_n, layer * arch.dirs() + direction);
+        backward_direction(
+            input,
+            residuals,
+            &weights,
+            dy,
+            dh,
+            masks.as_ref(),
+            direction == 1,
+        )
+    })
 }
 
 fn backward_direction<B: Backend>(
@@ -183,5 +129,6 @@ fn backward_direction<B: Backend>(
         d_input,
         weights: flat,
         d_hidden0: dh,
+        d_cell0: None,
     }
 }

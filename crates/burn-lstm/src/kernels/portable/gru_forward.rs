@@ -10,27 +10,25 @@
 //! The reset gate multiplies `ĥ_n` after the hidden product (with its bias), which is
 //! what cuDNN computes and Keras calls `reset_after=True`.
 
+use core::ops::Range;
+
 use burn::tensor::{Tensor, backend::Backend, ops::FloatTensor};
 
-use super::forward::{dropout_mask, stack_steps};
-use super::gru_residuals::{self, GruCellResiduals, GruLayerResiduals};
-use super::steps::{index_leading, time_index};
-use super::weights::{step_masks, zero_padding};
-use crate::op::choice::LstmKernel;
+use super::gru_residuals::GruCellResiduals;
+use super::stack::{DirectionRun, run_layers};
+use super::steps::{index_leading, stack_steps, time_index};
+use super::weights::{matrix, row_major, step_masks};
 use crate::op::io::{LstmOutput, LstmSaved};
 use crate::op::spec::{DirectionLayout, LstmArch, LstmSpec};
-use crate::op::tensor::{primitive, tensor};
+use crate::op::tensor::tensor;
 
-/// One GRU cell's parameters, as views of the flat buffer.
+/// One GRU cell's parameters, as views of the flat buffer (the backward reads these;
+/// the forward also lays out their transposes, [`run_direction`]).
 pub(super) struct GruWeights<B: Backend> {
-    /// `W_ih`, `[3H, in]` (for the input gradient).
+    /// `W_ih`, `[3H, in]`.
     pub weight_ih: Tensor<B, 2>,
-    /// `W_hh`, `[3H, H]` (for the state gradient).
+    /// `W_hh`, `[3H, H]`.
     pub weight_hh: Tensor<B, 2>,
-    /// `W_ihᵀ`, `[in, 3H]`, row-major (see `weights.rs` on why laid out once).
-    pub weight_ih_t: Tensor<B, 2>,
-    /// `W_hhᵀ`, `[H, 3H]`, row-major.
-    pub weight_hh_t: Tensor<B, 2>,
     /// `b_ih` and `b_hh`, `[1, 3H]` each, with biases.
     pub bias: Option<(Tensor<B, 2>, Tensor<B, 2>)>,
 }
@@ -38,27 +36,15 @@ pub(super) struct GruWeights<B: Backend> {
 impl<B: Backend> GruWeights<B> {
     pub fn new(flat: &Tensor<B, 1>, arch: &LstmArch, layout: &DirectionLayout) -> Self {
         let rows = arch.gate_rows();
-        let matrix = |range: core::ops::Range<usize>, cols: usize| {
-            flat.clone().slice([range]).reshape([rows, cols])
-        };
-        let row_major = |t: Tensor<B, 2>| {
-            let dims = t.dims();
-            t.reshape([-1]).reshape(dims)
-        };
-        let weight_ih = matrix(layout.weight_ih.clone(), layout.input_size);
-        let weight_hh = matrix(layout.weight_hh.clone(), arch.hidden_size);
-        let vector =
-            |range: core::ops::Range<usize>| flat.clone().slice([range]).reshape([1, rows]);
+        let vector = |range: Range<usize>| flat.clone().slice([range]).reshape([1, rows]);
         Self {
-            weight_ih_t: row_major(weight_ih.clone().transpose()),
-            weight_hh_t: row_major(weight_hh.clone().transpose()),
+            weight_ih: matrix(flat, layout.weight_ih.clone(), layout.input_size),
+            weight_hh: matrix(flat, layout.weight_hh.clone(), arch.hidden_size),
             bias: layout
                 .bias_ih
                 .clone()
                 .zip(layout.bias_hh.clone())
                 .map(|(ih, hh)| (vector(ih), vector(hh))),
-            weight_ih,
-            weight_hh,
         }
     }
 }
@@ -75,71 +61,19 @@ pub(crate) fn forward<B: Backend>(
     let w = tensor::<B, 1>(w);
     let h0 = tensor::<B, 3>(h0);
     let arch = &spec.arch;
-    let device = x.device();
-    let dtype = x.dtype();
-    let masks = step_masks::<B>(spec, &device, dtype);
-
-    let mut layer_input = zero_padding(x, spec);
-    let mut h_n = Vec::with_capacity(arch.cells());
-    let mut saved_layers = Vec::new();
-    for layer in 0..arch.num_layers {
-        let mut layer_mask = None;
-        if layer > 0 && spec.dropout_active() {
-            let shape = layer_input.dims();
-            let place = (&device, dtype);
-            let mask = dropout_mask::<B>(shape, spec.dropout, spec.dropout_seed, layer, place);
-            layer_input = layer_input * mask.clone();
-            layer_mask = Some(mask);
-        }
-        let mut outputs = Vec::with_capacity(arch.dirs());
-        let mut cells = Vec::new();
-        for direction in 0..arch.dirs() {
-            let cell = layer * arch.dirs() + direction;
-            let weights = GruWeights::new(&w, arch, &arch.direction_layout(layer, direction));
-            let run = run_direction(
-                &layer_input,
-                &weights,
-                index_leading(&h0, cell),
-                masks.as_ref(),
-                direction == 1,
-                save,
-            );
-            outputs.push(run.output);
-            h_n.push(run.hidden);
-            cells.extend(run.residuals);
-        }
-        let output = if outputs.len() == 1 {
-            outputs.pop().unwrap()
-        } else {
-            Tensor::cat(outputs, 2)
-        };
-        if save {
-            saved_layers.push(GruLayerResiduals {
-                input: layer_input,
-                dropout_mask: layer_mask,
-                cells,
-            });
-        }
-        layer_input = output;
-    }
-
-    let batch = spec.batch;
-    let output = LstmOutput {
-        y: primitive(layer_input),
-        h_n: primitive(Tensor::stack::<3>(h_n, 0)),
-        c_n: primitive(Tensor::<B, 3>::zeros(
-            [arch.cells(), batch, 0],
-            (&device, dtype),
-        )),
-    };
-    let saved = save.then(|| LstmSaved {
-        spec: spec.clone(),
-        kernel: LstmKernel::Portable,
-        inputs,
-        residuals: gru_residuals::flatten(saved_layers),
-        host: None,
-    });
-    (output, saved)
+    let masks = step_masks::<B>(spec, &x.device(), x.dtype());
+    run_layers(inputs, spec, save, |layer_input, layer, direction| {
+        let weights = GruWeights::new(&w, arch, &arch.direction_layout(layer, direction));
+        let h0 = index_leading(&h0, layer * arch.dirs() + direction);
+        run_direction(
+            layer_input,
+            &weights,
+            h0,
+            masks.as_ref(),
+            direction == 1,
+            save,
+        )
+    })
 }
 
 /// `σ(x) = ½·tanh(x/2) + ½`, in the tensor's own float type: Burn 0.21's
@@ -149,12 +83,6 @@ fn sigmoid<B: Backend>(x: Tensor<B, 2>) -> Tensor<B, 2> {
     x.mul_scalar(0.5).tanh().mul_scalar(0.5).add_scalar(0.5)
 }
 
-struct DirectionRun<B: Backend> {
-    output: Tensor<B, 3>,
-    hidden: Tensor<B, 2>,
-    residuals: Option<GruCellResiduals<B>>,
-}
-
 fn run_direction<B: Backend>(
     input: &Tensor<B, 3>,
     weights: &GruWeights<B>,
@@ -162,15 +90,18 @@ fn run_direction<B: Backend>(
     masks: Option<&Tensor<B, 3>>,
     reverse: bool,
     save: bool,
-) -> DirectionRun<B> {
+) -> DirectionRun<B, GruCellResiduals<B>> {
     let [seq_len, batch, input_size] = input.dims();
-    let rows = weights.weight_ih_t.dims()[1];
+    let rows = weights.weight_ih.dims()[0];
     let h = rows / 3;
+    // Transposes laid out once per call (see `weights.rs`): the step loop reuses them.
+    let weight_ih_t = row_major(weights.weight_ih.clone().transpose());
+    let weight_hh_t = row_major(weights.weight_hh.clone().transpose());
     // Input projection of every step at once: [T*B, in] x [in, 3H].
     let mut projected = input
         .clone()
         .reshape([seq_len * batch, input_size])
-        .matmul(weights.weight_ih_t.clone());
+        .matmul(weight_ih_t);
     if let Some((bias_ih, _)) = &weights.bias {
         projected = projected + bias_ih.clone();
     }
@@ -183,7 +114,7 @@ fn run_direction<B: Backend>(
     for step in 0..seq_len {
         let t = time_index(step, seq_len, reverse);
         let x_hat = index_leading(&projected, t);
-        let mut h_hat = hidden.clone().matmul(weights.weight_hh_t.clone());
+        let mut h_hat = hidden.clone().matmul(weight_hh_t.clone());
         if let Some((_, bias_hh)) = &weights.bias {
             h_hat = h_hat + bias_hh.clone();
         }
@@ -218,6 +149,7 @@ fn run_direction<B: Backend>(
     DirectionRun {
         output: stack_steps(outputs),
         hidden,
+        cell: None,
         residuals: save.then(|| GruCellResiduals {
             gates: stack_steps(gates),
             hidden_n: stack_steps(hidden_n),

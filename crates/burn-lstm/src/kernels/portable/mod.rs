@@ -22,13 +22,14 @@ mod gru_forward;
 mod gru_residuals;
 mod precision;
 mod residuals;
+mod stack;
 mod steps;
 mod weights;
 
 use burn::tensor::{backend::Backend, ops::FloatTensor};
 
-pub(crate) use forward::dropout_mask;
 pub(crate) use precision::{backward, forward};
+pub(crate) use stack::dropout_mask;
 
 use crate::op::io::{LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
 use crate::op::spec::{CellKind, LstmSpec};

@@ -1,13 +1,22 @@
 //! What the portable kernel's training forward keeps for its backward, and its
 //! flattening into [`LstmSaved::residuals`](crate::LstmSaved) (a fixed order, so the
-//! backward can rebuild it from the spec alone).
+//! backward can rebuild it from the spec alone). The layer part is shared by both
+//! cells; each cell's own residuals say how they flatten ([`CellResidualTensors`]).
 
 use burn::tensor::{Tensor, backend::Backend, ops::FloatTensor};
 
 use crate::op::spec::LstmSpec;
 use crate::op::tensor::{primitive, tensor};
 
-/// One (layer, direction), every tensor indexed by time step `[T, B, ·]`.
+/// A cell's residuals as a fixed sequence of `[T, B, ·]` tensors.
+pub(super) trait CellResidualTensors<B: Backend>: Sized {
+    /// Appends the tensors, in the order [`Self::from_tensors`] reads them.
+    fn into_tensors(self, out: &mut Vec<FloatTensor<B>>);
+    /// Reads them back (`next` yields them in order); `spec` says which are present.
+    fn from_tensors(spec: &LstmSpec, next: &mut dyn FnMut() -> Tensor<B, 3>) -> Self;
+}
+
+/// One LSTM (layer, direction), every tensor indexed by time step `[T, B, ·]`.
 pub(crate) struct CellResiduals<B: Backend> {
     /// `tanh(s ⊙ z)` of the four gates, `[T, B, 4H]`.
     pub gate_tanh: Tensor<B, 3>,
@@ -21,36 +30,54 @@ pub(crate) struct CellResiduals<B: Backend> {
     pub unprojected: Option<Tensor<B, 3>>,
 }
 
-/// One layer.
-pub(crate) struct LayerResiduals<B: Backend> {
+impl<B: Backend> CellResidualTensors<B> for CellResiduals<B> {
+    fn into_tensors(self, out: &mut Vec<FloatTensor<B>>) {
+        out.push(primitive(self.gate_tanh));
+        out.push(primitive(self.cell));
+        out.push(primitive(self.cell_prev));
+        out.push(primitive(self.hidden_prev));
+        out.extend(self.unprojected.map(primitive));
+    }
+
+    fn from_tensors(spec: &LstmSpec, next: &mut dyn FnMut() -> Tensor<B, 3>) -> Self {
+        Self {
+            gate_tanh: next(),
+            cell: next(),
+            cell_prev: next(),
+            hidden_prev: next(),
+            unprojected: (spec.arch.proj_size > 0).then(next),
+        }
+    }
+}
+
+/// One layer, with the residuals `C` of each of its directions.
+pub(crate) struct LayerResiduals<B: Backend, C> {
     /// The layer's input (after inter-layer dropout), `[T, B, in]`.
     pub input: Tensor<B, 3>,
     /// The scaled dropout mask that produced `input` from the layer below's output.
     pub dropout_mask: Option<Tensor<B, 3>>,
     /// One entry per direction.
-    pub cells: Vec<CellResiduals<B>>,
+    pub cells: Vec<C>,
 }
 
-pub(crate) fn flatten<B: Backend>(layers: Vec<LayerResiduals<B>>) -> Vec<FloatTensor<B>> {
+pub(super) fn flatten<B: Backend, C: CellResidualTensors<B>>(
+    layers: Vec<LayerResiduals<B, C>>,
+) -> Vec<FloatTensor<B>> {
     let mut out = Vec::new();
     for layer in layers {
         out.push(primitive(layer.input));
         out.extend(layer.dropout_mask.map(primitive));
         for cell in layer.cells {
-            out.push(primitive(cell.gate_tanh));
-            out.push(primitive(cell.cell));
-            out.push(primitive(cell.cell_prev));
-            out.push(primitive(cell.hidden_prev));
-            out.extend(cell.unprojected.map(primitive));
+            cell.into_tensors(&mut out);
         }
     }
     out
 }
 
-pub(crate) fn unflatten<B: Backend>(
+pub(super) fn unflatten<B: Backend, C: CellResidualTensors<B>>(
     spec: &LstmSpec,
     flat: Vec<FloatTensor<B>>,
-) -> Vec<LayerResiduals<B>> {
+) -> Vec<LayerResiduals<B, C>> {
     let arch = &spec.arch;
     let mut it = flat.into_iter();
     let mut next = || tensor::<B, 3>(it.next().expect("portable residuals are complete"));
@@ -59,13 +86,7 @@ pub(crate) fn unflatten<B: Backend>(
             let input = next();
             let dropout_mask = (layer > 0 && spec.dropout_active()).then(&mut next);
             let cells = (0..arch.dirs())
-                .map(|_| CellResiduals {
-                    gate_tanh: next(),
-                    cell: next(),
-                    cell_prev: next(),
-                    hidden_prev: next(),
-                    unprojected: (arch.proj_size > 0).then(&mut next),
-                })
+                .map(|_| C::from_tensors(spec, &mut next))
                 .collect();
             LayerResiduals {
                 input,

@@ -13,3 +13,14 @@ pub(crate) fn index_leading<B: Backend>(tensor: &Tensor<B, 3>, index: usize) -> 
 pub(super) fn time_index(step: usize, seq_len: usize, reverse: bool) -> usize {
     if reverse { seq_len - 1 - step } else { step }
 }
+
+/// `[T, B, ·]` from per-step `[B, ·]` tensors indexed by time.
+pub(crate) fn stack_steps<B: Backend>(steps: Vec<Option<Tensor<B, 2>>>) -> Tensor<B, 3> {
+    Tensor::stack(
+        steps
+            .into_iter()
+            .map(|s| s.expect("every time step was computed"))
+            .collect(),
+        0,
+    )
+}

@@ -53,12 +53,12 @@ pub(crate) struct CellWeights<B: Backend> {
 /// `tensor` in row-major layout. A transposed view is strided, and backends such as
 /// NdArray copy strided operands inside every matmul; the step loop reuses these
 /// matrices `T` times, so they are laid out once per call instead.
-fn row_major<B: Backend>(tensor: Tensor<B, 2>) -> Tensor<B, 2> {
+pub(super) fn row_major<B: Backend>(tensor: Tensor<B, 2>) -> Tensor<B, 2> {
     let dims = tensor.dims();
     tensor.reshape([-1]).reshape(dims)
 }
 
-fn matrix<B: Backend>(
+pub(super) fn matrix<B: Backend>(
     flat: &Tensor<B, 1>,
     range: core::ops::Range<usize>,
     cols: usize,
