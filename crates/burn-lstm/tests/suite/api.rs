@@ -207,6 +207,14 @@ fn burn_nn_lstm_converts_with_identical_outputs() {
         .init::<B>(&device);
     let err = CudnnCompatibleLstm::from_burn_lstm(&reversed).unwrap_err();
     assert!(err.to_string().contains("reverse"), "{err}");
+
+    // A model being trained (an `Autodiff` backend) converts too, into trainable leaves.
+    let trained = LstmConfig::new(5, 6, true).init::<burn::backend::Autodiff<B>>(&device);
+    let ours = CudnnCompatibleLstm::from_burn_lstm(&trained).unwrap();
+    let x = burn::tensor::Tensor::from_inner(input::<B>([2, 3, 5]));
+    let grads = ours.forward(x, None).0.sum().backward();
+    let first = ours.directions().next().unwrap();
+    assert!(first.weight_ih.grad(&grads).is_some());
 }
 
 fn expect_invalid(result: Result<impl Sized, LstmError>, argument: &str, fragments: &[&str]) {

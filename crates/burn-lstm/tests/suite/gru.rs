@@ -243,3 +243,92 @@ fn dropout_only_while_training_and_every_parameter_gets_a_gradient() {
         assert!(g.iter().any(|&v| v != 0.0), "direction {k}: zero gradient");
     }
 }
+
+#[test]
+fn burn_nn_gru_and_bigru_convert_with_identical_outputs_and_gradients() {
+    use burn::nn::{BiGruConfig, GruConfig};
+    let device = Default::default();
+
+    let burn_gru = GruConfig::new(5, 6, true).init::<AD>(&device);
+    let ours = CudnnCompatibleGru::from_burn_gru(&burn_gru).unwrap();
+    assert!(ours.batch_first && !ours.bidirectional && ours.bias);
+    let x = Tensor::<AD, 3>::from_inner(input::<B>([3, 8, 5])).require_grad();
+    let h0 = Tensor::<AD, 2>::random([3, 6], Distribution::Normal(0.0, 1.0), &device);
+    let y_burn = burn_gru.forward(x.clone(), Some(h0.clone()));
+    let (y_ours, s_ours) = ours.forward(x.clone(), Some(GruState::new(h0.unsqueeze_dim(0))));
+    let err = |a: Tensor<AD, 3>, b: Tensor<AD, 3>| {
+        common::rel_err(&to_f64(a.inner()), &to_f64(b.inner()))
+    };
+    assert!(err(y_ours.clone(), y_burn.clone()) < 1e-5);
+    let last = y_burn.clone().slice([0..3, 7..8, 0..6]).swap_dims(0, 1);
+    assert!(err(s_ours.hidden, last) < 1e-5);
+    // The same gradient flows back into the input through both (weighted, so that every
+    // output element counts differently).
+    let weights = input::<AD>([3, 8, 6]);
+    let g_burn = (y_burn * weights.clone()).sum().backward();
+    let g_ours = (y_ours * weights).sum().backward();
+    let dx_burn = x.grad(&g_burn).unwrap();
+    let dx_ours = x.grad(&g_ours).unwrap();
+    assert!(common::rel_err(&to_f64(dx_ours), &to_f64(dx_burn)) < 1e-5);
+
+    // Sequence-major, with an initial state, and no bias.
+    let bi = BiGruConfig::new(5, 6, false)
+        .with_batch_first(false)
+        .init::<B>(&device);
+    let ours = CudnnCompatibleGru::from_burn_bigru(&bi).unwrap();
+    assert!(!ours.batch_first && ours.bidirectional && !ours.bias);
+    let x = input::<B>([7, 2, 5]);
+    let h0 = input::<B>([2, 2, 6]);
+    let (y_burn, s_burn) = bi.forward(x.clone(), Some(h0.clone()));
+    let (y_ours, s_ours) = ours.forward(x, Some(GruState::new(h0)));
+    assert!(common::rel_err(&to_f64(y_ours), &to_f64(y_burn)) < 1e-5);
+    assert!(common::rel_err(&to_f64(s_ours.hidden), &to_f64(s_burn)) < 1e-5);
+}
+
+#[test]
+fn burn_nn_gru_that_cudnn_cannot_run_is_refused_by_name() {
+    use burn::nn::activation::ActivationConfig;
+    use burn::nn::{BiGruConfig, GruConfig};
+    let device = Default::default();
+    let refused = |gru: &burn::nn::Gru<B>, argument: &str, fragment: &str| {
+        match CudnnCompatibleGru::from_burn_gru(gru) {
+            Err(LstmError::InvalidArgument {
+                argument: a,
+                expected,
+                actual,
+            }) => {
+                assert_eq!(a, argument);
+                let text = format!("{expected} | {actual}");
+                assert!(text.contains(fragment), "`{text}` lacks `{fragment}`");
+            }
+            other => panic!("expected InvalidArgument for {argument}, got {other:?}"),
+        }
+    };
+    let base = GruConfig::new(4, 3, true);
+    refused(
+        &base.clone().with_reset_after(false).init(&device),
+        "nn::Gru reset_after",
+        "docs/gru.md",
+    );
+    refused(
+        &base.clone().with_clip(Some(2.0)).init(&device),
+        "nn::Gru clip",
+        "Some(2",
+    );
+    refused(
+        &base
+            .clone()
+            .with_hidden_activation(ActivationConfig::Relu)
+            .init(&device),
+        "nn::Gru activations",
+        "Relu",
+    );
+    let bi = BiGruConfig::new(4, 3, true)
+        .with_reset_after(false)
+        .init::<B>(&device);
+    let err = CudnnCompatibleGru::from_burn_bigru(&bi).unwrap_err();
+    assert!(
+        err.to_string().contains("nn::BiGru forward reset_after"),
+        "{err}"
+    );
+}
