@@ -10,11 +10,24 @@
 //! dh ← dz·W_hh + (1 − m)·dh       dc ← dc'·f + (1 − m)·dc
 //! ```
 //!
-//! The same team split as the forward: a thread owns the units (all four gates) for the
+//! A GRU (`r, z, n`; `a` its recurrent product `W_hn h + b_hn`):
+//!
+//! ```text
+//! dĥ = m·(dh + dy_t)
+//! dn = dĥ·(1 − z)·(1 − n²)     dz = dĥ·(h_prev − n)·z(1 − z)     dr = dn·a·r(1 − r)
+//! dh ← [dr, dz, dn·r]·W_hh + m·dĥ·z + (1 − m)·dh
+//! ```
+//!
+//! where the input side's gate gradient is `[dr, dz, dn]` and the recurrent side's
+//! `[dr, dz, dn·r]` (they differ in the `n` block only: `dn·r` overwrites `a`).
+//!
+//! The same team split as the forward: a thread owns the units (all gates) for the
 //! gate math and the columns of `dh` for `dz·W_hh`. `dz` overwrites the gate
 //! activations in the tape; after the loop `dW_ih`, `dW_hh`, `dW_hr` and the input
-//! gradient are one GEMM each over all steps.
+//! gradient are one GEMM each over all steps (a GRU's `dW_hh` two: the `r, z` rows and
+//! the `n` rows).
 
+use crate::arch::CellKind;
 use crate::buffers::Buffer;
 use crate::call::{CallError, LstmCall, LstmGradients, OutputGrads};
 use crate::forward::{CellParams, CellRun, CellWeights, Dims, Split};
@@ -35,7 +48,7 @@ pub fn backward<T: Real>(
     tape.check(call)?;
     let arch = call.arch;
     let dims = Dims::of(call);
-    let (rows, h, p) = (dims.seq * dims.batch, dims.hidden, dims.out);
+    let (rows, p, s) = (dims.seq * dims.batch, dims.out, dims.state);
     // Outputs, handed to the caller: zeroed buffers (see `Buffer::zeroed`) leaving the cache.
     let mut d_weights = Buffer::zeroed(call.weights.len()).into_vec();
     let mut d_h0 = Buffer::zeroed(call.h0.len()).into_vec();
@@ -56,7 +69,7 @@ pub fn backward<T: Real>(
             let cell = layer * dims.dirs + direction;
             let layout = arch.direction_layout(layer, direction);
             let weights = CellWeights::new(call.weights, &layout);
-            let (hp, hc) = (dims.batch * p, dims.batch * h);
+            let (hp, hc) = (dims.batch * p, dims.batch * s);
             let run = CellRun {
                 dims,
                 threads: call.threads,
@@ -121,13 +134,16 @@ fn backward_cell<T: Real>(
         c0: dc_n,
     } = *run;
     let Dims {
+        cell: cell_kind,
         seq,
         batch,
         hidden: h,
         out: p,
         dirs,
+        ..
     } = dims;
-    let g4 = 4 * h;
+    let g4 = dims.gate_cols();
+    let gru = cell_kind == CellKind::Gru;
     let rows = seq * batch;
     let reverse = direction == 1;
     let CellParams::Flat(w) = params else {
@@ -167,10 +183,15 @@ fn backward_cell<T: Real>(
         shared(&mut d_unprojected),
         shared(&mut unprojected),
     );
-    let (gates_s, tanh_s, cprev_s) = (
+    // GRU: `m·dĥ·z` of the current step, the direct part of the previous step's `dh`.
+    let mut d_direct = Buffer::zeroed(if gru { batch * h } else { 0 });
+    let (gates_s, tanh_s, cprev_s, hprev_s, rnew_s, direct_s) = (
         shared(&mut tape.gates),
         shared(&mut tape.tanh_cell),
         shared(&mut tape.cell_prev),
+        shared(&mut tape.hidden_prev),
+        shared(&mut tape.recurrent_new),
+        shared(&mut d_direct),
     );
     let valid = |t: usize, b: usize| lengths.is_none_or(|l| t < l[b]);
 
@@ -193,8 +214,17 @@ fn backward_cell<T: Real>(
                 member.sync();
             }
         };
-        // dh = dz · W_hh: B(k, n) = W_hh[k, n], this member's columns of dh.
-        let packed_hh = cols.clone().map(|c| PackedB::pack(g4, &[c], w.w_hh, p, 1));
+        // dh = dz · W_hh: B(k, n) = W_hh[k, n], this member's columns of dh. A GRU's in
+        // two parts, the `r, z` rows (against `dz` in the tape's gates) and the `n` rows
+        // (against `dn·r` in the tape's `recurrent_new`).
+        let rz_rows = if gru { 2 * h } else { g4 };
+        let packed_hh = cols
+            .clone()
+            .map(|c| PackedB::pack(rz_rows, core::slice::from_ref(&c), w.w_hh, p, 1));
+        let packed_hn = cols
+            .clone()
+            .filter(|_| gru)
+            .map(|c| PackedB::pack(h, &[c], &w.w_hh[2 * h * p..], p, 1));
         // du = dĥ · W_hr: B(k, n) = W_hr[k, n], this member's units.
         let packed_hr = w
             .w_hr
@@ -246,6 +276,30 @@ fn backward_cell<T: Real>(
                 let row = (t * batch + b) * g4;
                 let at = (t * batch + b) * h + own.start;
                 unsafe {
+                    if gru {
+                        let gates = [0, 1, 2].map(|g| gates_s.slice(row + g * h + own.start, nu));
+                        let recurrent_new = rnew_s.slice(at, nu);
+                        if !valid(t, b) {
+                            for gate in gates {
+                                gate.fill(T::ZERO);
+                            }
+                            recurrent_new.fill(T::ZERO);
+                            continue;
+                        }
+                        let dh = dh_s.slice(cur + b * p + own.start, nu);
+                        let dy_t = &dy[dy_at(b) + own.start..][..nu];
+                        for j in 0..nu {
+                            du_row[j] = dh[j] + dy_t[j];
+                        }
+                        gru_gate_grads(
+                            gates,
+                            recurrent_new,
+                            hprev_s.slice((t * batch + b) * p + own.start, nu),
+                            &du_row,
+                            direct_s.slice(b * h + own.start, nu),
+                        );
+                        continue;
+                    }
                     let gates = [0, 1, 2, 3].map(|g| gates_s.slice(row + g * h + own.start, nu));
                     if !valid(t, b) {
                         for gate in gates {
@@ -286,7 +340,10 @@ fn backward_cell<T: Real>(
                 for b in my_rows.clone() {
                     unsafe {
                         let dst = dh_s.slice(next + b * p + cols.start, cols.len());
-                        if valid(t, b) {
+                        if valid(t, b) && gru {
+                            // Without a projection a member's columns are its units.
+                            dst.copy_from_slice(direct_s.slice(b * h + cols.start, cols.len()));
+                        } else if valid(t, b) {
                             dst.fill(T::ZERO);
                         } else {
                             // Past its length a row passes dh through untouched.
@@ -305,7 +362,18 @@ fn backward_cell<T: Real>(
                         packed_hh,
                         dh_s.at(next + b0 * p),
                         p,
-                    )
+                    );
+                    if let Some(packed_hn) = &packed_hn {
+                        gemm(
+                            nb,
+                            rnew_s.at((t * batch + b0) * h),
+                            h,
+                            1,
+                            packed_hn,
+                            dh_s.at(next + b0 * p),
+                            p,
+                        );
+                    }
                 };
             }
         }
@@ -335,9 +403,10 @@ fn backward_cell<T: Real>(
             in_size,
         );
         let h_prev = PackedB::pack_all(rows, p, &tape.hidden_prev, p, 1);
+        let rz_rows = if gru { 2 * h } else { g4 };
         par_gemm(
             threads,
-            g4,
+            rz_rows,
             dz,
             1,
             g4,
@@ -345,6 +414,19 @@ fn backward_cell<T: Real>(
             d_weights.add(layout.weight_hh.start),
             p,
         );
+        if gru {
+            // The `n` rows: (dn·r)ᵀ · H_prev.
+            par_gemm(
+                threads,
+                h,
+                tape.recurrent_new.as_ptr(),
+                1,
+                h,
+                &h_prev,
+                d_weights.add(layout.weight_hh.start + 2 * h * p),
+                p,
+            );
+        }
         // dX += dz · W_ih.
         if let Some(d_input) = grads.d_input.as_deref_mut() {
             let w_ih = PackedB::pack_all(g4, in_size, w.w_ih, in_size, 1);
@@ -382,6 +464,16 @@ fn backward_cell<T: Real>(
             }
         }
         grads.d_weights[ih.clone()].copy_from_slice(&d_bias);
+        if gru {
+            // The `n` block of `b_hh` gets `dn·r`.
+            let d_bias_n = &mut d_bias[2 * h..];
+            d_bias_n.fill(T::ZERO);
+            for row in tape.recurrent_new.chunks_exact(h) {
+                for (acc, &v) in d_bias_n.iter_mut().zip(row) {
+                    *acc += v;
+                }
+            }
+        }
         grads.d_weights[hh.clone()].copy_from_slice(&d_bias);
     }
 }
@@ -413,6 +505,36 @@ simd::dispatch! {
             go[j] = du[j] * tc * o * (one - o);
             d_cell[j] = dc * f;
             u[j] = o * tc;
+        }
+    }
+}
+
+simd::dispatch! {
+    /// A GRU's gate gradients of one row's units (see the module docs): `dr, dz, dn`
+    /// written over the gate activations, `dn·r` over `recurrent_new` (`W_hn h + b_hn`),
+    /// and `d_direct` = `dĥ·z`, the part of the previous `dh` that skips the product.
+    fn gru_gate_grads<T: Real>(
+        gates: [&mut [T]; 3],
+        recurrent_new: &mut [T],
+        hidden_prev: &[T],
+        d_hidden: &[T],
+        d_direct: &mut [T],
+    ) {
+        let n = d_direct.len();
+        let [gr, gz, gn] = gates;
+        let (gr, gz, gn) = (&mut gr[..n], &mut gz[..n], &mut gn[..n]);
+        let (recurrent_new, hidden_prev, d_hidden) =
+            (&mut recurrent_new[..n], &hidden_prev[..n], &d_hidden[..n]);
+        let one = T::ONE;
+        for j in 0..n {
+            let (r, z, new) = (gr[j], gz[j], gn[j]);
+            let dh = d_hidden[j];
+            let dn = dh * (one - z) * (one - new * new);
+            gr[j] = dn * recurrent_new[j] * r * (one - r);
+            gz[j] = dh * (hidden_prev[j] - new) * z * (one - z);
+            gn[j] = dn;
+            recurrent_new[j] = dn * r;
+            d_direct[j] = dh * z;
         }
     }
 }

@@ -27,7 +27,7 @@ pub struct LstmCall<'a, T> {
     pub weights: &'a [T],
     /// Initial hidden state `[layers * dirs, B, H_out]`.
     pub h0: &'a [T],
-    /// Initial cell state `[layers * dirs, B, H]`.
+    /// Initial cell state `[layers * dirs, B, H]` (empty for a GRU, which has none).
     pub c0: &'a [T],
     /// Inverted-dropout masks (`0` or `1/(1−p)`) multiplied into the input of every layer
     /// above the first (`[T, B, dirs * H_out]` each), or empty for no dropout.
@@ -44,7 +44,8 @@ pub struct LstmOutputs<T> {
     pub y: Vec<T>,
     /// Final hidden state of every layer and direction `[layers * dirs, B, H_out]`.
     pub h_n: Vec<T>,
-    /// Final cell state of every layer and direction `[layers * dirs, B, H]`.
+    /// Final cell state of every layer and direction `[layers * dirs, B, H]` (empty for
+    /// a GRU).
     pub c_n: Vec<T>,
 }
 
@@ -99,15 +100,15 @@ impl fmt::Display for CallError {
 
 impl std::error::Error for CallError {}
 
-/// The fused kernel runs LSTM cells only: a GRU architecture is refused by name.
-pub(crate) fn lstm_only(arch: &LstmArch) -> Result<(), CallError> {
+/// A GRU has no projection (PyTorch's `nn.GRU` and cuDNN's GRU have none).
+pub(crate) fn cell_fits(arch: &LstmArch) -> Result<(), CallError> {
     match arch.cell {
-        CellKind::Lstm => Ok(()),
-        other => Err(CallError {
-            argument: "arch.cell",
-            expected: "lstm (this kernel runs LSTM cells only)".into(),
-            actual: other.to_string(),
+        CellKind::Gru if arch.proj_size > 0 => Err(CallError {
+            argument: "arch.proj_size",
+            expected: "0 for a gru (a GRU has no projection)".into(),
+            actual: arch.proj_size.to_string(),
         }),
+        _ => Ok(()),
     }
 }
 
@@ -138,7 +139,7 @@ impl<T> LstmCall<'_, T> {
     /// packed beforehand).
     pub(crate) fn check_with_weights(&self, weights_read: bool) -> Result<(), CallError> {
         let a = self.arch;
-        lstm_only(a)?;
+        cell_fits(a)?;
         let (t, b) = (self.seq_len, self.batch);
         let positive = |argument, value: usize| {
             if value == 0 {
@@ -157,7 +158,7 @@ impl<T> LstmCall<'_, T> {
         positive("arch.num_layers", a.num_layers)?;
         positive("arch.hidden_size", a.hidden_size)?;
         positive("arch.input_size", a.input_size)?;
-        let (h, p, cells) = (a.hidden_size, a.output_size(), a.cells());
+        let (c, p, cells) = (a.cell_state_size(), a.output_size(), a.cells());
         len_check(
             "input",
             &format!("[T={t}, B={b}, I={}]", a.input_size),
@@ -180,8 +181,8 @@ impl<T> LstmCall<'_, T> {
         )?;
         len_check(
             "c0",
-            &format!("[{cells}, B={b}, {h}]"),
-            cells * b * h,
+            &format!("[{cells}, B={b}, {c}] ({} cell state)", a.cell),
+            cells * b * c,
             self.c0.len(),
         )?;
         if let Some(lengths) = self.lengths {
@@ -238,9 +239,67 @@ impl<T> OutputGrads<'_, T> {
         )?;
         len_check(
             "dc_n",
-            "[layers * dirs, B, H]",
-            a.cells() * call.batch * a.hidden_size,
+            "[layers * dirs, B, H] (empty for a gru)",
+            a.cells() * call.batch * a.cell_state_size(),
             self.dc_n.len(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gru() -> LstmArch {
+        LstmArch {
+            cell: CellKind::Gru,
+            input_size: 3,
+            hidden_size: 4,
+            proj_size: 0,
+            num_layers: 1,
+            bidirectional: false,
+            bias: true,
+        }
+    }
+
+    fn call<'a>(arch: &'a LstmArch, weights: &'a [f32], c0: &'a [f32]) -> LstmCall<'a, f32> {
+        LstmCall {
+            arch,
+            seq_len: 2,
+            batch: 1,
+            lengths: None,
+            input: &[0.0; 6],
+            weights,
+            h0: &[0.0; 4],
+            c0,
+            dropout_masks: &[],
+            threads: 1,
+        }
+    }
+
+    #[test]
+    fn a_gru_takes_an_empty_cell_state_and_no_projection() {
+        let arch = gru();
+        let weights = vec![0.0; arch.weight_count()];
+        assert_eq!(call(&arch, &weights, &[]).check(), Ok(()));
+        let err = call(&arch, &weights, &[0.0; 4]).check().unwrap_err();
+        assert_eq!(err.argument, "c0");
+        assert!(
+            err.expected.contains("0 values") && err.expected.contains("gru"),
+            "{err}"
+        );
+        assert_eq!(err.actual, "4 values");
+
+        let projected = LstmArch {
+            proj_size: 2,
+            ..gru()
+        };
+        let weights = vec![0.0; projected.weight_count()];
+        let err = call(&projected, &weights, &[]).check().unwrap_err();
+        assert_eq!(
+            (err.argument, err.actual.as_str()),
+            ("arch.proj_size", "2"),
+            "{err}"
+        );
     }
 }

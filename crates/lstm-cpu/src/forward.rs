@@ -6,7 +6,7 @@
 
 use core::ops::Range;
 
-use crate::arch::DirectionLayout;
+use crate::arch::{CellKind, DirectionLayout};
 use crate::buffers::Buffer;
 use crate::call::{CallError, LstmCall, LstmOutputs};
 use crate::gemm::{Packed, PackedB, gemm, gemm_bias, kernel_rows, panel};
@@ -71,11 +71,26 @@ impl<'a, T> CellWeights<'a, T> {
 }
 
 impl<T: Real> CellWeights<'_, T> {
-    /// `b_ih + b_hh` (zeros without biases), `[4H]` (`g4 = 4H`).
-    pub fn summed_bias(&self, g4: usize) -> Vec<T> {
-        match self.bias {
-            Some((b_ih, b_hh)) => b_ih.iter().zip(b_hh).map(|(&a, &b)| a + b).collect(),
-            None => vec![T::ZERO; g4],
+    /// The bias the input projection adds, `[gate_rows]` (zeros without biases): an
+    /// LSTM's `b_ih + b_hh` (both add to every gate), a GRU's `b_ih` alone (its `b_hn`
+    /// is multiplied by the reset gate, so `b_hh` goes with the recurrent product).
+    pub fn input_bias(&self, cell: CellKind, gate_rows: usize) -> Vec<T> {
+        match (self.bias, cell) {
+            (Some((b_ih, b_hh)), CellKind::Lstm) => {
+                b_ih.iter().zip(b_hh).map(|(&a, &b)| a + b).collect()
+            }
+            (Some((b_ih, _)), CellKind::Gru) => b_ih.to_vec(),
+            (None, _) => vec![T::ZERO; gate_rows],
+        }
+    }
+
+    /// The bias the recurrent product adds: a GRU's `b_hh` (zeros without biases); empty
+    /// for an LSTM, whose recurrent product adds to the projection's gates.
+    pub fn recurrent_bias(&self, cell: CellKind, gate_rows: usize) -> Vec<T> {
+        match (self.bias, cell) {
+            (_, CellKind::Lstm) => Vec::new(),
+            (Some((_, b_hh)), CellKind::Gru) => b_hh.to_vec(),
+            (None, CellKind::Gru) => vec![T::ZERO; gate_rows],
         }
     }
 }
@@ -83,6 +98,9 @@ impl<T: Real> CellWeights<'_, T> {
 /// Sizes shared by every cell of a call.
 #[derive(Clone, Copy)]
 pub(crate) struct Dims {
+    pub cell: CellKind,
+    /// Cell-state values per row: `hidden` (LSTM) or 0 (GRU).
+    pub state: usize,
     pub seq: usize,
     pub batch: usize,
     pub hidden: usize,
@@ -93,12 +111,20 @@ pub(crate) struct Dims {
 impl Dims {
     pub fn of<T>(call: &LstmCall<'_, T>) -> Self {
         Self {
+            cell: call.arch.cell,
+            state: call.arch.cell_state_size(),
             seq: call.seq_len,
             batch: call.batch,
             hidden: call.arch.hidden_size,
             out: call.arch.output_size(),
             dirs: call.arch.dirs(),
         }
+    }
+
+    /// Gate columns of a row: `4H` (LSTM) or `3H` (GRU).
+    #[inline]
+    pub fn gate_cols(&self) -> usize {
+        self.cell.gates() * self.hidden
     }
 
     /// Time index of the `step`-th step a direction processes.
@@ -120,7 +146,7 @@ impl Dims {
     }
 
     fn team_size(&self, threads: usize) -> usize {
-        let per_step = self.batch * self.out * 4 * self.hidden;
+        let per_step = self.batch * self.out * self.gate_cols();
         threads.min(per_step >> 15).max(1)
     }
 
@@ -227,7 +253,7 @@ impl Split {
             return forced;
         }
         let rows_per_member = dims.batch / size;
-        let w_hh_bytes = 4 * dims.hidden * dims.out * core::mem::size_of::<T>();
+        let w_hh_bytes = dims.gate_cols() * dims.out * core::mem::size_of::<T>();
         if rows_per_member >= ROW_SPLIT_MIN_ROWS && w_hh_bytes <= max_weight_bytes {
             Split::Rows
         } else {
@@ -257,7 +283,7 @@ fn run<T: Real>(
     call.check_with_weights(packed.is_none())?;
     let arch = call.arch;
     let dims = Dims::of(call);
-    let (rows, h, p) = (dims.seq * dims.batch, dims.hidden, dims.out);
+    let (rows, h, p, s) = (dims.seq * dims.batch, dims.hidden, dims.out, dims.state);
     let mut h_n = Buffer::zeroed(call.h0.len()).into_vec();
     let mut c_n = Buffer::zeroed(call.c0.len()).into_vec();
     let mut tape = Vec::new();
@@ -290,11 +316,13 @@ fn run<T: Real>(
                     CellParams::Flat(&flat)
                 }
             };
+            let gru = dims.cell == CellKind::Gru;
             let mut cell_tape = save.then(|| CellTape {
-                gates: Buffer::zeroed(rows * 4 * h),
-                cell_prev: Buffer::zeroed(rows * h),
+                gates: Buffer::zeroed(rows * dims.gate_cols()),
+                cell_prev: Buffer::zeroed(rows * s),
                 hidden_prev: Buffer::zeroed(rows * p),
-                tanh_cell: Buffer::zeroed(rows * h),
+                tanh_cell: Buffer::zeroed(rows * s),
+                recurrent_new: Buffer::zeroed(if gru { rows * h } else { 0 }),
             });
             let gates = cell_tape.as_mut().map(|t| Shared(t.gates.as_mut_ptr()));
             forward_cell(
@@ -307,12 +335,12 @@ fn run<T: Real>(
                     lengths: call.padding(),
                     direction,
                     h0: &call.h0[cell * dims.batch * p..(cell + 1) * dims.batch * p],
-                    c0: &call.c0[cell * dims.batch * h..(cell + 1) * dims.batch * h],
+                    c0: &call.c0[cell * dims.batch * s..(cell + 1) * dims.batch * s],
                 },
                 CellOut {
                     y: Shared(output.as_mut_ptr()),
                     h_n: &mut h_n[cell * dims.batch * p..(cell + 1) * dims.batch * p],
-                    c_n: &mut c_n[cell * dims.batch * h..(cell + 1) * dims.batch * h],
+                    c_n: &mut c_n[cell * dims.batch * s..(cell + 1) * dims.batch * s],
                     gates,
                     tape: cell_tape.as_mut().map(|t| {
                         (
@@ -321,6 +349,9 @@ fn run<T: Real>(
                             Shared(t.tanh_cell.as_mut_ptr()),
                         )
                     }),
+                    recurrent_new: cell_tape
+                        .as_mut()
+                        .map(|t| Shared(t.recurrent_new.as_mut_ptr())),
                 },
             );
             cells.extend(cell_tape);
@@ -365,8 +396,11 @@ struct CellOut<'a, T> {
     /// Training: the tape's `[T, B, 4H]` gate activations. Inference keeps only a few
     /// steps' pre-activations at a time.
     gates: Option<Shared<T>>,
-    /// Training: `cell_prev`, `hidden_prev`, `tanh_cell`.
+    /// Training: `cell_prev`, `hidden_prev`, `tanh_cell` (the first and last empty for a
+    /// GRU).
     tape: Option<(Shared<T>, Shared<T>, Shared<T>)>,
+    /// Training a GRU: `W_hn h + b_hn` of every step, `[T, B, H]`.
+    recurrent_new: Option<Shared<T>>,
 }
 
 /// Time steps whose input projection is computed at once: enough rows for an efficient
@@ -388,20 +422,30 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         c0,
     } = *run;
     let Dims {
+        cell: cell_kind,
         seq,
         batch,
         hidden: h,
         out: p,
         dirs,
+        ..
     } = dims;
-    let g4 = 4 * h;
+    let g4 = dims.gate_cols();
+    let gate_blocks = cell_kind.gates();
+    // A GRU's recurrent product goes to its own buffer: its `n` block is multiplied by
+    // the reset gate before it meets the input projection's.
+    let gru = cell_kind == CellKind::Gru;
     let reverse = direction == 1;
-    let summed;
-    let (bias, projection): (&[T], bool) = match params {
-        CellParams::Packed(packed) => (&packed.bias, packed.hr.is_some()),
+    let biases;
+    let (bias, recurrent_bias, projection): (&[T], &[T], bool) = match params {
+        CellParams::Packed(packed) => (
+            &packed.input_bias,
+            &packed.recurrent_bias,
+            packed.hr.is_some(),
+        ),
         CellParams::Flat(w) => {
-            summed = w.summed_bias(g4);
-            (&summed, w.w_hr.is_some())
+            biases = (w.input_bias(cell_kind, g4), w.recurrent_bias(cell_kind, g4));
+            (&biases.0, &biases.1, w.w_hr.is_some())
         }
     };
 
@@ -422,12 +466,12 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     // 16×50×128 with input 512 1.83-1.92 → 1.69-1.74 ms, 16×50×256 with input 40 −2 %,
     // H = 256 at batch 16 and 32 and 3 layers of 256 the same.
     let projection_by_rows =
-        by_rows && 4 * h * input_size * core::mem::size_of::<T>() <= row_split_max_weight_bytes();
+        by_rows && g4 * input_size * core::mem::size_of::<T>() <= row_split_max_weight_bytes();
     // A row split gives every member every gate column: pack the flat weights once for
     // all of them, not once per member.
     let packed_once = match params {
         CellParams::Flat(w) if by_rows => {
-            let gates = gate_groups::<T>(h, 0..h);
+            let gates = gate_groups::<T>(h, gate_blocks, 0..h);
             Some((
                 PackedB::pack_groups(input_size, &gates, w.w_ih, 1, input_size),
                 PackedB::pack_groups(p, &gates, w.w_hh, 1, p),
@@ -447,10 +491,13 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     hidden[..batch * p].copy_from_slice(h0);
     let mut cell = c0.to_vec();
     let mut unprojected = vec![T::ZERO; if projection { batch * h } else { 0 }];
-    let (hidden_s, cell_s, unproj_s) = (
+    // GRU: `W_hh h + b_hh` of the current step, `[B, 3H]` in the gates' columns.
+    let mut recurrent = vec![T::ZERO; if gru { batch * g4 } else { 0 }];
+    let (hidden_s, cell_s, unproj_s, recurrent_s) = (
         Shared(hidden.as_mut_ptr()),
         Shared(cell.as_mut_ptr()),
         Shared(unprojected.as_mut_ptr()),
+        Shared(recurrent.as_mut_ptr()),
     );
     let valid = |t: usize, b: usize| lengths.is_none_or(|l| t < l[b]);
     let y_at = |t: usize, b: usize| (t * batch + b) * dirs * p + direction * p;
@@ -474,8 +521,8 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
             match (params, &packed_once) {
                 (_, Some((ih, hh, hr))) => (ih.into(), hh.into(), hr.as_ref().map(Packed::from)),
                 (CellParams::Packed(packed), None) => (
-                    packed.ih.panels(unit_panels::<T>(&own)),
-                    packed.hh.panels(unit_panels::<T>(&own)),
+                    packed.ih.panels(unit_panels::<T>(gate_blocks, &own)),
+                    packed.hh.panels(unit_panels::<T>(gate_blocks, &own)),
                     packed
                         .hr
                         .as_ref()
@@ -483,7 +530,7 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                         .map(|(hr, cols)| hr.panels(column_panels::<T>(cols))),
                 ),
                 (CellParams::Flat(w), None) => {
-                    let gates = gate_groups::<T>(h, own.clone());
+                    let gates = gate_groups::<T>(h, gate_blocks, own.clone());
                     packed_here = (
                         PackedB::pack_groups(input_size, &gates, w.w_ih, 1, input_size),
                         PackedB::pack_groups(p, &gates, w.w_hh, 1, p),
@@ -510,10 +557,11 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
             Some(ih) => share
                 .input_units
                 .as_ref()
-                .map(|units| ih.panels(unit_panels::<T>(units))),
+                .map(|units| ih.panels(unit_panels::<T>(gate_blocks, units))),
             None => Some(packed_ih),
         };
-        let mut tanh_row = vec![T::ZERO; nu];
+        // Inference's `tanh(c)` (LSTM) or `W_hn h + b_hn` (GRU) of a row, not kept.
+        let mut scratch_row = vec![T::ZERO; nu];
         let mut first = 0;
         while first < seq {
             let steps = chunk.min(seq - first);
@@ -566,20 +614,51 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                 // h_prev is complete (its own rows, or the barrier at the end of the
                 // previous step).
                 unsafe {
-                    gemm(
-                        nb,
-                        hidden_s.at(prev + b0 * p),
-                        p,
-                        1,
-                        packed_hh,
-                        gates.at(z + b0 * g4),
-                        g4,
-                    )
+                    if gru {
+                        gemm_bias(
+                            nb,
+                            hidden_s.at(prev + b0 * p),
+                            p,
+                            1,
+                            packed_hh,
+                            recurrent_bias,
+                            recurrent_s.at(b0 * g4),
+                            g4,
+                        )
+                    } else {
+                        gemm(
+                            nb,
+                            hidden_s.at(prev + b0 * p),
+                            p,
+                            1,
+                            packed_hh,
+                            gates.at(z + b0 * g4),
+                            g4,
+                        )
+                    }
                 };
                 for b in rows.clone() {
                     let row = z + b * g4;
                     let c_at = b * h + own.start;
                     unsafe {
+                        if gru {
+                            if valid(t, b) {
+                                let recurrent_new = match out.recurrent_new {
+                                    Some(tape) => tape.slice((t * batch + b) * h + own.start, nu),
+                                    None => &mut scratch_row[..],
+                                };
+                                gru_update(
+                                    [0, 1, 2].map(|g| gates.slice(row + g * h + own.start, nu)),
+                                    [0, 1, 2].map(|g| {
+                                        &*recurrent_s.slice(b * g4 + g * h + own.start, nu)
+                                    }),
+                                    hidden_s.slice(prev + b * p + own.start, nu),
+                                    hidden_s.slice(next + b * p + own.start, nu),
+                                    recurrent_new,
+                                );
+                            }
+                            continue;
+                        }
                         if let Some((cell_prev, _, _)) = out.tape {
                             cell_prev
                                 .slice((t * batch + b) * h + own.start, nu)
@@ -590,7 +669,7 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                                 Some((_, _, tanh_cell)) => {
                                     tanh_cell.slice((t * batch + b) * h + own.start, nu)
                                 }
-                                None => &mut tanh_row[..],
+                                None => &mut scratch_row[..],
                             };
                             let h_dst = if projection {
                                 unproj_s.slice(c_at, nu)
@@ -695,6 +774,36 @@ simd::dispatch! {
             cell[j] = c;
             tanh_cell[j] = tc;
             hidden[j] = o * tc;
+        }
+    }
+}
+
+simd::dispatch! {
+    /// The GRU's gate math of one row's units: activations `r, z, n` written back over
+    /// the input projections, `W_hn h + b_hn` kept for the backward, and
+    /// `h = (1 − z) · n + z · h_prev` (as `n + z · (h_prev − n)`).
+    fn gru_update<T: Real>(
+        gates: [&mut [T]; 3],
+        recurrent: [&[T]; 3],
+        hidden_prev: &[T],
+        hidden: &mut [T],
+        recurrent_new: &mut [T],
+    ) {
+        let n = hidden.len();
+        let [xr, xz, xn] = gates;
+        let (xr, xz, xn) = (&mut xr[..n], &mut xz[..n], &mut xn[..n]);
+        let [hr, hz, hn] = recurrent;
+        let (hr, hz, hn) = (&hr[..n], &hz[..n], &hn[..n]);
+        let (hidden_prev, recurrent_new) = (&hidden_prev[..n], &mut recurrent_new[..n]);
+        for j in 0..n {
+            let r = (xr[j] + hr[j]).sigmoid_on::<FMA>();
+            let z = (xz[j] + hz[j]).sigmoid_on::<FMA>();
+            let new = (xn[j] + r * hn[j]).tanh_on::<FMA>();
+            xr[j] = r;
+            xz[j] = z;
+            xn[j] = new;
+            recurrent_new[j] = hn[j];
+            hidden[j] = new + z * (hidden_prev[j] - new);
         }
     }
 }

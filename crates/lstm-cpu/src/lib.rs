@@ -1,7 +1,9 @@
 #![warn(missing_docs)]
-//! A fused LSTM on plain slices: forward (inference and training) and backpropagation
-//! through time, for whole layer stacks (multi-layer, bidirectional, right-padded
-//! lengths, projection, inter-layer dropout masks), in `f32` (fast) and `f64` (tests).
+//! A fused LSTM and GRU on plain slices: forward (inference and training) and
+//! backpropagation through time, for whole layer stacks (multi-layer, bidirectional,
+//! right-padded lengths, projection (LSTM), inter-layer dropout masks), in `f32` (fast)
+//! and `f64` (tests). The cell is [`LstmArch::cell`]; the crate keeps its name (both
+//! cells share every part of it but the gate math, and renaming would break users).
 //!
 //! No framework dependency: `burn-lstm` dispatches its NdArray backend here. Parameters
 //! are PyTorch's and cuDNN's canonical flat layout ([`LstmArch::direction_layout`]).

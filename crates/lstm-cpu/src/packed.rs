@@ -17,7 +17,7 @@
 use core::ops::Range;
 
 use crate::arch::LstmArch;
-use crate::call::{CallError, LstmCall, LstmOutputs, len_check, lstm_only};
+use crate::call::{CallError, LstmCall, LstmOutputs, cell_fits, len_check};
 use crate::forward::{CellWeights, run_packed};
 use crate::gemm::{PackedB, panel};
 use crate::real::Real;
@@ -40,15 +40,18 @@ pub(crate) struct PackedCell<T: Real> {
     pub hh: PackedB<T>,
     /// `W_hrᵀ` (projection), columns in order.
     pub hr: Option<PackedB<T>>,
-    /// `b_ih + b_hh` (zeros without biases), `[4H]`.
-    pub bias: Vec<T>,
+    /// The bias added to the input projection (see [`CellWeights::input_bias`]).
+    pub input_bias: Vec<T>,
+    /// The bias added to the recurrent product: a GRU's `b_hh` (zeros without biases);
+    /// empty for an LSTM (see [`CellWeights::recurrent_bias`]).
+    pub recurrent_bias: Vec<T>,
 }
 
 impl<T: Real> PackedWeights<T> {
     /// Packs `weights`, the canonical flat parameters of `arch`
     /// ([`LstmArch::direction_layout`]).
     pub fn new(arch: &LstmArch, weights: &[T]) -> Result<Self, CallError> {
-        lstm_only(arch)?;
+        cell_fits(arch)?;
         len_check(
             "weights",
             "the canonical flat layout",
@@ -56,7 +59,7 @@ impl<T: Real> PackedWeights<T> {
             weights.len(),
         )?;
         let (h, p) = (arch.hidden_size, arch.output_size());
-        let all_gates = gate_groups::<T>(h, 0..h);
+        let all_gates = gate_groups::<T>(h, arch.cell.gates(), 0..h);
         let cells = (0..arch.num_layers)
             .flat_map(|layer| (0..arch.dirs()).map(move |direction| (layer, direction)))
             .map(|(layer, direction)| {
@@ -65,7 +68,8 @@ impl<T: Real> PackedWeights<T> {
                     ih: PackedB::pack_groups(w.input_size, &all_gates, w.w_ih, 1, w.input_size),
                     hh: PackedB::pack_groups(p, &all_gates, w.w_hh, 1, p),
                     hr: w.w_hr.map(|w_hr| PackedB::pack_all(h, p, w_hr, 1, h)),
-                    bias: w.summed_bias(4 * h),
+                    input_bias: w.input_bias(arch.cell, arch.gate_rows()),
+                    recurrent_bias: w.recurrent_bias(arch.cell, arch.gate_rows()),
                 }
             })
             .collect();
@@ -88,7 +92,7 @@ impl<T: Real> PackedWeights<T> {
                 c.ih.bytes()
                     + c.hh.bytes()
                     + c.hr.as_ref().map_or(0, PackedB::bytes)
-                    + c.bias.len() * core::mem::size_of::<T>()
+                    + (c.input_bias.len() + c.recurrent_bias.len()) * core::mem::size_of::<T>()
             })
             .sum()
     }
@@ -116,36 +120,41 @@ pub fn forward_packed<T: Real>(
 }
 
 /// The gate columns of the hidden units `units` (whose start is a multiple of the panel
-/// width), grouped for [`PackedB::pack_groups`]: per block of one panel of hidden units,
-/// its `i`, `f`, `g` and `o` columns, four groups of one range (four panels), except a
-/// last block narrower than a panel, whose four ranges are one group: panels that
-/// gather them, fewer than four (one for 8 units of each gate in 32-wide panels), so
-/// no multiply-add is spent on padding but the last panel's.
-pub(crate) fn gate_groups<T>(hidden: usize, units: Range<usize>) -> Vec<Vec<Range<usize>>> {
+/// width) of a cell of `gates` gate blocks, grouped for [`PackedB::pack_groups`]: per
+/// block of one panel of hidden units, its gate columns (LSTM: `i`, `f`, `g`, `o`; GRU:
+/// `r`, `z`, `n`), one group of one range (one panel) per gate, except a last block
+/// narrower than a panel, whose ranges are one group: panels that gather them, fewer
+/// than `gates` (one for 8 units of each of four gates in 32-wide panels), so no
+/// multiply-add is spent on padding but the last panel's.
+pub(crate) fn gate_groups<T>(
+    hidden: usize,
+    gates: usize,
+    units: Range<usize>,
+) -> Vec<Vec<Range<usize>>> {
     let nr = panel::<T>();
     let mut groups = Vec::new();
     let mut start = units.start;
     while start < units.end {
         let end = (start + nr).min(units.end);
-        let gates = (0..4).map(|gate| gate * hidden + start..gate * hidden + end);
+        let ranges = (0..gates).map(|gate| gate * hidden + start..gate * hidden + end);
         if end - start == nr {
-            groups.extend(gates.map(|range| vec![range]));
+            groups.extend(ranges.map(|range| vec![range]));
         } else {
-            groups.push(gates.collect());
+            groups.push(ranges.collect());
         }
         start = end;
     }
     groups
 }
 
-/// The panels of [`gate_groups`]`(hidden, 0..hidden)` that hold the units `units` (a
-/// range of a team split: its start a multiple of the panel width, its end too or the
+/// The panels of [`gate_groups`]`(hidden, gates, 0..hidden)` that hold the units `units`
+/// (a range of a team split: its start a multiple of the panel width, its end too or the
 /// hidden size).
-pub(crate) fn unit_panels<T>(units: &Range<usize>) -> Range<usize> {
+pub(crate) fn unit_panels<T>(gates: usize, units: &Range<usize>) -> Range<usize> {
     let nr = panel::<T>();
     debug_assert_eq!(units.start % nr, 0, "team splits are aligned to panels");
-    // Four panels per whole block, then the narrow last block's gathered panels.
-    let panels_before = |unit: usize| 4 * (unit / nr) + (4 * (unit % nr)).div_ceil(nr);
+    // `gates` panels per whole block, then the narrow last block's gathered panels.
+    let panels_before = |unit: usize| gates * (unit / nr) + (gates * (unit % nr)).div_ceil(nr);
     panels_before(units.start)..panels_before(units.end)
 }
 

@@ -25,14 +25,17 @@ pub(crate) struct LayerTape<T: Real> {
 
 #[derive(Clone, Debug)]
 pub(crate) struct CellTape<T: Real> {
-    /// Gate activations `i, f, g, o`, `[T, B, 4H]`.
+    /// Gate activations `i, f, g, o` (LSTM, `[T, B, 4H]`) or `r, z, n` (GRU, `[T, B, 3H]`).
     pub gates: Buffer<T>,
-    /// Cell state entering each step, `[T, B, H]`.
+    /// Cell state entering each step, `[T, B, H]` (empty for a GRU).
     pub cell_prev: Buffer<T>,
     /// Hidden state entering each step, `[T, B, H_out]`.
     pub hidden_prev: Buffer<T>,
-    /// `tanh(c_t)`, `[T, B, H]`.
+    /// `tanh(c_t)`, `[T, B, H]` (empty for a GRU).
     pub tanh_cell: Buffer<T>,
+    /// GRU: `W_hn h_prev + b_hn`, `[T, B, H]`, which the reset gate multiplies (empty for
+    /// an LSTM).
+    pub recurrent_new: Buffer<T>,
 }
 
 impl<T: Real> Tape<T> {
@@ -51,6 +54,7 @@ impl<T: Real> Tape<T> {
                                 + c.cell_prev.len()
                                 + c.hidden_prev.len()
                                 + c.tanh_cell.len()
+                                + c.recurrent_new.len()
                         })
                         .sum::<usize>()
             })
@@ -65,7 +69,7 @@ impl<T: Real> Tape<T> {
             && self.layers.iter().all(|l| {
                 l.cells.len() == a.dirs()
                     && l.cells.iter().all(|c| {
-                        c.gates.len() == rows * 4 * a.hidden_size
+                        c.gates.len() == rows * a.gate_rows()
                             && c.hidden_prev.len() == rows * a.output_size()
                     })
             });

@@ -44,14 +44,15 @@ struct Run {
 fn run(arch: &LstmArch, seq: usize, lengths: &[usize], keep: &[usize]) -> Run {
     let full = lengths.len();
     let (cells, out, h) = (arch.cells(), arch.output_size(), arch.hidden_size);
+    let state = arch.cell_state_size();
     let pick = |v: Vec<f64>, lead| rows(&v, lead, full, keep);
     let input = pick(uniform(seq * full * arch.input_size, 1.0, 1), seq);
     let weights = uniform(arch.weight_count(), 1.0 / (h as f64).sqrt(), 2);
     let h0 = pick(uniform(cells * full * out, 0.5, 3), cells);
-    let c0 = pick(uniform(cells * full * h, 0.5, 4), cells);
+    let c0 = pick(uniform(cells * full * state, 0.5, 4), cells);
     let dy = pick(uniform(seq * full * arch.dirs() * out, 1.0, 5), seq);
     let dh_n = pick(uniform(cells * full * out, 1.0, 6), cells);
-    let dc_n = pick(uniform(cells * full * h, 1.0, 7), cells);
+    let dc_n = pick(uniform(cells * full * state, 1.0, 7), cells);
     let lengths: Vec<usize> = keep.iter().map(|&b| lengths[b]).collect();
     let call = LstmCall {
         arch,
@@ -127,6 +128,15 @@ fn archs() -> Vec<LstmArch> {
             proj_size: 0,
             num_layers: 1,
             bidirectional: false,
+            bias: true,
+        },
+        LstmArch {
+            cell: lstm_cpu::CellKind::Gru,
+            input_size: 5,
+            hidden_size: 7,
+            proj_size: 0,
+            num_layers: 2,
+            bidirectional: true,
             bias: true,
         },
     ]

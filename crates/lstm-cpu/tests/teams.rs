@@ -39,7 +39,7 @@ fn run(arch: &LstmArch, batch: usize, seq: usize, threads: usize) -> Vec<Vec<f32
         2,
     );
     let h0 = uniform(cells * batch * out, 0.5, 3);
-    let c0 = uniform(cells * batch * arch.hidden_size, 0.5, 4);
+    let c0 = uniform(cells * batch * arch.cell_state_size(), 0.5, 4);
     let lengths: Vec<usize> = (0..batch).map(|b| 1 + (b * 5) % seq).collect();
     let call = LstmCall {
         arch,
@@ -151,6 +151,34 @@ fn every_thread_count_matches_one_thread() {
             bias: true,
         };
         check_teams(&arch, &[2, 3, 5]);
+    }
+}
+
+/// The GRU's teams: its recurrent product goes to a buffer of its own and its backward
+/// multiplies the `n` rows of `W_hh` apart, under both splits and with gathered panels
+/// (three gates per block: H = 72 leaves 8 units of each, H = 52 a panel that spans
+/// gates).
+#[test]
+fn every_thread_count_matches_one_thread_for_a_gru() {
+    lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "every_thread_count_matches_one_thread_for_a_gru",
+    );
+    for (hidden_size, bidirectional, counts) in [
+        (256, true, &[2, 3, 6, 16][..]),
+        (72, false, &[2, 3, 5]),
+        (52, true, &[2, 5]),
+    ] {
+        let arch = LstmArch {
+            cell: lstm_cpu::CellKind::Gru,
+            input_size: 48,
+            hidden_size,
+            proj_size: 0,
+            num_layers: 2,
+            bidirectional,
+            bias: true,
+        };
+        check_teams(&arch, counts);
     }
 }
 

@@ -22,8 +22,9 @@ use crate::op::spec::{CellKind, LstmArch, LstmSpec};
 /// Keras calls `reset_after=True`), whose whole layer stack runs as one op. Create it
 /// with [`CudnnCompatibleGruConfig`](crate::CudnnCompatibleGruConfig).
 ///
-/// Every backend runs it with the portable kernel for now; the kernel-choice API
-/// ([`Self::kernel`]) says so. See docs/gru.md.
+/// Flex and NdArray run it with the fused CPU kernel, every other backend with the
+/// portable kernel for now (cuDNN's GRU is not wired yet); the kernel-choice API
+/// ([`Self::kernel`]) says which. See docs/gru.md.
 #[derive(Module, Debug)]
 pub struct CudnnCompatibleGru<B: Backend> {
     /// The layers, bottom first (each direction's `weight_hr` is always `None`).

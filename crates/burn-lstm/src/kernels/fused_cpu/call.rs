@@ -154,7 +154,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
     let output = LstmOutput {
         y: device_tensor::<B, T, 3>(y, [t, b, arch.dirs() * arch.output_size()], &device),
         h_n: device_tensor::<B, T, 3>(h_n, [cells, b, arch.output_size()], &device),
-        c_n: device_tensor::<B, T, 3>(c_n, [cells, b, arch.hidden_size], &device),
+        c_n: device_tensor::<B, T, 3>(c_n, [cells, b, arch.cell_state_size()], &device),
     };
     masks.into_iter().for_each(lstm_cpu::recycle_vec);
     let Some(tape) = tape else {
@@ -240,7 +240,7 @@ pub(crate) fn backward<B: HostTensors, T: HostElement>(
             .then(|| device_tensor::<B, T, 3>(computed.input, [t, b, arch.input_size], &device)),
         weights: device_tensor::<B, T, 1>(computed.weights, [arch.weight_count()], &device),
         h0: device_tensor::<B, T, 3>(computed.h0, [cells, b, arch.output_size()], &device),
-        c0: device_tensor::<B, T, 3>(computed.c0, [cells, b, arch.hidden_size], &device),
+        c0: device_tensor::<B, T, 3>(computed.c0, [cells, b, arch.cell_state_size()], &device),
     };
     host.recycle();
     // The call's own tensors (the flat parameter buffer, the transposed input) are held

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use burn::tensor::DType;
 
 use crate::op::choice::{KernelChoice, LstmKernel};
-use crate::op::spec::{CellKind, LstmSpec};
+use crate::op::spec::LstmSpec;
 
 static THREADS: AtomicUsize = AtomicUsize::new(0);
 
@@ -101,14 +101,6 @@ pub(crate) fn choice(dtype: DType, spec: &LstmSpec) -> KernelChoice {
         Some(LstmKernel::Portable) => KernelChoice::fallback(
             LstmKernel::Portable,
             "the portable kernel was asked for (the fused CPU kernel is faster)",
-        ),
-        _ if spec.arch.cell != CellKind::Lstm => KernelChoice::fallback(
-            LstmKernel::Portable,
-            format!(
-                "the fused CPU kernel runs LSTM cells; a {} runs the portable kernel \
-                 (docs/gru.md)",
-                spec.arch.cell
-            ),
         ),
         _ if !supported => KernelChoice::fallback(
             LstmKernel::Portable,
