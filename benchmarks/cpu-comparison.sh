@@ -10,6 +10,8 @@
 #   PYTHON=/path/to/python-with-torch-onnxruntime benchmarks/cpu-comparison.sh \
 #     > results.jsonl 2> results.err
 #   benchmarks/cpu-table.py results.jsonl results.err   # the table of docs/benchmarks.md
+# CELL=gru times GRUs instead (`--cell gru` of lstm-bench and of the peer script; Burn's
+# nn::Gru for burn-lstm).
 # ROUNDS=N repeats the whole sweep N times (the machine's speed drifts for minutes at a
 # time; the table then shows medians over the rounds).
 set -euo pipefail
@@ -25,7 +27,7 @@ for mode in infer train; do
   for shape in "1 100 128 1" "16 50 256 1" "64 100 512 1" "20 35 1500 2"; do
     set -- $shape
     iters=20; [ "$3" -ge 512 ] && iters=7
-    args="--device cpu --mode $mode --batch $1 --seq $2 --input $3 --hidden $3 --layers $4 --threads 2 --iters $iters"
+    args="--cell ${CELL:-lstm} --device cpu --mode $mode --batch $1 --seq $2 --input $3 --hidden $3 --layers $4 --threads 2 --iters $iters"
     /usr/bin/time -f '{"max_rss_kib":%M}' ./target/release/lstm-bench --impl lstm-cpu $args
     for impl in ${IMPLS:-fused-cpu portable burn-lstm}; do
       for backend in ${BACKENDS:-flex ndarray}; do

@@ -10,6 +10,9 @@ pub struct Args {
     /// Implementation to time, or `list`.
     #[arg(long = "impl")]
     pub implementation: String,
+    /// The recurrent cell (the peer script's `--cell`).
+    #[arg(long, default_value = "lstm")]
+    pub cell: Cell,
     /// Where it runs.
     #[arg(long, default_value = "cpu")]
     pub device: Device,
@@ -64,6 +67,25 @@ pub enum Device {
     Cpu,
     /// An NVIDIA GPU (builds with feature `cuda`).
     Cuda,
+}
+
+/// The cell of `--cell`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cell {
+    /// `CudnnCompatibleLstm`, Burn's `nn::Lstm`.
+    Lstm,
+    /// `CudnnCompatibleGru`, Burn's `nn::Gru`.
+    Gru,
+}
+
+impl Cell {
+    /// The kernel crate's cell.
+    pub fn kind(self) -> lstm_cpu::CellKind {
+        match self {
+            Cell::Lstm => lstm_cpu::CellKind::Lstm,
+            Cell::Gru => lstm_cpu::CellKind::Gru,
+        }
+    }
 }
 
 /// The Burn CPU backend of `--backend`.

@@ -1,14 +1,15 @@
 //! The implementations a run can time, each built into a closure doing one call.
 
 use burn::backend::{Autodiff, Flex, NdArray};
-use burn::nn::{BiLstm, BiLstmConfig, Lstm, LstmConfig};
+use burn::nn::{BiGru, BiGruConfig, BiLstm, BiLstmConfig, Gru, GruConfig, Lstm, LstmConfig};
 use burn::tensor::{
     Distribution, Tensor,
     backend::{AutodiffBackend, Backend},
 };
-use burn_lstm::{CudnnCompatibleLstmConfig, LstmBackend, LstmKernel};
+use burn_lstm::{LstmBackend, LstmKernel};
 
-use crate::args::{Args, CpuBackend, Device, Dtype, Mode};
+use crate::args::{Args, Cell, CpuBackend, Device, Dtype, Mode};
+use crate::model::Layer;
 
 /// Implementations built into this binary.
 #[cfg(not(feature = "cuda"))]
@@ -105,6 +106,9 @@ fn build_cuda(args: &Args) -> Result<Call, String> {
     // Timing the half path is how it gets verified: switched on for this run.
     burn_lstm::set_cudnn_half(true);
     match (args.implementation.as_str(), args.dtype) {
+        ("cudnn-raw", _) if args.cell == Cell::Gru => {
+            Err("--impl cudnn-raw: LSTM only (--cell lstm)".into())
+        }
         ("cudnn-raw", Dtype::F32) => crate::cudnn_raw::build(args),
         ("cudnn-raw", _) => Err("--impl cudnn-raw: f32 only".into()),
         (_, Dtype::F32) => cuda_impl::<Cuda<f32>>(args),
@@ -135,7 +139,10 @@ fn cuda_impl<B: LstmBackend + 'static>(args: &Args) -> Result<Call, String> {
 /// The CPU implementations, through Burn on backend `B` (`Flex` or `NdArray`).
 fn build_cpu<B: LstmBackend + 'static>(args: &Args) -> Result<Call, String> {
     if args.implementation == "burn-lstm" && (args.proj_size > 0 || args.row_lengths().is_some()) {
-        return Err("--impl burn-lstm: Burn's nn::Lstm has no projection and no lengths".into());
+        return Err(
+            "--impl burn-lstm: Burn's nn::Lstm and nn::Gru have no projection and no lengths"
+                .into(),
+        );
     }
     match args.implementation.as_str() {
         "portable" => ours::<B>(args, LstmKernel::Portable),
@@ -173,39 +180,26 @@ fn train_done<B: AutodiffBackend>(y: Tensor<B, 3>) {
     B::sync(&device).expect("device sync");
 }
 
-/// `CudnnCompatibleLstm` on `B` (on `Autodiff<B>` for `--mode train`) with `kernel`
-/// asked for (refused if another would run).
+/// `CudnnCompatibleLstm` or `CudnnCompatibleGru` (`--cell`) on `B` (on `Autodiff<B>` for
+/// `--mode train`) with `kernel` asked for (refused if another would run).
 fn ours<B: LstmBackend + 'static>(args: &Args, kernel: LstmKernel) -> Result<Call, String> {
     burn_lstm::set_cpu_threads(args.threads);
-    let device = Default::default();
-    let config = CudnnCompatibleLstmConfig::new(args.input, args.hidden)
-        .with_num_layers(args.layers)
-        .with_bidirectional(args.bidirectional)
-        .with_proj_size(args.proj_size);
     let lengths = args.row_lengths();
     match args.mode {
         Mode::Infer => {
-            let model = config.init::<B>(&device).with_kernel(Some(kernel));
-            check_kernel(model.kernel(&device, args.batch, args.seq), kernel)?;
+            let model = Layer::<B>::new(args, kernel)?;
+            check_kernel(model.kernel(args), kernel)?;
             let x = input::<B>(args);
             Ok(Box::new(move || {
-                let (y, _) = model
-                    .try_forward(x.clone(), None, lengths.as_deref())
-                    .expect("a valid call");
-                infer_done(y)
+                infer_done(model.forward(x.clone(), lengths.as_deref()))
             }))
         }
         Mode::Train => {
-            let model = config
-                .init::<Autodiff<B>>(&device)
-                .with_kernel(Some(kernel));
-            check_kernel(model.kernel(&device, args.batch, args.seq), kernel)?;
+            let model = Layer::<Autodiff<B>>::new(args, kernel)?;
+            check_kernel(model.kernel(args), kernel)?;
             let x = input::<Autodiff<B>>(args);
             Ok(Box::new(move || {
-                let (y, _) = model
-                    .try_forward(x.clone(), None, lengths.as_deref())
-                    .expect("a valid call");
-                train_done(y)
+                train_done(model.forward(x.clone(), lengths.as_deref()))
             }))
         }
     }
@@ -222,10 +216,13 @@ fn check_kernel(choice: burn_lstm::KernelChoice, kernel: LstmKernel) -> Result<(
 enum BurnLayer<B: Backend> {
     Uni(Box<Lstm<B>>),
     Bi(Box<BiLstm<B>>),
+    UniGru(Box<Gru<B>>),
+    BiGru(Box<BiGru<B>>),
 }
 
-/// Burn's `nn::Lstm` / `nn::BiLstm` stack on `B` (on `Autodiff<B>` for training).
-/// It has no projection and no lengths: those flags are refused in `build`.
+/// Burn's `nn::Lstm` / `nn::BiLstm` (or, `--cell gru`, `nn::Gru` / `nn::BiGru`) stack on
+/// `B` (on `Autodiff<B>` for training). It has no projection and no lengths: those flags
+/// are refused in `build`.
 fn burn_nn<B: Backend + 'static>(args: &Args) -> Call {
     match args.mode {
         Mode::Infer => {
@@ -249,14 +246,19 @@ fn burn_nn_forward<B: Backend + 'static>(args: &Args) -> impl Fn() -> Tensor<B, 
             } else {
                 dirs * args.hidden
             };
-            if args.bidirectional {
-                BurnLayer::Bi(Box::new(
+            match (args.cell, args.bidirectional) {
+                (Cell::Lstm, true) => BurnLayer::Bi(Box::new(
                     BiLstmConfig::new(d_input, args.hidden, true).init(&device),
-                ))
-            } else {
-                BurnLayer::Uni(Box::new(
+                )),
+                (Cell::Lstm, false) => BurnLayer::Uni(Box::new(
                     LstmConfig::new(d_input, args.hidden, true).init(&device),
-                ))
+                )),
+                (Cell::Gru, true) => BurnLayer::BiGru(Box::new(
+                    BiGruConfig::new(d_input, args.hidden, true).init(&device),
+                )),
+                (Cell::Gru, false) => BurnLayer::UniGru(Box::new(
+                    GruConfig::new(d_input, args.hidden, true).init(&device),
+                )),
             }
         })
         .collect();
@@ -267,6 +269,8 @@ fn burn_nn_forward<B: Backend + 'static>(args: &Args) -> impl Fn() -> Tensor<B, 
             h = match layer {
                 BurnLayer::Uni(l) => l.forward(h, None).0,
                 BurnLayer::Bi(l) => l.forward(h, None).0,
+                BurnLayer::UniGru(l) => l.forward(h, None),
+                BurnLayer::BiGru(l) => l.forward(h, None).0,
             };
         }
         h
@@ -280,7 +284,7 @@ fn burn_nn_forward<B: Backend + 'static>(args: &Args) -> impl Fn() -> Tensor<B, 
 /// (the gradient of `sum(y)`).
 fn kernel_alone(args: &Args, mode: Mode) -> Call {
     let arch = lstm_cpu::LstmArch {
-        cell: lstm_cpu::CellKind::Lstm,
+        cell: args.cell.kind(),
         input_size: args.input,
         hidden_size: args.hidden,
         proj_size: args.proj_size,
@@ -295,12 +299,12 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
     let input: Vec<f32> = (0..args.seq * args.batch * args.input)
         .map(|_| uniform(1.7))
         .collect();
-    // Zeros for h0 and c0 (and dh_n, dc_n): c is the longer state (h is projected).
+    // Zeros for h0 and c0 (and dh_n, dc_n); a GRU's c0 is empty.
     let (c_len, h_len) = (
-        arch.cells() * args.batch * args.hidden,
+        arch.cells() * args.batch * arch.cell_state_size(),
         arch.cells() * args.batch * arch.output_size(),
     );
-    let zeros = vec![0.0f32; c_len];
+    let zeros = vec![0.0f32; c_len.max(h_len)];
     let dy = vec![1.0f32; args.seq * args.batch * arch.dirs() * arch.output_size()];
     let lengths = args.row_lengths();
     let (seq_len, batch, threads) = (args.seq, args.batch, args.threads);

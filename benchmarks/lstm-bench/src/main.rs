@@ -3,7 +3,7 @@
 //! Runtime and Keras come from one run.
 //!
 //! ```text
-//! cargo run --release -p lstm-bench -- --impl portable --mode infer [--backend flex|ndarray] \
+//! cargo run --release -p lstm-bench -- --impl portable --mode infer [--cell lstm|gru] [--backend flex|ndarray] \
 //!     --batch 16 --seq 50 --input 256 --hidden 256 [--layers L] [--bidirectional] [--threads N] [--iters K]
 //! cargo run --release -p lstm-bench -- --impl list
 //! cargo run --release -p lstm-bench -- --help
@@ -13,6 +13,7 @@ mod args;
 #[cfg(feature = "cuda")]
 mod cudnn_raw;
 mod impls;
+mod model;
 
 use std::time::Instant;
 
@@ -20,13 +21,15 @@ use args::{Args, Mode};
 
 use clap::Parser;
 
-/// Floating-point operations of one call (same formula as the peer script).
+/// Floating-point operations of one call (same formula as the peer script: 2 per
+/// multiply-add of the gate products, 4 gates for an LSTM, 3 for a GRU).
 fn flops(a: &Args) -> f64 {
+    let per_gate_pair = 2.0 * a.cell.kind().gates() as f64;
     let dirs = if a.bidirectional { 2 } else { 1 };
     let mut input = a.input;
     let mut total = 0.0;
     for _ in 0..a.layers {
-        total += 8.0 * (a.seq * a.batch * a.hidden * (input + a.hidden) * dirs) as f64;
+        total += per_gate_pair * (a.seq * a.batch * a.hidden * (input + a.hidden) * dirs) as f64;
         input = a.hidden * dirs;
     }
     total * if a.mode == Mode::Train { 3.0 } else { 1.0 }
@@ -80,6 +83,7 @@ fn main() {
     let seconds = median_seconds(&mut *call, 3, args.iters);
     let line = serde_json::json!({
         "impl": args.implementation,
+        "cell": args.cell.kind().name(),
         "device": args.device.name(),
         "backend": impls::backend_name(&args),
         "mode": args.mode.name(),
