@@ -42,6 +42,7 @@ pub fn build(args: &Args) -> Result<Call, String> {
         MathMode::Fma
     };
     let config = RnnConfig {
+        cell: cudnn_rnn::RnnCell::Lstm,
         input_size: args.input,
         hidden_size: args.hidden,
         proj_size: 0,

@@ -663,3 +663,43 @@ fn cudnn_drops_with_rate_p_and_backpropagates_through_the_same_masks() {
         check_dropout_masks::<Autodiff<Cuda>>(LstmKernel::Cudnn, &CudaDevice::default(), 1e-4)
     });
 }
+
+/// Held by every test that depends on the process-wide switch of the cuDNN GRU path.
+static GRU: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A GRU on Cuda stays on the portable kernel until the unverified `CUDNN_GRU` path is
+/// switched on, and the choice says how (checked before any GPU is looked for).
+#[test]
+fn a_gru_on_cuda_names_the_switch() {
+    let _lock = GRU.lock().unwrap_or_else(|e| e.into_inner());
+    burn_lstm::set_cudnn_gru(false);
+    let mut gru = spec(&config(), 2, 3);
+    gru.arch.cell = burn_lstm::CellKind::Gru;
+    for choice in [
+        Cuda::lstm_kernel(&CudaDevice::default(), &gru),
+        PlainCuda::lstm_kernel(&CudaDevice::default(), &gru),
+        Autodiff::<Cuda>::lstm_kernel(&CudaDevice::default(), &gru),
+    ] {
+        assert_eq!(choice.kernel, LstmKernel::Portable, "{choice}");
+        let reason = choice.fallback_reason.expect("a fallback names its reason");
+        assert!(reason.contains("BURN_LSTM_CUDNN_GRU=1"), "{reason}");
+    }
+}
+
+/// The `CUDNN_GRU` path (`BURN_LSTM_CUDNN_GRU=1`, unverified until this passes on a
+/// GPU): every GRU golden case through cuDNN forward and backward on the fused and the
+/// plain Cuda backend. f32 bound as on the CPU kernels (`suite/gru_golden_f32.rs`).
+#[test]
+#[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
+fn gru_golden_cases_through_cudnn_when_switched_on() {
+    use common::gru_golden_check::run_all_gru;
+    assert!(gpu_usable(), "cuDNN does not run here");
+    let _lock = GRU.lock().unwrap_or_else(|e| e.into_inner());
+    burn_lstm::set_cudnn_gru(true);
+    with_math(CudnnMath::Fma, || {
+        run_all_gru::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, "f32", 3e-4);
+        run_all_gru::<Autodiff<PlainCuda>>("cuda-plain", LstmKernel::Cudnn, "f32", 3e-4);
+    });
+    burn_lstm::set_cudnn_gru(false);
+    assert_no_runtime_fallback();
+}

@@ -1,4 +1,4 @@
-//! What an LSTM layer stack is, in the terms cuDNN's RNN descriptor takes.
+//! What an LSTM or GRU layer stack is, in the terms cuDNN's RNN descriptor takes.
 
 use cudarc::cudnn::sys;
 
@@ -92,10 +92,40 @@ pub enum MathMode {
     Tf32,
 }
 
-/// The architecture of an LSTM layer stack (cuDNN `CUDNN_LSTM`, linear input,
-/// standard algorithm).
+/// The recurrent cell of a layer stack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RnnCell {
+    /// `CUDNN_LSTM`: gates i, f, g, o, a hidden and a cell state.
+    #[default]
+    Lstm,
+    /// `CUDNN_GRU`: gates r, z, n with the reset gate applied after the recurrent product
+    /// (PyTorch's `nn.GRU`); a hidden state only (`cx` / `cy` are not read or written).
+    Gru,
+}
+
+impl RnnCell {
+    /// Gate blocks per weight matrix: 4 or 3.
+    pub fn gates(self) -> usize {
+        match self {
+            Self::Lstm => 4,
+            Self::Gru => 3,
+        }
+    }
+
+    pub(crate) fn cudnn(self) -> sys::cudnnRNNMode_t {
+        match self {
+            Self::Lstm => sys::cudnnRNNMode_t::CUDNN_LSTM,
+            Self::Gru => sys::cudnnRNNMode_t::CUDNN_GRU,
+        }
+    }
+}
+
+/// The architecture of an LSTM or GRU layer stack (cuDNN `CUDNN_LSTM` / `CUDNN_GRU`,
+/// linear input, standard algorithm).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RnnConfig {
+    /// The cell.
+    pub cell: RnnCell,
     /// Features per input step.
     pub input_size: usize,
     /// Cell size `H`.
@@ -135,7 +165,7 @@ impl RnnConfig {
         self.num_layers * self.dirs()
     }
 
-    /// Checks what cuDNN requires of an LSTM, with named errors.
+    /// Checks what cuDNN requires of the layer stack, with named errors.
     pub fn validate(&self) -> Result<()> {
         for (argument, value) in [
             ("input_size", self.input_size),
@@ -145,6 +175,13 @@ impl RnnConfig {
             if value == 0 || value > i32::MAX as usize {
                 return Err(CudnnRnnError::invalid(argument, "1..=i32::MAX", value));
             }
+        }
+        if self.cell == RnnCell::Gru && self.proj_size != 0 {
+            return Err(CudnnRnnError::invalid(
+                "proj_size",
+                "0 for a GRU (cuDNN projects LSTMs only)",
+                self.proj_size,
+            ));
         }
         if self.proj_size >= self.hidden_size && self.proj_size != 0 {
             return Err(CudnnRnnError::invalid(
@@ -175,6 +212,7 @@ mod tests {
 
     fn config(data_type: DataType, math: MathMode) -> RnnConfig {
         RnnConfig {
+            cell: RnnCell::Lstm,
             input_size: 8,
             hidden_size: 16,
             proj_size: 0,
@@ -228,5 +266,25 @@ mod tests {
         for data_type in [DataType::F16, DataType::F32, DataType::F64] {
             assert!(data_type.check_supported_by(version(0)).is_ok());
         }
+    }
+
+    #[test]
+    fn a_gru_has_three_gates_and_no_projection() {
+        let gru = RnnConfig {
+            cell: RnnCell::Gru,
+            ..config(DataType::F32, MathMode::Fma)
+        };
+        assert_eq!(gru.cell.gates(), 3);
+        assert_eq!(gru.cell.cudnn(), sys::cudnnRNNMode_t::CUDNN_GRU);
+        assert!(gru.validate().is_ok());
+        let err = RnnConfig {
+            proj_size: 4,
+            ..gru
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("proj_size: expected 0 for a GRU"), "{err}");
+        assert!(err.contains("got 4"), "{err}");
     }
 }

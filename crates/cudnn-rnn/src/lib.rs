@@ -1,11 +1,13 @@
 #![warn(missing_docs)]
-//! A safe wrapper of cuDNN 9's RNN API (the v8 calls) for LSTMs, layered like cudarc:
+//! A safe wrapper of cuDNN 9's RNN API (the v8 calls) for LSTMs and GRUs, layered like
+//! cudarc:
 //! checked calls ([`CudnnRnnError`] names the call and the status), then RAII types.
 //!
 //! - [`check_cudnn`]: is libcudnn there, version >= 9, sub-libraries consistent.
 //! - [`CudnnHandle`]: a cuDNN handle bound to one stream.
 //! - [`DropoutState`]: the inter-layer dropout descriptor with its generator states.
-//! - [`Lstm`]: a configured LSTM ([`RnnConfig`]), its weight-space layout read from
+//! - [`Lstm`]: a configured LSTM or GRU ([`RnnConfig`], [`RnnCell`]; the type keeps the
+//!   name it had before the GRU), its weight-space layout read from
 //!   `cudnnGetRNNWeightParams` ([`WeightSpaceLayout`]), `forward` (inference or training
 //!   with a [`ReserveSpace`]) and `backward` (data, then weights).
 //! - [`SeqShape`]: sequence length, batch and right-padded row lengths (zero-length rows
@@ -26,7 +28,7 @@ mod shape;
 mod status;
 mod weights;
 
-pub use config::{DataType, MathMode, RnnConfig};
+pub use config::{DataType, MathMode, RnnCell, RnnConfig};
 pub use dropout::DropoutState;
 pub use error::{CudnnRnnError, Result};
 pub use handle::CudnnHandle;

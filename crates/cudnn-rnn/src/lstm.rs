@@ -1,5 +1,7 @@
-//! A configured cuDNN LSTM: forward for inference and for training (reserve space), then
-//! `cudnnRNNBackwardData_v8` and `cudnnRNNBackwardWeights_v8`.
+//! A configured cuDNN LSTM or GRU: forward for inference and for training (reserve
+//! space), then `cudnnRNNBackwardData_v8` and `cudnnRNNBackwardWeights_v8`. A GRU has no
+//! cell state: its `cx`, `cy`, `dcy` and `dcx` buffers are not checked and cuDNN gets
+//! null pointers for them (as PyTorch passes them).
 //!
 //! Tensors are given as raw device addresses ([`DeviceBuffer`]) because they belong to
 //! someone else's allocator (CubeCL's in burn-lstm); every size is checked against the
@@ -9,7 +11,7 @@
 use cudarc::cudnn::sys;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, result as driver};
 
-use crate::config::{DataType, RnnConfig};
+use crate::config::{DataType, RnnCell, RnnConfig};
 use crate::descriptor::{RnnDataDescriptor, RnnDescriptor, TensorDescriptor};
 use crate::dropout::DropoutState;
 use crate::error::{CudnnRnnError, Result};
@@ -22,6 +24,9 @@ use crate::weights::WeightSpaceLayout;
 /// (padded) data layouts.
 const PADDED_IO_ENABLED: u32 = 1;
 
+/// No buffer: cuDNN gets a null pointer (a GRU's cell state).
+const NULL_BUFFER: DeviceBuffer = DeviceBuffer { ptr: 0, bytes: 0 };
+
 /// A device allocation (or part of one) holding `bytes` bytes at address `ptr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceBuffer {
@@ -33,7 +38,8 @@ pub struct DeviceBuffer {
 
 /// The tensors of a forward call. Layouts: `x` `[T, B, input]` and `y`
 /// `[T, B, dirs * H_out]` sequence-major and right-padded; `hx`/`hy`
-/// `[layers * dirs, B, H_out]`; `cx`/`cy` `[layers * dirs, B, H]`; `weights` a weight
+/// `[layers * dirs, B, H_out]`; `cx`/`cy` `[layers * dirs, B, H]` (LSTM; ignored for a
+/// GRU); `weights` a weight
 /// space of [`Lstm::weight_space_bytes`] bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct ForwardBuffers {
@@ -179,6 +185,7 @@ impl Lstm {
         training: bool,
     ) -> Result<Option<ReserveSpace>> {
         let sizes = self.sizes(shape);
+        let buffers = &self.without_cell_state(*buffers);
         for (name, buffer, bytes) in [
             ("x", buffers.x, sizes.x),
             ("y", buffers.y, sizes.y),
@@ -188,7 +195,10 @@ impl Lstm {
             ("cy", buffers.cy, sizes.c),
             ("weights", buffers.weights, self.layout.bytes),
         ] {
-            check_buffer(name, buffer, bytes)?;
+            // A GRU's cell-state buffers: null, of 0 bytes, never passed on as memory.
+            if bytes > 0 || buffer != NULL_BUFFER {
+                check_buffer(name, buffer, bytes)?;
+            }
         }
         handle.bind_to_thread()?;
         let descs = self.call_descriptors(shape)?;
@@ -271,6 +281,7 @@ impl Lstm {
     ) -> Result<()> {
         let shape = reserve.shape.clone();
         let sizes = self.sizes(&shape);
+        let buffers = &self.without_cell_state_backward(*buffers);
         for (name, buffer, bytes) in [
             ("x", buffers.x, sizes.x),
             ("y", buffers.y, sizes.y),
@@ -285,7 +296,10 @@ impl Lstm {
             ("dcx", buffers.dcx, sizes.c),
             ("dweights", buffers.dweights, self.layout.bytes),
         ] {
-            check_buffer(name, buffer, bytes)?;
+            // A GRU's cell-state buffers: null, of 0 bytes, never passed on as memory.
+            if bytes > 0 || buffer != NULL_BUFFER {
+                check_buffer(name, buffer, bytes)?;
+            }
         }
         handle.bind_to_thread()?;
         let descs = self.call_descriptors(&shape)?;
@@ -374,7 +388,36 @@ impl Lstm {
             x: t * b * c.input_size * elem,
             y: t * b * c.dirs() * c.output_size() * elem,
             h: c.pseudo_layers() * b * c.output_size() * elem,
-            c: c.pseudo_layers() * b * c.hidden_size * elem,
+            c: match c.cell {
+                RnnCell::Lstm => c.pseudo_layers() * b * c.hidden_size * elem,
+                RnnCell::Gru => 0,
+            },
+        }
+    }
+
+    /// `buffers` with null cell-state buffers for a GRU (cuDNN neither reads nor writes
+    /// them; a null pointer is what it is documented to take there).
+    fn without_cell_state(&self, buffers: ForwardBuffers) -> ForwardBuffers {
+        match self.config.cell {
+            RnnCell::Lstm => buffers,
+            RnnCell::Gru => ForwardBuffers {
+                cx: NULL_BUFFER,
+                cy: NULL_BUFFER,
+                ..buffers
+            },
+        }
+    }
+
+    /// As [`Self::without_cell_state`] for a backward call.
+    fn without_cell_state_backward(&self, buffers: BackwardBuffers) -> BackwardBuffers {
+        match self.config.cell {
+            RnnCell::Lstm => buffers,
+            RnnCell::Gru => BackwardBuffers {
+                cx: NULL_BUFFER,
+                dcy: NULL_BUFFER,
+                dcx: NULL_BUFFER,
+                ..buffers
+            },
         }
     }
 
@@ -448,7 +491,7 @@ fn set_descriptor(desc: &RnnDescriptor, config: &RnnConfig, dropout: &DropoutSta
         sys::cudnnSetRNNDescriptor_v8(
             desc.raw(),
             sys::cudnnRNNAlgo_t::CUDNN_RNN_ALGO_STANDARD,
-            sys::cudnnRNNMode_t::CUDNN_LSTM,
+            config.cell.cudnn(),
             bias,
             direction,
             sys::cudnnRNNInputMode_t::CUDNN_LINEAR_INPUT,

@@ -11,8 +11,9 @@ use crate::error::{CudnnRnnError, Result};
 use crate::status::check;
 
 /// Which parameter of a (layer, direction) a region holds. cuDNN numbers them with
-/// `linLayerID`: 0–3 the input weights of gates i, f, g, o, 4–7 the recurrent weights,
-/// 8 the projection; each matrix's bias has the same id.
+/// `linLayerID`: for an LSTM 0–3 the input weights of gates i, f, g, o, 4–7 the
+/// recurrent weights, 8 the projection; for a GRU 0–2 the input weights of gates r, z, n
+/// and 3–5 the recurrent ones. Each matrix's bias has the same id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WeightKind {
     /// One gate's rows of `weight_ih`, `[H, in]`.
@@ -34,7 +35,7 @@ pub struct WeightRegion {
     pub pseudo_layer: usize,
     /// What it holds.
     pub kind: WeightKind,
-    /// Gate `0..4` (i, f, g, o); 0 for the projection.
+    /// Gate `0..4` (i, f, g, o) or `0..3` (r, z, n); 0 for the projection.
     pub gate: usize,
     /// Offset in elements from the start of the weight space.
     pub offset: usize,
@@ -68,7 +69,8 @@ impl WeightSpaceLayout {
         let elem = config.data_type.size();
         let matrix_desc = TensorDescriptor::new()?;
         let bias_desc = TensorDescriptor::new()?;
-        let lin_layers = if config.proj_size > 0 { 9 } else { 8 };
+        let gates = config.cell.gates() as i32;
+        let lin_layers = 2 * gates + i32::from(config.proj_size > 0);
         let mut regions = Vec::new();
         for pseudo_layer in 0..config.pseudo_layers() {
             for lin_layer in 0..lin_layers {
@@ -90,15 +92,13 @@ impl WeightSpaceLayout {
                     )
                 })?;
                 let (weight_kind, bias_kind, gate) = match lin_layer {
-                    0..4 => (
-                        WeightKind::InputWeight,
-                        WeightKind::InputBias,
-                        lin_layer as usize,
-                    ),
-                    4..8 => (
+                    id if id < gates => {
+                        (WeightKind::InputWeight, WeightKind::InputBias, id as usize)
+                    }
+                    id if id < 2 * gates => (
                         WeightKind::RecurrentWeight,
                         WeightKind::RecurrentBias,
-                        lin_layer as usize - 4,
+                        (id - gates) as usize,
                     ),
                     _ => (WeightKind::Projection, WeightKind::Projection, 0),
                 };

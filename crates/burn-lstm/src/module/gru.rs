@@ -23,8 +23,9 @@ use crate::op::spec::{CellKind, LstmArch, LstmSpec};
 /// with [`CudnnCompatibleGruConfig`](crate::CudnnCompatibleGruConfig).
 ///
 /// Flex and NdArray run it with the fused CPU kernel, every other backend with the
-/// portable kernel for now (cuDNN's GRU is not wired yet); the kernel-choice API
-/// ([`Self::kernel`]) says which. See docs/gru.md.
+/// portable kernel for now (cuDNN's GRU is off until verified on a GPU:
+/// `BURN_LSTM_CUDNN_GRU=1`); the kernel-choice API ([`Self::kernel`]) says which. See
+/// docs/gru.md.
 #[derive(Module, Debug)]
 pub struct CudnnCompatibleGru<B: Backend> {
     /// The layers, bottom first (each direction's `weight_hr` is always `None`).

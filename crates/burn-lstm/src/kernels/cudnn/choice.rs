@@ -7,7 +7,7 @@ use cubecl_cuda::{CudaDevice, CudaRuntime};
 use cudnn_rnn::{DataType, MathMode};
 
 use crate::kernels::cudnn::device::{device, rnn_config};
-use crate::kernels::cudnn::settings::{cudnn_empty_rows, cudnn_half};
+use crate::kernels::cudnn::settings::{cudnn_empty_rows, cudnn_gru, cudnn_half};
 use crate::op::choice::{KernelChoice, LstmKernel};
 use crate::op::spec::{CellKind, LstmSpec};
 
@@ -60,12 +60,13 @@ pub(crate) fn choice<R: 'static, D: 'static>(
         }
         None | Some(LstmKernel::Cudnn) => {}
     }
-    if spec.arch.cell != CellKind::Lstm {
-        return portable(format!(
-            "the cuDNN op runs LSTM cells; a {} runs the portable kernel (CUDNN_GRU is not \
-             wired yet, docs/gru.md)",
-            spec.arch.cell
-        ));
+    if spec.arch.cell == CellKind::Gru && !cudnn_gru() {
+        return portable(
+            "a gru runs the portable kernel on Cuda: the CUDNN_GRU path is not yet verified \
+             on a GPU (BURN_LSTM_CUDNN_GRU=1 or burn_lstm::set_cudnn_gru(true) turns it on; \
+             docs/gru.md)"
+                .into(),
+        );
     }
     let Some(data_type) = data_type(dtype) else {
         return portable(format!(

@@ -6,10 +6,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudnn_rnn::{CudnnHandle, CudnnRnnError, DataType, DropoutState, Lstm, MathMode, RnnConfig};
+use cudnn_rnn::{
+    CudnnHandle, CudnnRnnError, DataType, DropoutState, Lstm, MathMode, RnnCell, RnnConfig,
+};
 
 use crate::kernels::cudnn::weights::WeightPlan;
-use crate::op::spec::LstmArch;
+use crate::op::spec::{CellKind, LstmArch};
 
 /// The seed of the dropout generator when the call gives none.
 const DEFAULT_DROPOUT_SEED: u64 = 0x5eed_1057;
@@ -94,6 +96,10 @@ impl DeviceCudnn {
 /// The cuDNN description of `arch`.
 pub(crate) fn rnn_config(arch: &LstmArch, data_type: DataType, math: MathMode) -> RnnConfig {
     RnnConfig {
+        cell: match arch.cell {
+            CellKind::Lstm => RnnCell::Lstm,
+            CellKind::Gru => RnnCell::Gru,
+        },
         input_size: arch.input_size,
         hidden_size: arch.hidden_size,
         proj_size: arch.proj_size,

@@ -21,5 +21,6 @@ pub(crate) mod weights;
 pub use cudnn_rnn::MathMode as CudnnMath;
 pub use device::cudnn_runtime_errors;
 pub use settings::{
-    cudnn_empty_rows, cudnn_half, cudnn_math, set_cudnn_empty_rows, set_cudnn_half, set_cudnn_math,
+    cudnn_empty_rows, cudnn_gru, cudnn_half, cudnn_math, set_cudnn_empty_rows, set_cudnn_gru,
+    set_cudnn_half, set_cudnn_math,
 };

@@ -132,7 +132,7 @@ pub(crate) fn forward(
     let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
     let y = empty(&x, &[t, b, arch.dirs() * arch.output_size()]);
     let h_n = empty(&x, &[cells, b, arch.output_size()]);
-    let c_n = empty(&x, &[cells, b, arch.hidden_size]);
+    let c_n = empty(&x, &[cells, b, arch.cell_state_size()]);
     let probability = if spec.dropout_active() {
         spec.dropout as f32
     } else {
@@ -148,8 +148,15 @@ pub(crate) fn forward(
     let space = weight_space(plan, &weights);
     trace.mark("cuDNN state");
 
+    // A GRU's cell state is empty (`[cells, B, 0]`) and cudnn-rnn hands cuDNN null
+    // pointers for it: `x` stands in, so that no empty CubeCL buffer is asked for its address.
+    let [c_in, c_out] = if arch.cell_state_size() == 0 {
+        [&x, &x]
+    } else {
+        [&c0, &c_n]
+    };
     let (pinned, [x_at, y_at, hx_at, cx_at, hy_at, cy_at, space_at, canonical]) =
-        Pinned::addresses([&x, &y, &h0, &c0, &h_n, &c_n, &space, &weights])?;
+        Pinned::addresses([&x, &y, &h0, c_in, &h_n, c_out, &space, &weights])?;
     let buffers = ForwardBuffers {
         x: x_at,
         y: y_at,
@@ -260,9 +267,17 @@ pub(crate) fn backward(
             dspace_at,
             canonical_grad,
         ],
-    ) = Pinned::addresses([
-        &x, &y, &h0, &c0, &space, &dy, &dh_n, &dc_n, &dx, &dh0, &dc0, &dspace, &dweights,
-    ])?;
+    ) = {
+        // As in `forward`: a GRU's empty cell-state tensors are never asked for addresses.
+        let [c0, dc_n, dc0] = if spec.arch.cell_state_size() == 0 {
+            [&x, &x, &x]
+        } else {
+            [&c0, &dc_n, &dc0]
+        };
+        Pinned::addresses([
+            &x, &y, &h0, c0, &space, &dy, &dh_n, dc_n, &dx, &dh0, dc0, &dspace, &dweights,
+        ])?
+    };
     let buffers = BackwardBuffers {
         x: x_at,
         y: y_at,

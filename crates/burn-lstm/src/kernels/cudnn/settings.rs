@@ -82,6 +82,23 @@ pub fn set_cudnn_empty_rows(enabled: bool) {
     EMPTY_ROWS.set(enabled);
 }
 
+static GRU: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_GRU");
+
+/// Whether a GRU (`CudnnCompatibleGru`) runs on cuDNN (`CUDNN_GRU`) on the Cuda backend.
+/// Off by default: that path has not yet run on a GPU, so a GRU there runs the verified
+/// portable kernel instead, and [`KernelChoice`](crate::KernelChoice) says why. The
+/// environment variable `BURN_LSTM_CUDNN_GRU=1` turns it on until [`set_cudnn_gru`] is
+/// called (docs/gru.md).
+pub fn cudnn_gru() -> bool {
+    GRU.get()
+}
+
+/// Turns the cuDNN path for GRUs on or off for calls that start after this one (see
+/// [`cudnn_gru`]).
+pub fn set_cudnn_gru(enabled: bool) {
+    GRU.set(enabled);
+}
+
 static HALF: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_HALF");
 
 /// Whether f16 and bf16 models (`Cuda<f16>`, `Cuda<bf16>`) run on cuDNN (half data,

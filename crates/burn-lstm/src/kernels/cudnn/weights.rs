@@ -51,7 +51,7 @@ impl WeightPlan {
             let per_gate = if region.kind == WeightKind::Projection {
                 range.len()
             } else {
-                range.len() / 4
+                range.len() / arch.cell.gates()
             };
             if per_gate != region.len || rows == 0 {
                 return Err(format!(
@@ -167,5 +167,31 @@ mod tests {
         };
         let err = WeightPlan::new(&arch(), &layout, 4).unwrap_err();
         assert!(err.contains("has 5 elements, the canonical one 6"), "{err}");
+    }
+
+    /// A GRU's three gate blocks (r, z, n) in cuDNN's reported order map onto the
+    /// canonical buffer with the GRU's per-gate sizes; the old 4-gate split would make
+    /// every region the wrong size.
+    #[test]
+    fn a_gru_maps_three_gate_blocks() {
+        let gru = LstmArch {
+            cell: crate::op::spec::CellKind::Gru,
+            ..arch()
+        };
+        // W_ih 3x(2x3), W_hh 3x(2x2), b_ih 3x2, b_hh 3x2 = 18 + 12 + 6 + 6 = 42.
+        let mut regions = Vec::new();
+        for g in 0..3 {
+            regions.push(region(WeightKind::InputWeight, g, g * 6, 6));
+            regions.push(region(WeightKind::RecurrentWeight, g, 18 + g * 4, 4));
+            regions.push(region(WeightKind::InputBias, g, 30 + g * 2, 2));
+            regions.push(region(WeightKind::RecurrentBias, g, 36 + g * 2, 2));
+        }
+        let layout = WeightSpaceLayout {
+            bytes: 42 * 4,
+            regions,
+        };
+        let plan = WeightPlan::new(&gru, &layout, 4).unwrap();
+        assert!(plan.identity, "{:?}", plan.to_cudnn);
+        assert_eq!(plan.to_cudnn.covered(), gru.weight_count());
     }
 }
