@@ -11,7 +11,9 @@
 #   bash .device/gpu-run.sh example  the train example on CUDA (cuDNN, a fallback panics),
 #                                    then the infer example on CPU from its checkpoint
 #   bash .device/gpu-run.sh all      tests and bench
-# Knobs (environment): SHAPES ("B T H L;…"), MODES, ITERS, IMPLS, TF32_IMPLS (may be
+# Knobs (environment): CELL (lstm, or gru: lstm-bench switches the unverified CUDNN_GRU
+# path on; IMPLS="cudnn portable burn-lstm" then, cudnn-raw is LSTM only),
+# SHAPES ("B T H L;…"), MODES, ITERS, IMPLS, TF32_IMPLS (may be
 # empty), TORCH=0 (no PyTorch peer), SKIP (a test name filter), TEST_TIMEOUT,
 # BENCH_TIMEOUT.
 # Lines go to stdout and to $OUT/gpu-results.txt.
@@ -96,7 +98,7 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
   for mode in ${MODES:-infer train}; do
     for shape in "${shapes[@]}"; do
       read -r b t h l <<<"$shape"
-      flags=(--device cuda --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --iters "${ITERS:-20}")
+      flags=(--cell "${CELL:-lstm}" --device cuda --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --iters "${ITERS:-20}")
       for impl in ${IMPLS:-cudnn-raw cudnn portable burn-lstm}; do
         echo "fp32 $(LSTM_BENCH_TF32=0 timeout "${BENCH_TIMEOUT:-120}" "$kit/bin/lstm-bench" --impl "$impl" "${flags[@]}" 2>&1 | tail -1)" | log
       done
