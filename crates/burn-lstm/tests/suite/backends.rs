@@ -2,7 +2,8 @@
 //! `Autodiff<Flex>` loads on Flex and on NdArray with identical outputs (both run the
 //! fused CPU kernel, so identical means bit for bit), and Burn's `Dispatch` backend
 //! (feature `dispatch`) trains on its Flex device and serves the same checkpoint as
-//! Flex does. The GPU leg (trained on `Autodiff<Cuda>`) is in `tests/cudnn.rs`.
+//! Flex does, for an LSTM and a GRU. The GPU leg (trained on `Autodiff<Cuda>`) is in
+//! `tests/cudnn.rs`.
 
 use crate::common;
 
@@ -203,5 +204,51 @@ mod dispatch {
             let err = common::rel_err(d, r);
             assert!(err < 1e-5, "{which}: {err:e} from the trained model");
         }
+    }
+
+    /// A GRU on Dispatch: its autodiff Flex device trains it with the portable kernel
+    /// (a gradient reaches every parameter), its plain Flex device serves a checkpoint
+    /// with the fused CPU kernel, with Flex's outputs bit for bit.
+    #[test]
+    fn a_gru_on_dispatch_trains_and_serves_like_flex() {
+        use burn_lstm::{CudnnCompatibleGru, CudnnCompatibleGruConfig};
+        let config = CudnnCompatibleGruConfig::new(4, 6)
+            .with_num_layers(2)
+            .with_bidirectional(true);
+        let training = DispatchDevice::autodiff(FlexDevice);
+        let serving = DispatchDevice::Flex(FlexDevice);
+        let model = config.init::<Dispatch>(&training);
+        assert_eq!(model.kernel(&training, 3, 5).kernel, LstmKernel::Portable);
+        let (y, _) = model.forward(tensor::<Dispatch>(SHAPE, 1, &training).require_grad(), None);
+        let grads = y.sum().backward();
+        for direction in model.directions() {
+            let grad = direction.weight_hh.grad(&grads).expect("a gradient");
+            assert!(to_f64(grad).iter().any(|g| *g != 0.0));
+        }
+        let path = temp_path("gru-from-dispatch");
+        let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+        model.save_file(&path, &recorder).unwrap();
+        let file = path.with_extension("mpk");
+        let on_dispatch = config
+            .load_checkpoint::<Dispatch, _>(&file, &recorder, &serving)
+            .unwrap();
+        assert_eq!(
+            on_dispatch.kernel(&serving, 3, 5).kernel,
+            LstmKernel::FusedCpu
+        );
+        let on_flex = config
+            .load_checkpoint::<Flex, _>(&file, &recorder, &Default::default())
+            .unwrap();
+        fn outputs<B: LstmBackend>(
+            model: &CudnnCompatibleGru<B>,
+            device: &B::Device,
+        ) -> [Vec<f64>; 2] {
+            let (y, state) = model.forward(tensor::<B>(SHAPE, 3, device), None);
+            [to_f64(y), to_f64(state.hidden)]
+        }
+        let dispatch = outputs(&on_dispatch, &serving);
+        let flex = outputs(&on_flex, &Default::default());
+        assert!(dispatch[0].iter().any(|v| *v != 0.0));
+        assert_eq!(dispatch, flex, "Dispatch (Flex device) and Flex differ");
     }
 }
