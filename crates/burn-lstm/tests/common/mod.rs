@@ -304,3 +304,27 @@ pub fn assert_all(results: Vec<Result<(), String>>) {
         failures.join("\n")
     );
 }
+
+/// Asserts that `result` is `LstmError::InvalidArgument` for `argument` whose expected and
+/// actual values mention every one of `fragments`.
+pub fn expect_invalid(
+    result: Result<impl Sized, burn_lstm::LstmError>,
+    argument: &str,
+    fragments: &[&str],
+) {
+    match result {
+        Err(burn_lstm::LstmError::InvalidArgument {
+            argument: a,
+            expected,
+            actual,
+        }) => {
+            assert_eq!(a, argument);
+            let text = format!("{expected} | {actual}");
+            for f in fragments {
+                assert!(text.contains(f), "`{text}` lacks `{f}`");
+            }
+        }
+        Err(other) => panic!("expected InvalidArgument for {argument}, got {other}"),
+        Ok(_) => panic!("expected an error for {argument}"),
+    }
+}

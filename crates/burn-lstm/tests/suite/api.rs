@@ -12,7 +12,7 @@ use burn_lstm::{
     CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmBackend, LstmError, LstmKernel, LstmState,
     NanPolicy,
 };
-use common::{rel_err, to_f64};
+use common::{expect_invalid, rel_err, to_f64};
 
 type B = NdArray<f32>;
 type AD = Autodiff<B>;
@@ -215,24 +215,6 @@ fn burn_nn_lstm_converts_with_identical_outputs() {
     let grads = ours.forward(x, None).0.sum().backward();
     let first = ours.directions().next().unwrap();
     assert!(first.weight_ih.grad(&grads).is_some());
-}
-
-fn expect_invalid(result: Result<impl Sized, LstmError>, argument: &str, fragments: &[&str]) {
-    match result {
-        Err(LstmError::InvalidArgument {
-            argument: a,
-            expected,
-            actual,
-        }) => {
-            assert_eq!(a, argument);
-            let text = format!("{expected} | {actual}");
-            for f in fragments {
-                assert!(text.contains(f), "`{text}` lacks `{f}`");
-            }
-        }
-        Err(other) => panic!("expected InvalidArgument for {argument}, got {other}"),
-        Ok(_) => panic!("expected an error for {argument}"),
-    }
 }
 
 #[test]
