@@ -30,7 +30,13 @@ def main():
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
     cells = {}
-    for d in runs(*sys.argv[1:]):
+    measured = runs(*sys.argv[1:])
+    # lstm-bench and the peer script name the cell (`--cell`); older lines are LSTMs.
+    kinds = {d.get("cell", "lstm") for d in measured}
+    if len(kinds) > 1:
+        sys.exit(f"one cell per table, these results hold {sorted(kinds)}")
+    burn_nn = "nn::Gru" if kinds == {"gru"} else "nn::Lstm"
+    for d in measured:
         key = (d["batch"], d["seq"], d["hidden"], d["layers"], d["mode"])
         # Implementations through Burn are named with their backend: `fused-cpu@flex`.
         name = d["impl"] + ("@" + d["backend"] if d.get("backend") in ("flex", "ndarray") else "")
@@ -48,7 +54,7 @@ def main():
 
     print("| (B, T, I=H, layers) | mode | fused Flex ms | fused NdArray ms | Flex vs NdArray "
           "| lstm-cpu ms (GFLOP/s) | torch ms | ORT ms | fused Flex vs best peer "
-          "| portable Flex / NdArray ms | nn::Lstm Flex / NdArray ms "
+          f"| portable Flex / NdArray ms | {burn_nn} Flex / NdArray ms "
           "| peak RSS fused Flex / NdArray / torch / ORT MiB |")
     print("| --- " * 12 + "|")
     for key in sorted(cells, key=lambda k: (k[4] != "infer", k[2], k[0])):
