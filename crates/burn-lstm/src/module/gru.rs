@@ -8,11 +8,11 @@ use burn::tensor::{Tensor, backend::Backend};
 
 use crate::error::LstmError;
 use crate::module::checkpoint::save_pytorch;
+use crate::module::layer_call::{checked_shape, run_in_layout};
 use crate::module::shapes::validate_layers;
 use crate::module::state::GruState;
 use crate::module::validate;
 use crate::module::weights::{LstmDirectionWeights, LstmLayer, directions, flat_parameters};
-use crate::op::call::lstm;
 use crate::op::choice::{KernelChoice, LstmKernel};
 use crate::op::contract::LstmBackend;
 use crate::op::spec::{CellKind, LstmArch, LstmSpec};
@@ -165,10 +165,7 @@ impl<B: LstmBackend> CudnnCompatibleGru<B> {
     ) -> Result<(Tensor<B, 3>, GruState<B>), LstmError> {
         let arch = self.arch();
         let device = input.device();
-        let [batch, seq_len] = validate::input(&input, &arch, self.batch_first)?;
-        if let Some(lengths) = lengths {
-            validate::lengths(lengths, batch, seq_len)?;
-        }
+        let [batch, seq_len] = checked_shape(&input, &arch, self.batch_first, lengths)?;
         self.validate()?;
         let shape = [arch.cells(), batch, arch.hidden_size];
         let place = (&device, input.dtype());
@@ -183,20 +180,16 @@ impl<B: LstmBackend> CudnnCompatibleGru<B> {
             validate::finite("input", &input)?;
             validate::finite("state.hidden", &h0)?;
         }
-        let seq_major = if self.batch_first {
-            input.swap_dims(0, 1)
-        } else {
-            input
-        };
         // A GRU has no cell state: the op's `c0` and `c_n` are empty.
         let c0 = Tensor::zeros([arch.cells(), batch, 0], place);
         let spec = self.spec(batch, seq_len, lengths, &device);
-        let (y, h_n, _) = lstm(seq_major, self.flat_weights(), h0, c0, &spec);
-        let y = if self.batch_first {
-            y.swap_dims(0, 1)
-        } else {
-            y
-        };
+        let (y, h_n, _) = run_in_layout(
+            input,
+            self.batch_first,
+            self.flat_weights(),
+            [h0, c0],
+            &spec,
+        );
         Ok((y, GruState::new(h_n)))
     }
 }

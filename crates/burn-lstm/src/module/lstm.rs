@@ -5,11 +5,11 @@ use burn::module::Module;
 use burn::tensor::{Tensor, backend::Backend};
 
 use crate::error::LstmError;
+use crate::module::layer_call::{checked_shape, run_in_layout};
 use crate::module::shapes::validate_layers;
 use crate::module::state::LstmState;
 use crate::module::validate;
 use crate::module::weights::{LstmDirectionWeights, LstmLayer, directions, flat_parameters};
-use crate::op::call::lstm;
 use crate::op::choice::{KernelChoice, LstmKernel};
 use crate::op::contract::LstmBackend;
 use crate::op::spec::{CellKind, LstmArch, LstmSpec};
@@ -175,10 +175,7 @@ impl<B: LstmBackend> CudnnCompatibleLstm<B> {
     ) -> Result<(Tensor<B, 3>, LstmState<B>), LstmError> {
         let arch = self.arch();
         let device = input.device();
-        let [batch, seq_len] = validate::input(&input, &arch, self.batch_first)?;
-        if let Some(lengths) = lengths {
-            validate::lengths(lengths, batch, seq_len)?;
-        }
+        let [batch, seq_len] = checked_shape(&input, &arch, self.batch_first, lengths)?;
         self.validate()?;
         let (h0, c0) = match state {
             Some(state) => {
@@ -198,18 +195,14 @@ impl<B: LstmBackend> CudnnCompatibleLstm<B> {
             validate::finite("state.hidden", &h0)?;
             validate::finite("state.cell", &c0)?;
         }
-        let seq_major = if self.batch_first {
-            input.swap_dims(0, 1)
-        } else {
-            input
-        };
         let spec = self.spec(batch, seq_len, lengths, &device);
-        let (y, h_n, c_n) = lstm(seq_major, self.flat_weights(), h0, c0, &spec);
-        let y = if self.batch_first {
-            y.swap_dims(0, 1)
-        } else {
-            y
-        };
+        let (y, h_n, c_n) = run_in_layout(
+            input,
+            self.batch_first,
+            self.flat_weights(),
+            [h0, c0],
+            &spec,
+        );
         Ok((y, LstmState::new(h_n, c_n)))
     }
 }

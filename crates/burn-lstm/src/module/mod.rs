@@ -8,6 +8,7 @@ pub(crate) mod config;
 pub(crate) mod convert;
 pub(crate) mod gru;
 pub(crate) mod gru_config;
+pub(crate) mod layer_call;
 pub(crate) mod lstm;
 pub(crate) mod record_guard;
 pub(crate) mod shapes;
