@@ -21,7 +21,7 @@ use burn::tensor::{Tensor, backend::Backend};
 use super::residuals::CellResiduals;
 use super::stack::{CellGrads, backprop_layers};
 use super::steps::{index_leading, stack_steps, time_index};
-use super::weights::{CellWeights, GateAffine, step_masks};
+use super::weights::{CellMatrices, GateAffine, step_masks};
 use crate::op::io::{LstmGrads, LstmOutputGrads, LstmSaved};
 use crate::op::tensor::tensor;
 
@@ -42,7 +42,7 @@ pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B
     let dc_n = tensor::<B, 3>(grads.dc_n);
     backprop_layers(saved, grads.dy, |input, residuals, layer, direction, dy| {
         let cell = layer * arch.dirs() + direction;
-        let weights = CellWeights::new(&w, arch, &arch.direction_layout(layer, direction), &affine);
+        let weights = CellMatrices::new(&w, arch, &arch.direction_layout(layer, direction));
         let carried = (index_leading(&dh_n, cell), index_leading(&dc_n, cell));
         backward_direction(
             input,
@@ -61,7 +61,7 @@ pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B
 fn backward_direction<B: Backend>(
     input: &Tensor<B, 3>,
     res: CellResiduals<B>,
-    weights: &CellWeights<B>,
+    weights: &CellMatrices<B>,
     (affine, affine_slope): (&GateAffine<B>, &Tensor<B, 2>),
     dy: Tensor<B, 3>,
     (mut dh, mut dc): (Tensor<B, 2>, Tensor<B, 2>),
@@ -143,7 +143,7 @@ fn backward_direction<B: Backend>(
         .matmul(weights.weight_ih.clone())
         .reshape([seq_len, batch, input_size]);
     let mut flat = vec![d_weight_ih.reshape([-1]), d_weight_hh.reshape([-1])];
-    if weights.bias_scaled.is_some() {
+    if weights.bias {
         let d_bias = dz.sum_dim(0).reshape([gates]);
         flat.push(d_bias.clone());
         flat.push(d_bias);

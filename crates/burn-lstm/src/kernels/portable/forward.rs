@@ -88,7 +88,7 @@ fn run_direction<B: Backend>(
             saved.cell[t] = Some(new_cell.clone());
             saved.cell_prev[t] = Some(cell.clone());
             saved.hidden_prev[t] = Some(hidden.clone());
-            if weights.weight_hr.is_some() {
+            if weights.stored.weight_hr.is_some() {
                 saved.unprojected[t] = Some(unprojected);
             }
         }
@@ -117,6 +117,7 @@ fn run_direction<B: Backend>(
             cell_prev: stack_steps(s.cell_prev),
             hidden_prev: stack_steps(s.hidden_prev),
             unprojected: weights
+                .stored
                 .weight_hr
                 .as_ref()
                 .map(|_| stack_steps(s.unprojected)),

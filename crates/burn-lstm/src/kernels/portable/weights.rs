@@ -32,20 +32,43 @@ impl<B: Backend> GateAffine<B> {
     }
 }
 
-/// One cell's weights. `*_scaled` have the gate rows multiplied by [`GateAffine::scale`].
-pub(crate) struct CellWeights<B: Backend> {
-    /// `W_ih`, `[4H, in]` (unscaled, for the input gradient).
+/// One cell's weights as they are stored: what the backward multiplies by.
+pub(crate) struct CellMatrices<B: Backend> {
+    /// `W_ih`, `[4H, in]` (for the input gradient).
     pub weight_ih: Tensor<B, 2>,
-    /// `W_hh`, `[4H, H_out]` (unscaled, for the state gradient).
+    /// `W_hh`, `[4H, H_out]` (for the state gradient).
     pub weight_hh: Tensor<B, 2>,
+    /// `W_hr`, `[H_out, H]`.
+    pub weight_hr: Option<Tensor<B, 2>>,
+    /// Whether the cell has biases.
+    pub bias: bool,
+}
+
+impl<B: Backend> CellMatrices<B> {
+    pub fn new(flat: &Tensor<B, 1>, arch: &LstmArch, layout: &DirectionLayout) -> Self {
+        Self {
+            weight_ih: matrix(flat, layout.weight_ih.clone(), layout.input_size),
+            weight_hh: matrix(flat, layout.weight_hh.clone(), arch.output_size()),
+            weight_hr: layout
+                .weight_hr
+                .clone()
+                .map(|range| matrix(flat, range, arch.hidden_size)),
+            bias: layout.bias_ih.is_some(),
+        }
+    }
+}
+
+/// One cell's weights for the forward: the stored ones, and the products' operands laid
+/// out once per call. `*_scaled` have the gate rows multiplied by [`GateAffine::scale`].
+pub(crate) struct CellWeights<B: Backend> {
+    /// As stored.
+    pub stored: CellMatrices<B>,
     /// `(s ⊙ W_ih)ᵀ`, `[in, 4H]`.
     pub weight_ih_scaled_t: Tensor<B, 2>,
     /// `(s ⊙ W_hh)ᵀ`, `[H_out, 4H]`.
     pub weight_hh_scaled_t: Tensor<B, 2>,
     /// `s ⊙ (b_ih + b_hh)`, `[1, 4H]`.
     pub bias_scaled: Option<Tensor<B, 2>>,
-    /// `W_hr`, `[H_out, H]`.
-    pub weight_hr: Option<Tensor<B, 2>>,
     /// `W_hrᵀ`, `[H, H_out]`.
     pub weight_hr_t: Option<Tensor<B, 2>>,
 }
@@ -74,8 +97,7 @@ impl<B: Backend> CellWeights<B> {
         layout: &DirectionLayout,
         affine: &GateAffine<B>,
     ) -> Self {
-        let weight_ih = matrix(flat, layout.weight_ih.clone(), layout.input_size);
-        let weight_hh = matrix(flat, layout.weight_hh.clone(), arch.output_size());
+        let stored = CellMatrices::new(flat, arch, layout);
         let scale_rows = affine.scale.clone().transpose(); // [4H, 1]
         let bias_scaled = match (&layout.bias_ih, &layout.bias_hh) {
             (Some(ih), Some(hh)) => {
@@ -84,18 +106,14 @@ impl<B: Backend> CellWeights<B> {
             }
             _ => None,
         };
-        let weight_hr = layout
-            .weight_hr
-            .clone()
-            .map(|range| matrix(flat, range, arch.hidden_size));
         Self {
-            weight_ih_scaled_t: row_major((weight_ih.clone() * scale_rows.clone()).transpose()),
-            weight_hh_scaled_t: row_major((weight_hh.clone() * scale_rows).transpose()),
-            weight_hr_t: weight_hr.clone().map(|w| row_major(w.transpose())),
-            weight_ih,
-            weight_hh,
+            weight_ih_scaled_t: row_major(
+                (stored.weight_ih.clone() * scale_rows.clone()).transpose(),
+            ),
+            weight_hh_scaled_t: row_major((stored.weight_hh.clone() * scale_rows).transpose()),
+            weight_hr_t: stored.weight_hr.clone().map(|w| row_major(w.transpose())),
             bias_scaled,
-            weight_hr,
+            stored,
         }
     }
 }
