@@ -6,7 +6,7 @@ use burn::tensor::backend::Backend;
 
 use crate::error::LstmError;
 use crate::module::lstm::CudnnCompatibleLstm;
-use crate::module::weights::{LstmDirectionWeights, LstmLayer};
+use crate::module::weights::init_layers;
 use crate::op::spec::{CellKind, LstmArch};
 
 /// What to do with NaN or infinite values in the input and the initial state.
@@ -121,41 +121,7 @@ impl CudnnCompatibleLstmConfig {
         device: &B::Device,
     ) -> Result<CudnnCompatibleLstm<B>, LstmError> {
         self.validate()?;
-        let arch = self.arch();
-        let bound = 1.0 / (self.hidden_size as f64).sqrt();
-        let initializer = self.initializer.clone().unwrap_or(Initializer::Uniform {
-            min: -bound,
-            max: bound,
-        });
-        let h4 = 4 * arch.hidden_size;
-        let out = arch.output_size();
-        let direction = |layer: usize| {
-            let input = arch.layer_input_size(layer);
-            LstmDirectionWeights {
-                weight_ih: initializer.init_with([h4, input], Some(input), Some(h4), device),
-                weight_hh: initializer.init_with([h4, out], Some(out), Some(h4), device),
-                bias_ih: arch
-                    .bias
-                    .then(|| initializer.init_with([h4], Some(input), Some(h4), device)),
-                bias_hh: arch
-                    .bias
-                    .then(|| initializer.init_with([h4], Some(out), Some(h4), device)),
-                weight_hr: (arch.proj_size > 0).then(|| {
-                    initializer.init_with(
-                        [out, arch.hidden_size],
-                        Some(arch.hidden_size),
-                        Some(out),
-                        device,
-                    )
-                }),
-            }
-        };
-        let layers = (0..arch.num_layers)
-            .map(|layer| LstmLayer {
-                forward: direction(layer),
-                reverse: arch.bidirectional.then(|| direction(layer)),
-            })
-            .collect();
+        let layers = init_layers(&self.arch(), self.initializer.clone(), device);
         Ok(CudnnCompatibleLstm {
             layers,
             input_size: self.input_size,

@@ -12,7 +12,7 @@ use crate::error::LstmError;
 use crate::module::checkpoint::{PytorchParameters, load_checked};
 use crate::module::config::{NanPolicy, validate_stack};
 use crate::module::gru::CudnnCompatibleGru;
-use crate::module::weights::{LstmDirectionWeights, LstmLayer};
+use crate::module::weights::init_layers;
 use crate::op::spec::{CellKind, LstmArch};
 
 /// Configuration of a [`CudnnCompatibleGru`]. Field names follow PyTorch's `nn.GRU`;
@@ -77,33 +77,7 @@ impl CudnnCompatibleGruConfig {
         device: &B::Device,
     ) -> Result<CudnnCompatibleGru<B>, LstmError> {
         self.validate()?;
-        let arch = self.arch();
-        let bound = 1.0 / (self.hidden_size as f64).sqrt();
-        let initializer = self.initializer.clone().unwrap_or(Initializer::Uniform {
-            min: -bound,
-            max: bound,
-        });
-        let (rows, h) = (arch.gate_rows(), arch.hidden_size);
-        let direction = |layer: usize| {
-            let input = arch.layer_input_size(layer);
-            LstmDirectionWeights {
-                weight_ih: initializer.init_with([rows, input], Some(input), Some(rows), device),
-                weight_hh: initializer.init_with([rows, h], Some(h), Some(rows), device),
-                bias_ih: arch
-                    .bias
-                    .then(|| initializer.init_with([rows], Some(input), Some(rows), device)),
-                bias_hh: arch
-                    .bias
-                    .then(|| initializer.init_with([rows], Some(h), Some(rows), device)),
-                weight_hr: None,
-            }
-        };
-        let layers = (0..arch.num_layers)
-            .map(|layer| LstmLayer {
-                forward: direction(layer),
-                reverse: arch.bidirectional.then(|| direction(layer)),
-            })
-            .collect();
+        let layers = init_layers(&self.arch(), self.initializer.clone(), device);
         Ok(CudnnCompatibleGru {
             layers,
             input_size: self.input_size,

@@ -2,10 +2,11 @@
 //! direction, each in PyTorch's and cuDNN's canonical layout. The LSTM and the GRU
 //! share these types (a GRU has three gate blocks and no `weight_hr`).
 
-use burn::module::{Module, Param};
+use burn::module::{Initializer, Module, Param};
 use burn::tensor::{Tensor, backend::Backend};
 
 use crate::op::contract::LstmBackend;
+use crate::op::spec::LstmArch;
 use crate::op::tensor::{primitive, tensor};
 
 /// Parameters of one direction of one layer. Gate blocks along the rows: (i, f, g, o)
@@ -55,4 +56,41 @@ pub(crate) fn flat_parameters<B: LstmBackend>(layers: &[LstmLayer<B>]) -> Tensor
         parts.extend(cell.weight_hr.as_ref().map(|w| primitive(w.val())));
     }
     tensor(B::lstm_flat_weights(parts))
+}
+
+/// Fresh parameters of `arch`, drawn from `initializer` (`None`: PyTorch's
+/// `U(-1/√H, 1/√H)`), each direction's tensors in canonical order, forward before
+/// reverse. Fan-in and fan-out are the PyTorch ones, for initializers that use them.
+pub(crate) fn init_layers<B: Backend>(
+    arch: &LstmArch,
+    initializer: Option<Initializer>,
+    device: &B::Device,
+) -> Vec<LstmLayer<B>> {
+    let bound = 1.0 / (arch.hidden_size as f64).sqrt();
+    let initializer = initializer.unwrap_or(Initializer::Uniform {
+        min: -bound,
+        max: bound,
+    });
+    let (rows, h, out) = (arch.gate_rows(), arch.hidden_size, arch.output_size());
+    let direction = |layer: usize| {
+        let input = arch.layer_input_size(layer);
+        LstmDirectionWeights {
+            weight_ih: initializer.init_with([rows, input], Some(input), Some(rows), device),
+            weight_hh: initializer.init_with([rows, out], Some(out), Some(rows), device),
+            bias_ih: arch
+                .bias
+                .then(|| initializer.init_with([rows], Some(input), Some(rows), device)),
+            bias_hh: arch
+                .bias
+                .then(|| initializer.init_with([rows], Some(out), Some(rows), device)),
+            weight_hr: (arch.proj_size > 0)
+                .then(|| initializer.init_with([out, h], Some(h), Some(out), device)),
+        }
+    };
+    (0..arch.num_layers)
+        .map(|layer| LstmLayer {
+            forward: direction(layer),
+            reverse: arch.bidirectional.then(|| direction(layer)),
+        })
+        .collect()
 }
