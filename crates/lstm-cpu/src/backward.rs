@@ -183,6 +183,9 @@ fn backward_cell<T: Real>(
         shared(&mut d_unprojected),
         shared(&mut unprojected),
     );
+    // Rows of `W_hh` multiplied against the tape's gate gradients: all of them, or a
+    // GRU's `r, z` rows (its `n` rows go against `dn·r`).
+    let rz_rows = if gru { 2 * h } else { g4 };
     // GRU: `m·dĥ·z` of the current step, the direct part of the previous step's `dh`.
     let mut d_direct = Buffer::zeroed(if gru { batch * h } else { 0 });
     let (gates_s, tanh_s, cprev_s, hprev_s, rnew_s, direct_s) = (
@@ -217,7 +220,6 @@ fn backward_cell<T: Real>(
         // dh = dz · W_hh: B(k, n) = W_hh[k, n], this member's columns of dh. A GRU's in
         // two parts, the `r, z` rows (against `dz` in the tape's gates) and the `n` rows
         // (against `dn·r` in the tape's `recurrent_new`).
-        let rz_rows = if gru { 2 * h } else { g4 };
         let packed_hh = cols
             .clone()
             .map(|c| PackedB::pack(rz_rows, core::slice::from_ref(&c), w.w_hh, p, 1));
@@ -276,34 +278,13 @@ fn backward_cell<T: Real>(
                 let row = (t * batch + b) * g4;
                 let at = (t * batch + b) * h + own.start;
                 unsafe {
-                    if gru {
-                        let gates = [0, 1, 2].map(|g| gates_s.slice(row + g * h + own.start, nu));
-                        let recurrent_new = rnew_s.slice(at, nu);
-                        if !valid(t, b) {
-                            for gate in gates {
-                                gate.fill(T::ZERO);
-                            }
-                            recurrent_new.fill(T::ZERO);
-                            continue;
-                        }
-                        let dh = dh_s.slice(cur + b * p + own.start, nu);
-                        let dy_t = &dy[dy_at(b) + own.start..][..nu];
-                        for j in 0..nu {
-                            du_row[j] = dh[j] + dy_t[j];
-                        }
-                        gru_gate_grads(
-                            gates,
-                            recurrent_new,
-                            hprev_s.slice((t * batch + b) * p + own.start, nu),
-                            &du_row,
-                            direct_s.slice(b * h + own.start, nu),
-                        );
-                        continue;
-                    }
-                    let gates = [0, 1, 2, 3].map(|g| gates_s.slice(row + g * h + own.start, nu));
                     if !valid(t, b) {
-                        for gate in gates {
-                            gate.fill(T::ZERO);
+                        // No gradient from this step reaches the weight products.
+                        for g in 0..cell_kind.gates() {
+                            gates_s.slice(row + g * h + own.start, nu).fill(T::ZERO);
+                        }
+                        if gru {
+                            rnew_s.slice(at, nu).fill(T::ZERO);
                         }
                         if projection {
                             u_s.slice(at, nu).fill(T::ZERO);
@@ -320,6 +301,17 @@ fn backward_cell<T: Real>(
                         }
                         &du_row
                     };
+                    if gru {
+                        gru_gate_grads(
+                            [0, 1, 2].map(|g| gates_s.slice(row + g * h + own.start, nu)),
+                            rnew_s.slice(at, nu),
+                            hprev_s.slice((t * batch + b) * p + own.start, nu),
+                            du,
+                            direct_s.slice(b * h + own.start, nu),
+                        );
+                        continue;
+                    }
+                    let gates = [0, 1, 2, 3].map(|g| gates_s.slice(row + g * h + own.start, nu));
                     let u = if projection {
                         u_s.slice(at, nu)
                     } else {
@@ -403,7 +395,6 @@ fn backward_cell<T: Real>(
             in_size,
         );
         let h_prev = PackedB::pack_all(rows, p, &tape.hidden_prev, p, 1);
-        let rz_rows = if gru { 2 * h } else { g4 };
         par_gemm(
             threads,
             rz_rows,
