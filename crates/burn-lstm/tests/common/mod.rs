@@ -51,13 +51,7 @@ pub struct GoldenCase {
 impl GoldenCase {
     pub fn load(path: &Path) -> Self {
         let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let (_, metadata) = SafeTensors::read_metadata(&bytes).expect("safetensors header");
-        let config_json = metadata
-            .metadata()
-            .as_ref()
-            .and_then(|m| m.get("config"))
-            .unwrap_or_else(|| panic!("{}: no `config` metadata", path.display()));
-        let config: GoldenConfig = serde_json::from_str(config_json).expect("golden config JSON");
+        let config = golden_config(path, &bytes);
         let file = SafeTensors::deserialize(&bytes).expect("safetensors body");
         let mut tensors = HashMap::new();
         for (name, view) in file.tensors() {
@@ -175,17 +169,21 @@ pub fn gru_golden_paths() -> Vec<PathBuf> {
     golden_paths_of("gru", "golden-gru")
 }
 
-/// The cell named in the `config` metadata of the golden file at `path`.
-fn cell_of(path: &Path) -> String {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let (_, metadata) = SafeTensors::read_metadata(&bytes).expect("safetensors header");
+/// The `config` metadata of the golden file `bytes` (read from `path`).
+fn golden_config(path: &Path, bytes: &[u8]) -> GoldenConfig {
+    let (_, metadata) = SafeTensors::read_metadata(bytes).expect("safetensors header");
     let config = metadata
         .metadata()
         .as_ref()
         .and_then(|m| m.get("config"))
         .unwrap_or_else(|| panic!("{}: no `config` metadata", path.display()));
-    let config: GoldenConfig = serde_json::from_str(config).expect("golden config JSON");
-    config.cell().to_string()
+    serde_json::from_str(config).expect("golden config JSON")
+}
+
+/// The cell named in the `config` metadata of the golden file at `path`.
+fn cell_of(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    golden_config(path, &bytes).cell().to_string()
 }
 
 fn golden_paths_of(cell: &str, fixtures: &str) -> Vec<PathBuf> {
