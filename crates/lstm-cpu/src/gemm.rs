@@ -37,6 +37,9 @@ pub(crate) fn kernel_rows() -> usize {
 const DEPTH_BLOCK: usize = 256;
 /// Rows of a panel packed together when packing transposes (see [`PackedB::pack`]).
 const TRANSPOSE_DEPTH: usize = 16;
+/// Blocks of [`TRANSPOSE_DEPTH`] rows ahead that a transposing pack prefetches its
+/// source (see [`PackedB::pack_groups`]).
+const TRANSPOSE_PREFETCH_BLOCKS: usize = 2;
 /// Packed `B` larger than this is prefetched block by block (see [`Micro::prefetch`]);
 /// smaller stays in L2 (1 MiB per core on the machine measured, 1-2 MiB on most
 /// current x86 cores).
@@ -218,10 +221,33 @@ impl<T: Real> PackedB<T> {
                     // row is read one cache line at a time while the block's destination
                     // rows (a few KiB) stay in L1; column by column over the whole depth
                     // wrote one value per destination line and ran at ~2 cycles a value.
+                    //
+                    // The panel's source rows are read side by side, a line of each per
+                    // block: more streams than the hardware prefetcher follows, so each
+                    // line is prefetched `TRANSPOSE_PREFETCH_BLOCKS` blocks ahead. A
+                    // training call packs weights the optimiser has just written, out of
+                    // L3 or memory. Measured on a Zen 4 core with the caches flushed
+                    // first: `W_hhᵀ` of H = 384 (1536 × 384) 2.0 → 0.46 ms, of H = 1500
+                    // (36 MB) 17 → 5.8 ms (a plain copy of it takes 7.3); 1, 4 and 8
+                    // blocks ahead were slower than 2. In cache: 0.35 → 0.31 ms.
+                    let values_per_line = (64 / core::mem::size_of::<T>()).max(1);
+                    // Only where a block's values of a row are consecutive (`rs == 1`).
+                    let block_lines = if rs == 1 {
+                        TRANSPOSE_DEPTH.div_ceil(values_per_line)
+                    } else {
+                        0
+                    };
                     for (block, rows) in dst.chunks_mut(TRANSPOSE_DEPTH * nr).enumerate() {
                         let k0 = block * TRANSPOSE_DEPTH;
                         for n in 0..width {
                             let base = (col + n) * cs + k0 * rs;
+                            let ahead = src.as_ptr().wrapping_add(
+                                base + TRANSPOSE_PREFETCH_BLOCKS * TRANSPOSE_DEPTH * rs,
+                            );
+                            // A block's values of a row are one line of f32, two of f64.
+                            for line in 0..block_lines {
+                                prefetch_read(ahead.wrapping_add(line * values_per_line));
+                            }
                             for (kk, row) in rows.chunks_exact_mut(nr).enumerate() {
                                 row[tile + n] = src[base + kk * rs];
                             }
@@ -237,6 +263,20 @@ impl<T: Real> PackedB<T> {
             pieces,
         }
     }
+}
+
+/// Asks for the cache line at `at` in L1 ahead of its use (nothing off x86-64). A
+/// prefetch never faults, so `at` may lie past the data.
+#[inline(always)]
+fn prefetch_read<T>(at: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing architecturally and never faults.
+    unsafe {
+        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(at as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
 }
 
 /// A panel's runs of consecutive columns of `B`: (first column in the panel, column of
