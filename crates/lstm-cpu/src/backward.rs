@@ -31,7 +31,7 @@ use crate::arch::CellKind;
 use crate::buffers::Buffer;
 use crate::call::{CallError, LstmCall, LstmGradients, OutputGrads};
 use crate::forward::{CellParams, CellRun, CellWeights, Dims, Split};
-use crate::gemm::{PackedB, gemm, par_gemm};
+use crate::gemm::{PackedB, gemm, par_gemm, par_gemm_overwrite};
 use crate::real::Real;
 use crate::simd;
 use crate::tape::{CellTape, Tape};
@@ -49,8 +49,9 @@ pub fn backward<T: Real>(
     let arch = call.arch;
     let dims = Dims::of(call);
     let (rows, p, s) = (dims.seq * dims.batch, dims.out, dims.state);
-    // Outputs, handed to the caller: zeroed buffers (see `Buffer::zeroed`) leaving the cache.
-    let mut d_weights = Buffer::zeroed(call.weights.len()).into_vec();
+    // Outputs, handed to the caller, leaving the cache. Every region of `d_weights` is
+    // stored whole by a cell's products or bias sums (`backward_cell`).
+    let mut d_weights = Buffer::for_overwrite(call.weights.len()).into_vec();
     let mut d_h0 = Buffer::zeroed(call.h0.len()).into_vec();
     let mut d_c0 = Buffer::zeroed(call.c0.len()).into_vec();
     let mut d_output = Buffer::copied(grads.dy);
@@ -64,7 +65,8 @@ pub fn backward<T: Real>(
         // Layers above the first always need theirs: it is the gradient of the output
         // below.
         let input_wanted = grads.input_wanted || layer > 0;
-        let mut d_input = Buffer::zeroed(if input_wanted { rows * in_size } else { 0 });
+        // The first direction's product stores it, the second adds to it.
+        let mut d_input = Buffer::for_overwrite(if input_wanted { rows * in_size } else { 0 });
         for (direction, cell_tape) in layer_tape.cells.iter_mut().enumerate() {
             let cell = layer * dims.dirs + direction;
             let layout = arch.direction_layout(layer, direction);
@@ -87,6 +89,7 @@ pub fn backward<T: Real>(
                 d_h0: &mut d_h0[cell * hp..(cell + 1) * hp],
                 d_c0: &mut d_c0[cell * hc..(cell + 1) * hc],
                 d_input: input_wanted.then_some(&mut d_input[..]),
+                d_input_written: direction > 0,
             };
             backward_cell(&run, cell_tape, &d_output, &mut cell_grads);
         }
@@ -112,6 +115,8 @@ struct CellGrads<'a, T> {
     d_c0: &'a mut [T],
     /// Accumulated over the layer's directions (`None`: not wanted).
     d_input: Option<&'a mut [T]>,
+    /// Whether `d_input` holds an earlier direction's part (else: whatever, stored over).
+    d_input_written: bool,
 }
 
 /// `run.h0` / `run.c0` carry `dh_n` / `dc_n` of this cell; `dy` is the gradient of the
@@ -171,7 +176,8 @@ fn backward_cell<T: Real>(
     let mut d_cell = dc_n.to_vec();
     // Projection only: dĥ of every step (for dW_hr), du of the current step, and the
     // unprojected output o·tanh(c) of every step (o is overwritten by dz).
-    let with_proj = |len: usize| Buffer::zeroed(if projection { len } else { 0 });
+    // Written for every row and step before they are read (`du` per step, zeroed first).
+    let with_proj = |len: usize| Buffer::for_overwrite(if projection { len } else { 0 });
     let mut d_projected = with_proj(rows * p);
     let mut d_unprojected = with_proj(batch * h);
     let mut unprojected = with_proj(rows * h);
@@ -384,7 +390,7 @@ fn backward_cell<T: Real>(
     unsafe {
         // dW_ih = dzᵀ · X, dW_hh = dzᵀ · H_prev: A(i, k) = dz[k, i].
         let x = PackedB::pack_all(rows, in_size, input, in_size, 1);
-        par_gemm(
+        par_gemm_overwrite(
             threads,
             g4,
             dz,
@@ -395,7 +401,7 @@ fn backward_cell<T: Real>(
             in_size,
         );
         let h_prev = PackedB::pack_all(rows, p, &tape.hidden_prev, p, 1);
-        par_gemm(
+        par_gemm_overwrite(
             threads,
             rz_rows,
             dz,
@@ -407,7 +413,7 @@ fn backward_cell<T: Real>(
         );
         if gru {
             // The `n` rows: (dn·r)ᵀ · H_prev.
-            par_gemm(
+            par_gemm_overwrite(
                 threads,
                 h,
                 tape.recurrent_new.as_ptr(),
@@ -418,10 +424,15 @@ fn backward_cell<T: Real>(
                 p,
             );
         }
-        // dX += dz · W_ih.
+        // dX += dz · W_ih (the first direction: dX = dz · W_ih).
         if let Some(d_input) = grads.d_input.as_deref_mut() {
             let w_ih = PackedB::pack_all(g4, in_size, w.w_ih, in_size, 1);
-            par_gemm(
+            let product = if grads.d_input_written {
+                par_gemm
+            } else {
+                par_gemm_overwrite
+            };
+            product(
                 threads,
                 rows,
                 dz,
@@ -435,7 +446,7 @@ fn backward_cell<T: Real>(
         if let Some(range) = &layout.weight_hr {
             // dW_hr = dĥᵀ · U.
             let u = PackedB::pack_all(rows, h, &unprojected, h, 1);
-            par_gemm(
+            par_gemm_overwrite(
                 threads,
                 p,
                 d_projected.as_ptr(),

@@ -31,8 +31,9 @@ struct Cache<T> {
 }
 
 impl<T> Cache<T> {
-    /// An empty kept vector with room for `len` values: the smallest that fits, and not
-    /// more than four times too large (a small request must not hold a huge block).
+    /// A kept vector with room for `len` values, holding what it held when it was put
+    /// back: the smallest that fits, and not more than four times too large (a small
+    /// request must not hold a huge block).
     fn take(&mut self, len: usize) -> Option<Vec<T>> {
         let (index, _) = self
             .free
@@ -40,9 +41,8 @@ impl<T> Cache<T> {
             .enumerate()
             .filter(|(_, v)| (len..=len.saturating_mul(4)).contains(&v.capacity()))
             .min_by_key(|(_, v)| v.capacity())?;
-        let mut data = self.free.swap_remove(index);
+        let data = self.free.swap_remove(index);
         self.bytes -= data.capacity() * core::mem::size_of::<T>();
-        data.clear();
         Some(data)
     }
 
@@ -131,7 +131,10 @@ pub fn release_cached_buffers() {
 /// An empty vector with room for `capacity` values: a cached one when the cache holds
 /// one that fits, else a new one. Give it back with [`recycle_vec`] when done.
 pub fn vec_with_capacity<T: Real>(capacity: usize) -> Vec<T> {
-    Buffer::<T>::recycled(capacity).unwrap_or_else(|| Vec::with_capacity(capacity))
+    let mut data = Buffer::<T>::recycled(capacity).unwrap_or_default();
+    data.clear();
+    data.reserve_exact(capacity);
+    data
 }
 
 /// Keeps `values`' memory for later calls (see [`cache_limit_bytes`]) instead of
@@ -156,6 +159,26 @@ impl<T: Real> Buffer<T> {
         Self { data }
     }
 
+    /// `len` values that the caller overwrites, every one, before it reads any: what
+    /// an earlier call left in a recycled buffer (zeros where it held fewer), so that
+    /// no time goes into zeroing memory about to be written. A training call at
+    /// 16×50×384 zeroed 27 MB of packed panels, tape and gradients this way, about 6 %
+    /// of its time on one thread while the others waited (docs/fused-cpu.md). Builds
+    /// with debug assertions (the tests) fill it with NaN instead, so that a value read
+    /// before it is written shows in every result it reaches.
+    pub fn for_overwrite(len: usize) -> Self {
+        let mut data = Self::recycled(len).unwrap_or_default();
+        if cfg!(debug_assertions) {
+            data.clear();
+            data.resize(len, T::NAN);
+        } else if data.len() >= len {
+            data.truncate(len);
+        } else {
+            data.resize(len, T::ZERO);
+        }
+        Self { data }
+    }
+
     /// A copy of `values`.
     pub fn copied(values: &[T]) -> Self {
         let mut data = vec_with_capacity(values.len());
@@ -168,7 +191,8 @@ impl<T: Real> Buffer<T> {
         core::mem::take(&mut self.data)
     }
 
-    /// An empty cached vector with room for `len` values, if the cache has one.
+    /// A cached vector with room for `len` values, if the cache has one, holding what
+    /// it held before.
     fn recycled(len: usize) -> Option<Vec<T>> {
         if len * core::mem::size_of::<T>() < MIN_CACHED_BYTES {
             return None;
@@ -282,6 +306,20 @@ mod tests {
             let c = Buffer::copied(&vec![2.5f32; 19_000]);
             assert!(c.len() == 19_000 && c.iter().all(|&v| v == 2.5));
             assert_eq!(Buffer::<f32>::zeroed(30_000).into_vec().len(), 30_000);
+        }
+    }
+
+    /// With debug assertions (the test builds of `.ci/run`) a value read before the
+    /// kernel writes it is NaN, whatever the recycled buffer held: the golden tests see
+    /// it.
+    #[test]
+    #[cfg(debug_assertions)]
+    fn buffers_for_overwrite_hold_nan_where_tests_run() {
+        for len in [10, 20_000, 50_000] {
+            drop(Buffer::copied(&vec![1.5f64; len]));
+            let b = Buffer::<f64>::for_overwrite(len);
+            assert_eq!(b.len(), len);
+            assert!(b.iter().all(|v| v.is_nan()), "len {len}");
         }
     }
 }

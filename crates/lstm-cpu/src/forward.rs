@@ -303,7 +303,8 @@ fn run<T: Real>(
             values
         });
         let input: &[T] = owned_input.as_deref().unwrap_or(call.input);
-        let mut output = Buffer::zeroed(rows * dims.dirs * p);
+        // Every value is written: a row's output or, past its length, zeros.
+        let mut output = Buffer::for_overwrite(rows * dims.dirs * p);
         let mut cells = Vec::new();
         for direction in 0..dims.dirs {
             let cell = layer * dims.dirs + direction;
@@ -317,12 +318,15 @@ fn run<T: Real>(
                 }
             };
             let gru = dims.cell == CellKind::Gru;
+            // Written by `forward_cell` for every row and step, except `tanh_cell` and
+            // `recurrent_new` past a row's length, where the backward never reads the
+            // first and zeroes the second.
             let mut cell_tape = save.then(|| CellTape {
-                gates: Buffer::zeroed(rows * dims.gate_cols()),
-                cell_prev: Buffer::zeroed(rows * s),
-                hidden_prev: Buffer::zeroed(rows * p),
-                tanh_cell: Buffer::zeroed(rows * s),
-                recurrent_new: Buffer::zeroed(if gru { rows * h } else { 0 }),
+                gates: Buffer::for_overwrite(rows * dims.gate_cols()),
+                cell_prev: Buffer::for_overwrite(rows * s),
+                hidden_prev: Buffer::for_overwrite(rows * p),
+                tanh_cell: Buffer::for_overwrite(rows * s),
+                recurrent_new: Buffer::for_overwrite(if gru { rows * h } else { 0 }),
             });
             let gates = cell_tape.as_mut().map(|t| Shared(t.gates.as_mut_ptr()));
             forward_cell(
@@ -481,7 +485,8 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         _ => None,
     };
     let chunk = chunk_steps(seq, batch);
-    let mut chunk_gates = Buffer::zeroed(if out.gates.is_some() {
+    // Each chunk's projection writes its rows before the steps read them.
+    let mut chunk_gates = Buffer::for_overwrite(if out.gates.is_some() {
         0
     } else {
         chunk * batch * g4

@@ -205,9 +205,16 @@ impl<T: Real> PackedB<T> {
                 close(&mut open, filled);
             }
         }
-        let mut data = Buffer::zeroed(panels.len() * depth * nr);
+        // Every value is written below: the panels' columns, and zeros in the padding of
+        // a partial panel (multiplied like the rest, its products never stored).
+        let mut data = Buffer::for_overwrite(panels.len() * depth * nr);
         for (p, panel) in panels.iter().enumerate() {
             let dst = &mut data[p * depth * nr..(p + 1) * depth * nr];
+            if panel.width < nr {
+                for row in dst.chunks_exact_mut(nr) {
+                    row[panel.width..].fill(T::ZERO);
+                }
+            }
             for (tile, col, width) in segments(panel, &pieces) {
                 if cs == 1 {
                     // Rows of B are contiguous: one copy per row.
@@ -374,13 +381,7 @@ unsafe fn gemm_into<T: Real>(
     ldc: usize,
 ) {
     if let Some(bias) = bias {
-        let end = b
-            .panels
-            .iter()
-            .flat_map(|p| segments(p, b.pieces))
-            .map(|(_, col, width)| col + width)
-            .max()
-            .unwrap_or(0);
+        let end = packed_end(&b);
         assert!(bias.len() >= end, "a bias value for every packed column");
         if b.depth == 0 {
             // No depth block to store the bias with: C is the bias alone.
@@ -509,7 +510,55 @@ pub(crate) unsafe fn par_gemm<'b, T: Real>(
     c: *mut T,
     ldc: usize,
 ) {
+    unsafe { par_gemm_into(threads, rows, a, rs, cs, b.into(), None, c, ldc) }
+}
+
+/// [`par_gemm`] storing `C = A · B` over whatever C held instead of adding to it: for
+/// outputs that would otherwise be zeroed first (`Buffer::for_overwrite`). Bit for bit
+/// what zeroing C and calling [`par_gemm`] gives.
+///
+/// # Safety
+/// As [`gemm`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn par_gemm_overwrite<'b, T: Real>(
+    threads: usize,
+    rows: usize,
+    a: *const T,
+    rs: usize,
+    cs: usize,
+    b: impl Into<Packed<'b, T>>,
+    c: *mut T,
+    ldc: usize,
+) {
     let b: Packed<'b, T> = b.into();
+    // Zeros as the bias of `gemm_bias`: its first depth block stores the tile.
+    let zeros = vec![T::ZERO; packed_end(&b)];
+    unsafe { par_gemm_into(threads, rows, a, rs, cs, b, Some(&zeros), c, ldc) }
+}
+
+/// One past the last column of `B` that `b` holds.
+fn packed_end<T: Real>(b: &Packed<'_, T>) -> usize {
+    b.panels
+        .iter()
+        .flat_map(|p| segments(p, b.pieces))
+        .map(|(_, col, width)| col + width)
+        .max()
+        .unwrap_or(0)
+}
+
+/// [`par_gemm`], or with `bias` as [`gemm_bias`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn par_gemm_into<T: Real>(
+    threads: usize,
+    rows: usize,
+    a: *const T,
+    rs: usize,
+    cs: usize,
+    b: Packed<'_, T>,
+    bias: Option<&[T]>,
+    c: *mut T,
+    ldc: usize,
+) {
     let columns: usize = b.panels.iter().map(|p| p.width).sum();
     let work = rows * columns * b.depth;
     // Below ~2 M multiply-adds a thread costs more than it gives.
@@ -520,12 +569,13 @@ pub(crate) unsafe fn par_gemm<'b, T: Real>(
         let range = parts[member.id].clone();
         // SAFETY: each member writes only its rows of C.
         unsafe {
-            gemm(
+            gemm_into(
                 range.len(),
                 a.at(range.start * rs),
                 rs,
                 cs,
                 b,
+                bias,
                 c.at(range.start * ldc),
                 ldc,
             )

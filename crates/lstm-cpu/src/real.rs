@@ -31,6 +31,8 @@ pub trait Real:
     const ZERO: Self;
     /// `1`.
     const ONE: Self;
+    /// Not a number (what scratch buffers hold in builds with debug assertions).
+    const NAN: Self;
 
     /// The nearest value of this type.
     fn from_f64(value: f64) -> Self;
@@ -58,6 +60,7 @@ pub trait Real:
 impl Real for f32 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
+    const NAN: Self = Self::NAN;
 
     #[inline(always)]
     fn from_f64(value: f64) -> Self {
@@ -98,6 +101,7 @@ impl Real for f32 {
 impl Real for f64 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
+    const NAN: Self = Self::NAN;
 
     #[inline(always)]
     fn from_f64(value: f64) -> Self {
