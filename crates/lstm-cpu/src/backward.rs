@@ -389,7 +389,7 @@ fn backward_cell<T: Real>(
     let d_weights = grads.d_weights.as_mut_ptr();
     unsafe {
         // dW_ih = dzᵀ · X, dW_hh = dzᵀ · H_prev: A(i, k) = dz[k, i].
-        let x = PackedB::pack_all(rows, in_size, input, in_size, 1);
+        let x = PackedB::pack_all_on(threads, rows, in_size, input, in_size, 1);
         par_gemm_overwrite(
             threads,
             g4,
@@ -400,7 +400,7 @@ fn backward_cell<T: Real>(
             d_weights.add(layout.weight_ih.start),
             in_size,
         );
-        let h_prev = PackedB::pack_all(rows, p, &tape.hidden_prev, p, 1);
+        let h_prev = PackedB::pack_all_on(threads, rows, p, &tape.hidden_prev, p, 1);
         par_gemm_overwrite(
             threads,
             rz_rows,
@@ -426,7 +426,7 @@ fn backward_cell<T: Real>(
         }
         // dX += dz · W_ih (the first direction: dX = dz · W_ih).
         if let Some(d_input) = grads.d_input.as_deref_mut() {
-            let w_ih = PackedB::pack_all(g4, in_size, w.w_ih, in_size, 1);
+            let w_ih = PackedB::pack_all_on(threads, g4, in_size, w.w_ih, in_size, 1);
             let product = if grads.d_input_written {
                 par_gemm
             } else {
@@ -445,7 +445,7 @@ fn backward_cell<T: Real>(
         }
         if let Some(range) = &layout.weight_hr {
             // dW_hr = dĥᵀ · U.
-            let u = PackedB::pack_all(rows, h, &unprojected, h, 1);
+            let u = PackedB::pack_all_on(threads, rows, h, &unprojected, h, 1);
             par_gemm_overwrite(
                 threads,
                 p,

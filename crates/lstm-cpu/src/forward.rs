@@ -477,9 +477,10 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         CellParams::Flat(w) if by_rows => {
             let gates = gate_groups::<T>(h, gate_blocks, 0..h);
             Some((
-                PackedB::pack_groups(input_size, &gates, w.w_ih, 1, input_size),
-                PackedB::pack_groups(p, &gates, w.w_hh, 1, p),
-                w.w_hr.map(|w_hr| PackedB::pack_all(h, p, w_hr, 1, h)),
+                PackedB::pack_groups_on(threads, input_size, &gates, w.w_ih, 1, input_size),
+                PackedB::pack_groups_on(threads, p, &gates, w.w_hh, 1, p),
+                w.w_hr
+                    .map(|w_hr| PackedB::pack_all_on(threads, h, p, w_hr, 1, h)),
             ))
         }
         _ => None,

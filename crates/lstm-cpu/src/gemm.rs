@@ -162,6 +162,32 @@ impl<T: Real> PackedB<T> {
         rs: usize,
         cs: usize,
     ) -> Self {
+        Self::pack_groups_on(1, depth, groups, src, rs, cs)
+    }
+
+    /// [`PackedB::pack_all`] with the panels shared out over up to `threads` threads,
+    /// for a large `B` packed just before a [`par_gemm`] (the backward's whole-sequence
+    /// products): packed by the calling thread alone, the other threads waited.
+    pub fn pack_all_on(
+        threads: usize,
+        depth: usize,
+        cols: usize,
+        src: &[T],
+        rs: usize,
+        cs: usize,
+    ) -> Self {
+        Self::pack_groups_on(threads, depth, &[[0..cols]], src, rs, cs)
+    }
+
+    /// [`PackedB::pack_groups`] on up to `threads` threads, each packing some panels.
+    pub fn pack_groups_on<G: AsRef<[Range<usize>]>>(
+        threads: usize,
+        depth: usize,
+        groups: &[G],
+        src: &[T],
+        rs: usize,
+        cs: usize,
+    ) -> Self {
         let nr = panel::<T>();
         let (mut panels, mut pieces) = (Vec::new(), Vec::new());
         for group in groups {
@@ -208,66 +234,90 @@ impl<T: Real> PackedB<T> {
         // Every value is written below: the panels' columns, and zeros in the padding of
         // a partial panel (multiplied like the rest, its products never stored).
         let mut data = Buffer::for_overwrite(panels.len() * depth * nr);
-        for (p, panel) in panels.iter().enumerate() {
-            let dst = &mut data[p * depth * nr..(p + 1) * depth * nr];
-            if panel.width < nr {
-                for row in dst.chunks_exact_mut(nr) {
-                    row[panel.width..].fill(T::ZERO);
-                }
+        let panel_len = depth * nr;
+        // Below ~256 KiB a second thread costs more than it gives.
+        let threads = threads
+            .min(data.len() * core::mem::size_of::<T>() / (256 << 10))
+            .max(1);
+        let parts = crate::team::split_aligned(panels.len(), threads, 1);
+        let data_s = Shared(data.as_mut_ptr());
+        run_team(parts.len(), |member| {
+            for p in parts[member.id].clone() {
+                // SAFETY: each member writes only its own panels.
+                let dst = unsafe { data_s.slice(p * panel_len, panel_len) };
+                fill_panel(&panels[p], &pieces, dst, src, rs, cs);
             }
-            for (tile, col, width) in segments(panel, &pieces) {
-                if cs == 1 {
-                    // Rows of B are contiguous: one copy per row.
-                    for (k, row) in dst.chunks_exact_mut(nr).enumerate() {
-                        let start = k * rs + col;
-                        row[tile..tile + width].copy_from_slice(&src[start..start + width]);
-                    }
-                } else {
-                    // A transpose (B's columns are the source's rows, e.g. W_ihᵀ): a block
-                    // of TRANSPOSE_DEPTH rows of the panel at a time, so that each source
-                    // row is read one cache line at a time while the block's destination
-                    // rows (a few KiB) stay in L1; column by column over the whole depth
-                    // wrote one value per destination line and ran at ~2 cycles a value.
-                    //
-                    // The panel's source rows are read side by side, a line of each per
-                    // block: more streams than the hardware prefetcher follows, so each
-                    // line is prefetched `TRANSPOSE_PREFETCH_BLOCKS` blocks ahead. A
-                    // training call packs weights the optimiser has just written, out of
-                    // L3 or memory. Measured on a Zen 4 core with the caches flushed
-                    // first: `W_hhᵀ` of H = 384 (1536 × 384) 2.0 → 0.46 ms, of H = 1500
-                    // (36 MB) 17 → 5.8 ms (a plain copy of it takes 7.3); 1, 4 and 8
-                    // blocks ahead were slower than 2. In cache: 0.35 → 0.31 ms.
-                    let values_per_line = (64 / core::mem::size_of::<T>()).max(1);
-                    // Only where a block's values of a row are consecutive (`rs == 1`).
-                    let block_lines = if rs == 1 {
-                        TRANSPOSE_DEPTH.div_ceil(values_per_line)
-                    } else {
-                        0
-                    };
-                    for (block, rows) in dst.chunks_mut(TRANSPOSE_DEPTH * nr).enumerate() {
-                        let k0 = block * TRANSPOSE_DEPTH;
-                        for n in 0..width {
-                            let base = (col + n) * cs + k0 * rs;
-                            let ahead = src.as_ptr().wrapping_add(
-                                base + TRANSPOSE_PREFETCH_BLOCKS * TRANSPOSE_DEPTH * rs,
-                            );
-                            // A block's values of a row are one line of f32, two of f64.
-                            for line in 0..block_lines {
-                                prefetch_read(ahead.wrapping_add(line * values_per_line));
-                            }
-                            for (kk, row) in rows.chunks_exact_mut(nr).enumerate() {
-                                row[tile + n] = src[base + kk * rs];
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        });
         Self {
             depth,
             data,
             panels,
             pieces,
+        }
+    }
+}
+
+/// Packs the panel `layout` of `B` (entry `(k, n)` at `src[k * rs + n * cs]`) into
+/// `dst`, its `depth` rows of [`panel`] values.
+fn fill_panel<T: Real>(
+    layout: &Panel,
+    pieces: &[Piece],
+    dst: &mut [T],
+    src: &[T],
+    rs: usize,
+    cs: usize,
+) {
+    let nr = panel::<T>();
+    if layout.width < nr {
+        for row in dst.chunks_exact_mut(nr) {
+            row[layout.width..].fill(T::ZERO);
+        }
+    }
+    for (tile, col, width) in segments(layout, pieces) {
+        if cs == 1 {
+            // Rows of B are contiguous: one copy per row.
+            for (k, row) in dst.chunks_exact_mut(nr).enumerate() {
+                let start = k * rs + col;
+                row[tile..tile + width].copy_from_slice(&src[start..start + width]);
+            }
+        } else {
+            // A transpose (B's columns are the source's rows, e.g. W_ihᵀ): a block
+            // of TRANSPOSE_DEPTH rows of the panel at a time, so that each source
+            // row is read one cache line at a time while the block's destination
+            // rows (a few KiB) stay in L1; column by column over the whole depth
+            // wrote one value per destination line and ran at ~2 cycles a value.
+            //
+            // The panel's source rows are read side by side, a line of each per
+            // block: more streams than the hardware prefetcher follows, so each
+            // line is prefetched `TRANSPOSE_PREFETCH_BLOCKS` blocks ahead. A
+            // training call packs weights the optimiser has just written, out of
+            // L3 or memory. Measured on a Zen 4 core with the caches flushed
+            // first: `W_hhᵀ` of H = 384 (1536 × 384) 2.0 → 0.46 ms, of H = 1500
+            // (36 MB) 17 → 5.8 ms (a plain copy of it takes 7.3); 1, 4 and 8
+            // blocks ahead were slower than 2. In cache: 0.35 → 0.31 ms.
+            let values_per_line = (64 / core::mem::size_of::<T>()).max(1);
+            // Only where a block's values of a row are consecutive (`rs == 1`).
+            let block_lines = if rs == 1 {
+                TRANSPOSE_DEPTH.div_ceil(values_per_line)
+            } else {
+                0
+            };
+            for (block, rows) in dst.chunks_mut(TRANSPOSE_DEPTH * nr).enumerate() {
+                let k0 = block * TRANSPOSE_DEPTH;
+                for n in 0..width {
+                    let base = (col + n) * cs + k0 * rs;
+                    let ahead = src
+                        .as_ptr()
+                        .wrapping_add(base + TRANSPOSE_PREFETCH_BLOCKS * TRANSPOSE_DEPTH * rs);
+                    // A block's values of a row are one line of f32, two of f64.
+                    for line in 0..block_lines {
+                        prefetch_read(ahead.wrapping_add(line * values_per_line));
+                    }
+                    for (kk, row) in rows.chunks_exact_mut(nr).enumerate() {
+                        row[tile + n] = src[base + kk * rs];
+                    }
+                }
+            }
         }
     }
 }
@@ -943,6 +993,29 @@ mod tests {
         }
         check::<f32>(400, 300, 64, 2, |v| v as f32);
         check::<f64>(400, 300, 64, 2, |v| v);
+    }
+
+    /// Packing on a team writes the same panels as packing on one thread: both copies
+    /// (rows of `B` contiguous) and transposes, with a partial last panel, above the
+    /// size where the second thread joins.
+    #[test]
+    fn packing_on_a_team_equals_packing_alone() {
+        for (depth, cols, rs, cs) in [(300, 400, 400, 1), (300, 400, 1, 300), (700, 150, 150, 1)] {
+            let src: Vec<f32> = values(depth * cols, 7).iter().map(|&v| v as f32).collect();
+            let alone = PackedB::pack_all(depth, cols, &src, rs, cs);
+            assert!(alone.bytes() > 256 << 10, "large enough for two threads");
+            for threads in [2, 3] {
+                let team = PackedB::pack_all_on(threads, depth, cols, &src, rs, cs);
+                assert_eq!(team.panels.len(), alone.panels.len());
+                let bits =
+                    |b: &PackedB<f32>| b.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&team),
+                    bits(&alone),
+                    "{depth}x{cols} threads {threads}"
+                );
+            }
+        }
     }
 
     #[test]
