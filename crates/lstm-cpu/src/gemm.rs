@@ -176,7 +176,14 @@ impl<T: Real> PackedB<T> {
         rs: usize,
         cs: usize,
     ) -> Self {
-        Self::pack_groups_on(threads, depth, &[[0..cols]], src, rs, cs)
+        Self::pack_groups_on(
+            threads,
+            depth,
+            &[core::slice::from_ref(&(0..cols))],
+            src,
+            rs,
+            cs,
+        )
     }
 
     /// [`PackedB::pack_groups`] on up to `threads` threads, each packing some panels.
