@@ -26,7 +26,8 @@ static THREADS: AtomicUsize = AtomicUsize::new(0);
 
 /// Threads the fused CPU kernel uses per call: set by [`set_cpu_threads`], else the
 /// `BURN_LSTM_THREADS` environment variable, else every core the process may use.
-/// Small shapes use fewer (one thread below ~32 K multiply-adds per thread and step).
+/// Small shapes use fewer (one thread below ~32 K multiply-adds per thread and step,
+/// a batch of one row counted as two).
 pub fn cpu_threads() -> usize {
     match THREADS.load(Ordering::Relaxed) {
         0 => {
