@@ -31,7 +31,7 @@ use crate::arch::CellKind;
 use crate::buffers::Buffer;
 use crate::call::{CallError, LstmCall, LstmGradients, OutputGrads};
 use crate::forward::{CellParams, CellRun, CellWeights, Dims, Split};
-use crate::gemm::{PackedB, gemm, par_gemm, par_gemm_overwrite};
+use crate::gemm::{PackedB, Store, gemm, par_gemm};
 use crate::real::Real;
 use crate::simd;
 use crate::tape::{CellTape, Tape};
@@ -390,8 +390,9 @@ fn backward_cell<T: Real>(
     unsafe {
         // dW_ih = dzᵀ · X, dW_hh = dzᵀ · H_prev: A(i, k) = dz[k, i].
         let x = PackedB::pack_all_on(threads, rows, in_size, input, in_size, 1);
-        par_gemm_overwrite(
+        par_gemm(
             threads,
+            Store::Overwrite,
             g4,
             dz,
             1,
@@ -401,8 +402,9 @@ fn backward_cell<T: Real>(
             in_size,
         );
         let h_prev = PackedB::pack_all_on(threads, rows, p, &tape.hidden_prev, p, 1);
-        par_gemm_overwrite(
+        par_gemm(
             threads,
+            Store::Overwrite,
             rz_rows,
             dz,
             1,
@@ -413,8 +415,9 @@ fn backward_cell<T: Real>(
         );
         if gru {
             // The `n` rows: (dn·r)ᵀ · H_prev.
-            par_gemm_overwrite(
+            par_gemm(
                 threads,
+                Store::Overwrite,
                 h,
                 tape.recurrent_new.as_ptr(),
                 1,
@@ -427,13 +430,14 @@ fn backward_cell<T: Real>(
         // dX += dz · W_ih (the first direction: dX = dz · W_ih).
         if let Some(d_input) = grads.d_input.as_deref_mut() {
             let w_ih = PackedB::pack_all_on(threads, g4, in_size, w.w_ih, in_size, 1);
-            let product = if grads.d_input_written {
-                par_gemm
+            let store = if grads.d_input_written {
+                Store::Add
             } else {
-                par_gemm_overwrite
+                Store::Overwrite
             };
-            product(
+            par_gemm(
                 threads,
+                store,
                 rows,
                 dz,
                 g4,
@@ -446,8 +450,9 @@ fn backward_cell<T: Real>(
         if let Some(range) = &layout.weight_hr {
             // dW_hr = dĥᵀ · U.
             let u = PackedB::pack_all_on(threads, rows, h, &unprojected, h, 1);
-            par_gemm_overwrite(
+            par_gemm(
                 threads,
+                Store::Overwrite,
                 p,
                 d_projected.as_ptr(),
                 1,

@@ -552,33 +552,25 @@ fn tile_rows(left: usize, max: usize) -> usize {
     left.div_ceil(left.div_ceil(max))
 }
 
-/// [`gemm`] with the rows of `A` and `C` split over up to `threads` threads.
+/// What a product does with what `C` held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Store {
+    /// `C += A · B`.
+    Add,
+    /// `C = A · B` over whatever C held: for outputs that would otherwise be zeroed
+    /// first (`Buffer::for_overwrite`); bit for bit what zeroing C and adding gives.
+    Overwrite,
+}
+
+/// [`gemm`] with the rows of `A` and `C` split over up to `threads` threads, adding to
+/// C or storing over it (`store`).
 ///
 /// # Safety
 /// As [`gemm`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn par_gemm<'b, T: Real>(
     threads: usize,
-    rows: usize,
-    a: *const T,
-    rs: usize,
-    cs: usize,
-    b: impl Into<Packed<'b, T>>,
-    c: *mut T,
-    ldc: usize,
-) {
-    unsafe { par_gemm_into(threads, rows, a, rs, cs, b.into(), None, c, ldc) }
-}
-
-/// [`par_gemm`] storing `C = A · B` over whatever C held instead of adding to it: for
-/// outputs that would otherwise be zeroed first (`Buffer::for_overwrite`). Bit for bit
-/// what zeroing C and calling [`par_gemm`] gives.
-///
-/// # Safety
-/// As [`gemm`].
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn par_gemm_overwrite<'b, T: Real>(
-    threads: usize,
+    store: Store,
     rows: usize,
     a: *const T,
     rs: usize,
@@ -588,9 +580,14 @@ pub(crate) unsafe fn par_gemm_overwrite<'b, T: Real>(
     ldc: usize,
 ) {
     let b: Packed<'b, T> = b.into();
-    // Zeros as the bias of `gemm_bias`: its first depth block stores the tile.
-    let zeros = vec![T::ZERO; packed_end(&b)];
-    unsafe { par_gemm_into(threads, rows, a, rs, cs, b, Some(&zeros), c, ldc) }
+    // Overwriting: zeros as the bias of `gemm_bias`, whose first depth block stores the
+    // tile.
+    let zeros = match store {
+        Store::Add => Vec::new(),
+        Store::Overwrite => vec![T::ZERO; packed_end(&b)],
+    };
+    let bias = (store == Store::Overwrite).then_some(&zeros[..]);
+    unsafe { par_gemm_into(threads, rows, a, rs, cs, b, bias, c, ldc) }
 }
 
 /// One past the last column of `B` that `b` holds.
@@ -976,7 +973,19 @@ mod tests {
             .flat_map(|a| [(a, &packed), (a, &gathered)])
         {
             let mut c = vec![cast(1.0); m * n];
-            unsafe { par_gemm(threads, m, src.as_ptr(), rs, cs, b, c.as_mut_ptr(), n) };
+            unsafe {
+                par_gemm(
+                    threads,
+                    Store::Add,
+                    m,
+                    src.as_ptr(),
+                    rs,
+                    cs,
+                    b,
+                    c.as_mut_ptr(),
+                    n,
+                )
+            };
             let worst = c
                 .iter()
                 .zip(&expected)
@@ -1022,6 +1031,45 @@ mod tests {
                     "{depth}x{cols} threads {threads}"
                 );
             }
+        }
+    }
+
+    /// `Store::Overwrite` stores `A·B` over whatever C held (NaN here), bit for bit what
+    /// adding to zeros gives: one depth block or several, partial panels, one thread or
+    /// two, and no depth at all.
+    #[test]
+    fn overwriting_products_equal_zeroed_then_added() {
+        for (m, k, n, threads) in [
+            (7, 300, 33, 1),
+            (400, 600, 70, 2),
+            (1, 37, 50, 2),
+            (5, 0, 40, 1),
+        ] {
+            let a: Vec<f32> = values(m * k, 8).iter().map(|&v| v as f32).collect();
+            let bt: Vec<f32> = values(n * k, 9).iter().map(|&v| v as f32).collect();
+            let packed = PackedB::pack(k, &[0..n / 3, n / 3..n], &bt, 1, k);
+            let run = |store, start: f32| {
+                let mut c = vec![start; m * n];
+                unsafe {
+                    par_gemm(
+                        threads,
+                        store,
+                        m,
+                        a.as_ptr(),
+                        k,
+                        1,
+                        &packed,
+                        c.as_mut_ptr(),
+                        n,
+                    )
+                };
+                c.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            };
+            assert_eq!(
+                run(Store::Overwrite, f32::NAN),
+                run(Store::Add, 0.0),
+                "{m}x{k}x{n}"
+            );
         }
     }
 
