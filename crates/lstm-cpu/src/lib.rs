@@ -61,3 +61,4 @@ pub use isa_runs::{
 pub use packed::{PackedWeights, forward_packed};
 pub use real::Real;
 pub use tape::Tape;
+pub use team::run_parts;

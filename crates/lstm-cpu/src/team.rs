@@ -117,6 +117,19 @@ pub(crate) fn run_team(size: usize, work: impl Fn(Member<'_>) + Sync) {
     });
 }
 
+/// Runs `work(part)` once for each `part` in `0..parts` on up to `threads` threads: the
+/// caller's and the kernel's persistent workers (see `pool.rs`), which the glue around
+/// the kernel uses too (burn-lstm's copy of a strided input: done by the caller alone,
+/// the worker waited). Returns when every part is done.
+pub fn run_parts(threads: usize, parts: usize, work: impl Fn(usize) + Sync) {
+    let size = threads.min(parts).max(1);
+    run_team(size, |member| {
+        for part in (member.id..parts).step_by(size) {
+            work(part);
+        }
+    });
+}
+
 /// Splits `0..len` into at most `parts` contiguous ranges whose starts are multiples of
 /// `align` (so each range packs into whole GEMM panels), dropping empty ones.
 pub(crate) fn split_aligned(
@@ -165,6 +178,20 @@ mod tests {
             for k in ranges.len()..parts {
                 assert!(aligned_part(len, parts, align, k).is_empty());
             }
+        }
+    }
+
+    #[test]
+    fn run_parts_runs_every_part_once() {
+        for (threads, parts) in [(1, 5), (2, 5), (3, 2), (4, 0), (2, 1)] {
+            let runs: Vec<AtomicU64> = (0..parts).map(|_| AtomicU64::new(0)).collect();
+            run_parts(threads, parts, |part| {
+                runs[part].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(
+                runs.iter().all(|r| r.load(Ordering::Relaxed) == 1),
+                "{threads} threads, {parts} parts"
+            );
         }
     }
 
