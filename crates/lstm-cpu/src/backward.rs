@@ -89,7 +89,6 @@ pub fn backward<T: Real>(
                 d_h0: &mut d_h0[cell * hp..(cell + 1) * hp],
                 d_c0: &mut d_c0[cell * hc..(cell + 1) * hc],
                 d_input: input_wanted.then_some(&mut d_input[..]),
-                d_input_written: direction > 0,
             };
             backward_cell(&run, cell_tape, &d_output, &mut cell_grads);
         }
@@ -113,10 +112,9 @@ struct CellGrads<'a, T> {
     layout: &'a crate::arch::DirectionLayout,
     d_h0: &'a mut [T],
     d_c0: &'a mut [T],
-    /// Accumulated over the layer's directions (`None`: not wanted).
+    /// Accumulated over the layer's directions, stored by the first (`None`: not
+    /// wanted).
     d_input: Option<&'a mut [T]>,
-    /// Whether `d_input` holds an earlier direction's part (else: whatever, stored over).
-    d_input_written: bool,
 }
 
 /// `run.h0` / `run.c0` carry `dh_n` / `dc_n` of this cell; `dy` is the gradient of the
@@ -430,7 +428,8 @@ fn backward_cell<T: Real>(
         // dX += dz · W_ih (the first direction: dX = dz · W_ih).
         if let Some(d_input) = grads.d_input.as_deref_mut() {
             let w_ih = PackedB::pack_all_on(threads, g4, in_size, w.w_ih, in_size, 1);
-            let store = if grads.d_input_written {
+            // The reverse direction adds to what the forward one stored.
+            let store = if direction > 0 {
                 Store::Add
             } else {
                 Store::Overwrite
