@@ -195,10 +195,7 @@ impl Lstm {
             ("cy", buffers.cy, sizes.c),
             ("weights", buffers.weights, self.layout.bytes),
         ] {
-            // A GRU's cell-state buffers: null, of 0 bytes, never passed on as memory.
-            if bytes > 0 || buffer != NULL_BUFFER {
-                check_buffer(name, buffer, bytes)?;
-            }
+            check_buffer(name, buffer, bytes)?;
         }
         handle.bind_to_thread()?;
         let descs = self.call_descriptors(shape)?;
@@ -296,10 +293,7 @@ impl Lstm {
             ("dcx", buffers.dcx, sizes.c),
             ("dweights", buffers.dweights, self.layout.bytes),
         ] {
-            // A GRU's cell-state buffers: null, of 0 bytes, never passed on as memory.
-            if bytes > 0 || buffer != NULL_BUFFER {
-                check_buffer(name, buffer, bytes)?;
-            }
+            check_buffer(name, buffer, bytes)?;
         }
         handle.bind_to_thread()?;
         let descs = self.call_descriptors(&shape)?;
@@ -542,7 +536,13 @@ fn scratch(handle: &CudnnHandle, bytes: usize, call: &'static str) -> Result<Cud
     unsafe { handle.stream().alloc::<u8>(bytes.max(1)) }.map_err(|e| CudnnRnnError::driver(call, e))
 }
 
+/// Checks that `buffer` holds `bytes` bytes at a device address. A null buffer where no
+/// bytes are wanted (a GRU's cell state) passes: cuDNN gets the null pointer and touches
+/// nothing there.
 fn check_buffer(name: &'static str, buffer: DeviceBuffer, bytes: usize) -> Result<()> {
+    if bytes == 0 && buffer == NULL_BUFFER {
+        return Ok(());
+    }
     if buffer.ptr == 0 {
         return Err(CudnnRnnError::invalid(name, "a device address", "null"));
     }

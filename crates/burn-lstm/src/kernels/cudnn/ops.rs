@@ -43,6 +43,21 @@ pub(crate) struct CudnnForward {
     pub saved: Option<(Vec<CudaTensor>, CudnnTape)>,
 }
 
+/// A call's cell-state tensors, or `x` in the place of each for a GRU: its cell state
+/// is empty (`[cells, B, 0]`) and cudnn-rnn hands cuDNN null pointers for it, so that no
+/// empty CubeCL buffer is asked for its address.
+fn cell_state_or_x<'a, const N: usize>(
+    spec: &LstmSpec,
+    cell_state: [&'a CudaTensor; N],
+    x: &'a CudaTensor,
+) -> [&'a CudaTensor; N] {
+    if spec.arch.cell_state_size() == 0 {
+        [x; N]
+    } else {
+        cell_state
+    }
+}
+
 fn empty(like: &CudaTensor, shape: &[usize]) -> CudaTensor {
     empty_device_contiguous_dtype(
         like.client.clone(),
@@ -148,13 +163,7 @@ pub(crate) fn forward(
     let space = weight_space(plan, &weights);
     trace.mark("cuDNN state");
 
-    // A GRU's cell state is empty (`[cells, B, 0]`) and cudnn-rnn hands cuDNN null
-    // pointers for it: `x` stands in, so that no empty CubeCL buffer is asked for its address.
-    let [c_in, c_out] = if arch.cell_state_size() == 0 {
-        [&x, &x]
-    } else {
-        [&c0, &c_n]
-    };
+    let [c_in, c_out] = cell_state_or_x(spec, [&c0, &c_n], &x);
     let (pinned, [x_at, y_at, hx_at, cx_at, hy_at, cy_at, space_at, canonical]) =
         Pinned::addresses([&x, &y, &h0, c_in, &h_n, c_out, &space, &weights])?;
     let buffers = ForwardBuffers {
@@ -268,12 +277,7 @@ pub(crate) fn backward(
             canonical_grad,
         ],
     ) = {
-        // As in `forward`: a GRU's empty cell-state tensors are never asked for addresses.
-        let [c0, dc_n, dc0] = if spec.arch.cell_state_size() == 0 {
-            [&x, &x, &x]
-        } else {
-            [&c0, &dc_n, &dc0]
-        };
+        let [c0, dc_n, dc0] = cell_state_or_x(spec, [&c0, &dc_n, &dc0], &x);
         Pinned::addresses([
             &x, &y, &h0, c0, &space, &dy, &dh_n, dc_n, &dx, &dh0, dc0, &dspace, &dweights,
         ])?
