@@ -284,14 +284,10 @@ unsafe fn gather_into_on<E: Copy + Send + Sync>(
     let start = out.len();
     let dst = PartPointer(out.spare_capacity_mut().as_mut_ptr() as *mut E);
     let src = PartPointer(ptr as *mut E);
-    // Parts of the first axis (a 1-D array is one part).
-    let (outer, outer_stride) = match shape {
-        [_] => (1, 0),
-        _ => (shape[0], strides[0]),
-    };
-    let (inner_shape, inner_strides) = match shape {
-        [_] => (shape, strides),
-        _ => (&shape[1..], &strides[1..]),
+    // Parts of the first axis (a 0-D or 1-D array is one part).
+    let (outer, outer_stride, inner_shape, inner_strides) = match shape {
+        [] | [_] => (1, 0, shape, strides),
+        _ => (shape[0], strides[0], &shape[1..], &strides[1..]),
     };
     let inner_len = len / outer;
     let parts = threads.clamp(1, outer);
@@ -318,11 +314,8 @@ unsafe fn gather_into_on<E: Copy + Send + Sync>(
 /// Writes the values of a strided array to `dst` in row-major order.
 ///
 /// # Safety
-/// As [`gather_into`]; `dst` has room for every value of the array.
+/// As [`gather_into`]; the array is not empty and `dst` has room for every value of it.
 unsafe fn gather_rows<E: Copy>(mut dst: *mut E, ptr: *const E, shape: &[usize], strides: &[isize]) {
-    if shape.contains(&0) {
-        return;
-    }
     let (rows_shape, last) = shape.split_at(shape.len().saturating_sub(1));
     let (row_len, row_stride) = match last {
         [n] => (*n, strides[shape.len() - 1]),
@@ -415,6 +408,9 @@ mod tests {
                 assert!(out[3..] == expected[..], "{shape:?} threads {threads}");
             }
         }
+        let mut scalar = Vec::<f32>::new();
+        unsafe { gather_into_on(2, &mut scalar, base[7..].as_ptr(), &[], &[]) };
+        assert_eq!(scalar, [base[7]], "a 0-D view");
         let mut empty = Vec::<f32>::new();
         unsafe { gather_into_on(2, &mut empty, base.as_ptr(), &[0, 5], &[5, 1]) };
         assert!(empty.is_empty());
