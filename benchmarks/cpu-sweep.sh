@@ -12,7 +12,8 @@
 #
 # ISA=avx2 caps our kernel (LSTM_CPU_ISA) and PyTorch's oneDNN (ONEDNN_MAX_CPU_ISA) to
 # AVX2; ONNX Runtime has no such switch and keeps the machine's best. ROUNDS=N repeats the
-# sweep (the table shows medians).
+# sweep (the table shows medians, and ratios paired within each round). Even rounds run
+# the peers of a class before ours, odd rounds after, so neither side always runs first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -42,6 +43,10 @@ SHAPES=(
 )
 for round in $(seq "${ROUNDS:-1}"); do
 ./target/release/cpu-peak --threads 2 | sed "s/^{/{\"isa_cap\":\"${ISA:-native}\",/"
+# Not recorded: on the shared machine measured, the first run after cpu-peak's seconds
+# of full load often ran 2-3× slow (docs/benchmarks.md).
+./target/release/lstm-bench --impl fused-cpu --device cpu --batch 16 --seq 50 --input 96 \
+  --hidden 96 --threads 2 --iters 200 > /dev/null
 for mode in infer train; do
   for shape in "${SHAPES[@]}"; do
     set -- $shape
@@ -49,12 +54,16 @@ for mode in infer train; do
     iters=15; [ "$5" -ge 600 ] && iters=7
     args="--device cpu --mode $mode --batch $2 --seq $3 --input $4 --hidden $5 --layers $6 --threads 2 --iters $iters $extra"
     tag() { sed "s/^{/{\"class\":\"$class\",\"isa_cap\":\"${ISA:-native}\",/"; }
-    ./target/release/lstm-bench --impl fused-cpu --backend flex $args | tag
     peers=$PEERS; [ -n "$extra" ] && peers=benchmarks/lstm_variants.py
-    for impl in torch onnxruntime; do
-      if [ "$impl" = onnxruntime ] && { [ "$mode" = train ] || [[ "$extra" == *proj* ]]; }; then continue; fi
-      "$PYTHON" "$peers" --impl $impl $args | tag
-    done
+    run_peers() {
+      for impl in torch onnxruntime; do
+        if [ "$impl" = onnxruntime ] && { [ "$mode" = train ] || [[ "$extra" == *proj* ]]; }; then continue; fi
+        "$PYTHON" "$peers" --impl $impl $args | tag
+      done
+    }
+    if [ $((round % 2)) = 0 ]; then run_peers; fi
+    ./target/release/lstm-bench --impl fused-cpu --backend flex $args | tag
+    if [ $((round % 2)) = 1 ]; then run_peers; fi
   done
 done
 done  # rounds

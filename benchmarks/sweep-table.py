@@ -9,6 +9,13 @@ peer: the faster of PyTorch and ONNX Runtime for inference, PyTorch for training
 (ONNX Runtime does not train), marked with ✗ below 1.00, and our ratio against PyTorch
 alone: under `ISA=avx2` the like-for-like one (PyTorch's oneDNN is capped to AVX2 as
 our kernel is; ONNX Runtime has no such switch and keeps the machine's best).
+
+The ratios are paired: each round's peer time over our time in the same round (the runs
+of one class follow each other within seconds), then the median over the rounds, with
+the lowest and highest round in brackets. A slow spell of the machine that lasts minutes
+slows both sides of a pair, where a ratio of medians would set a slow round of ours
+against a quick round of a peer. The k-th run of an implementation for a class in a file
+is that file's round k.
 """
 import json
 import statistics
@@ -19,7 +26,7 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     cells, peaks = {}, {}
-    for path in sys.argv[1:]:
+    for file_index, path in enumerate(sys.argv[1:]):
         for line in open(path):
             if not line.strip().startswith("{"):
                 continue
@@ -29,7 +36,10 @@ def main():
                 peaks.setdefault(key, []).append(d["gflops"])
                 continue
             key = (d.get("isa_cap", "native"), d["class"], d["mode"])
-            cells.setdefault(key, {}).setdefault(d["impl"], []).append(d)
+            runs = cells.setdefault(key, {}).setdefault(d["impl"], [])
+            # (file, round) pairs this run with the other implementations' runs.
+            d["_round"] = (file_index, sum(1 for r in runs if r["_round"][0] == file_index))
+            runs.append(d)
     print("| ISA | class (B, T, I, H, layers) | mode | fused-cpu ms | torch ms | ORT ms "
           "| vs target peer | vs torch |")
     print("| --- " * 8 + "|")
@@ -38,19 +48,44 @@ def main():
         c = cells[key]
         ms = lambda n: statistics.median(r["seconds"] for r in c[n]) * 1e3 if n in c else None
         ours, torch, ort = ms("fused-cpu"), ms("torch"), ms("onnxruntime")
-        peers = [t for t in ((torch, ort) if key[2] == "infer" else (torch,)) if t]
-        ratio = min(peers) / ours if peers and ours else None
-        vs_torch = torch / ours if torch and ours else None
+        peer_impls = ("torch", "onnxruntime") if key[2] == "infer" else ("torch",)
+        ratio = paired(c, peer_impls)
+        vs_torch = paired(c, ("torch",))
         d = c["fused-cpu"][0]
         shape = f"{d['batch']}, {d['seq']}, {d['input']}, {d['hidden']}, {d['layers']}"
         show = lambda t: "%.3g" % t if t else ""
-        mark = "" if ratio is None or ratio >= 1.0 else " ✗"
+        mark = "" if ratio is None or ratio[0] >= 1.0 else " ✗"
         print(f"| {key[0]} | {key[1]} ({shape}) | {key[2]} | {show(ours)} | {show(torch)} | {show(ort)} "
-              f"| {'%.2f×' % ratio if ratio else ''}{mark} | {'%.2f×' % vs_torch if vs_torch else ''} |")
+              f"| {show_ratio(ratio)}{mark} | {show_ratio(vs_torch)} |")
     for isa in sorted({isa for isa, _, _ in peaks}):
         print(f"\nGFLOP/s, `cpu-peak` in the same run, ISA {isa} (median): "
               + "; ".join(f"{what} ({t} thread{'s' if t > 1 else ''}) {statistics.median(v):.0f}"
                           for (i, what, t), v in peaks.items() if i == isa))
+
+
+def paired(cell, peer_impls):
+    """Median over the rounds of (the fastest of `peer_impls` / fused-cpu) within each
+    round, with the lowest and highest: (median, low, high), or None."""
+    by_round = {}
+    for impl in ("fused-cpu",) + peer_impls:
+        for run in cell.get(impl, []):
+            by_round.setdefault(run["_round"], {})[impl] = run["seconds"]
+    ratios = []
+    for times in by_round.values():
+        peers = [times[i] for i in peer_impls if i in times]
+        if "fused-cpu" in times and peers:
+            ratios.append(min(peers) / times["fused-cpu"])
+    if not ratios:
+        return None
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
+def show_ratio(ratio):
+    if ratio is None:
+        return ""
+    median, low, high = ratio
+    spread = f" ({low:.2f}-{high:.2f})" if high > low else ""
+    return f"{median:.2f}×{spread}"
 
 
 if __name__ == "__main__":
