@@ -317,6 +317,7 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
             batch,
             lengths: lengths.as_deref(),
             input: &input,
+            input_strides: None,
             weights: &weights,
             h0: &zeros[..h_len],
             c0: &zeros[..c_len],

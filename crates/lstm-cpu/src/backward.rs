@@ -29,7 +29,7 @@
 
 use crate::arch::CellKind;
 use crate::buffers::Buffer;
-use crate::call::{CallError, LstmCall, LstmGradients, OutputGrads};
+use crate::call::{CallError, InputStrides, LstmCall, LstmGradients, OutputGrads};
 use crate::forward::{CellParams, CellRun, CellWeights, Dims, Split};
 use crate::gemm::{PackedB, Store, gemm, par_gemm};
 use crate::real::Real;
@@ -77,6 +77,7 @@ pub fn backward<T: Real>(
                 threads: call.threads,
                 input,
                 input_size: layout.input_size,
+                input_strides: InputStrides::seq_major(dims.batch, in_size),
                 params: CellParams::Flat(&weights),
                 lengths: call.padding(),
                 direction,
@@ -130,6 +131,7 @@ fn backward_cell<T: Real>(
         threads,
         input,
         input_size: _,
+        input_strides: _,
         params,
         lengths,
         direction,

@@ -3,6 +3,7 @@
 use core::fmt;
 
 use crate::arch::{CellKind, LstmArch};
+use crate::buffers::Buffer;
 
 /// One call of the kernel: a whole layer stack over a whole (padded) batch.
 /// Layouts are sequence-major and row-major, as in the rest of the workspace.
@@ -19,10 +20,16 @@ pub struct LstmCall<'a, T> {
     /// step, ends in its initial state, and in the backward passes `dh_n` / `dc_n`
     /// straight to `dh0` / `dc0` with no gradient to the parameters or its input.
     pub lengths: Option<&'a [usize]>,
-    /// Input sequence `[T, B, I]`. Values at padded steps (`t >= lengths[b]`) never
-    /// reach an output, but the input products read them: they must be finite, or a
-    /// NaN there (multiplied by a zero gradient) reaches the gradient of `weight_ih`.
+    /// Input sequence `[T, B, I]` (or laid out as `input_strides` says). Values at
+    /// padded steps (`t >= lengths[b]`) never reach an output, but the input products
+    /// read them: they must be finite, or a NaN there (multiplied by a zero gradient)
+    /// reaches the gradient of `weight_ih`.
     pub input: &'a [T],
+    /// Where each row of `input` starts, when it is not sequence-major `[T, B, I]`:
+    /// a batch-first `[B, T, I]` input, or any view whose `I` features are consecutive.
+    /// Inference reads it in place; training copies it once, sequence-major, into the
+    /// tape (the backward's products read it by steps).
+    pub input_strides: Option<InputStrides>,
     /// Flat parameters in the canonical layout ([`LstmArch::direction_layout`]).
     pub weights: &'a [T],
     /// Initial hidden state `[layers * dirs, B, H_out]`.
@@ -35,6 +42,41 @@ pub struct LstmCall<'a, T> {
     /// Threads the call may use (at least 1). Small shapes use fewer: see
     /// `docs/fused-cpu.md`.
     pub threads: usize,
+}
+
+/// Where row `b` of step `t` of a call's input starts: at `t * step + b * row`, with its
+/// `I` features consecutive from there. Rows may overlap (a broadcast input, stride 0):
+/// the kernel only reads them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputStrides {
+    /// Distance between steps `t` and `t + 1` of one batch row, in values.
+    pub step: usize,
+    /// Distance between batch rows `b` and `b + 1` of one step, in values.
+    pub row: usize,
+}
+
+impl InputStrides {
+    /// Sequence-major `[T, B, I]`, the layout without strides.
+    pub fn seq_major(batch: usize, input_size: usize) -> Self {
+        Self {
+            step: batch * input_size,
+            row: input_size,
+        }
+    }
+
+    /// Batch-first `[B, T, I]`.
+    pub fn batch_first(seq_len: usize, input_size: usize) -> Self {
+        Self {
+            step: input_size,
+            row: seq_len * input_size,
+        }
+    }
+
+    /// Values an input of `seq_len × batch` rows of `input_size` spans from its first
+    /// (its last row's end).
+    pub(crate) fn span(&self, seq_len: usize, batch: usize, input_size: usize) -> usize {
+        (seq_len - 1) * self.step + (batch - 1) * self.row + input_size
+    }
 }
 
 /// Results of a forward call.
@@ -159,12 +201,27 @@ impl<T> LstmCall<'_, T> {
         positive("arch.hidden_size", a.hidden_size)?;
         positive("arch.input_size", a.input_size)?;
         let (c, p, cells) = (a.cell_state_size(), a.output_size(), a.cells());
-        len_check(
-            "input",
-            &format!("[T={t}, B={b}, I={}]", a.input_size),
-            t * b * a.input_size,
-            self.input.len(),
-        )?;
+        match self.input_strides {
+            None => len_check(
+                "input",
+                &format!("[T={t}, B={b}, I={}]", a.input_size),
+                t * b * a.input_size,
+                self.input.len(),
+            )?,
+            Some(strides) => {
+                let span = strides.span(t, b, a.input_size);
+                if self.input.len() < span {
+                    return Err(CallError {
+                        argument: "input",
+                        expected: format!(
+                            "at least {span} values (T={t}, B={b}, I={} at strides {strides:?})",
+                            a.input_size
+                        ),
+                        actual: format!("{} values", self.input.len()),
+                    });
+                }
+            }
+        }
         if weights_read {
             len_check(
                 "weights",
@@ -212,6 +269,27 @@ impl<T> LstmCall<'_, T> {
             }
         }
         Ok(())
+    }
+
+    /// Where the input's rows are, `None` when sequence-major (with or without
+    /// [`Self::input_strides`] saying so).
+    pub(crate) fn strided_input(&self) -> Option<InputStrides> {
+        let seq_major = InputStrides::seq_major(self.batch, self.arch.input_size);
+        self.input_strides.filter(|s| *s != seq_major)
+    }
+
+    /// The input sequence-major `[T, B, I]`, copied row by row from its strides.
+    pub(crate) fn seq_major_input(&self, strides: InputStrides) -> Buffer<T>
+    where
+        T: crate::real::Real,
+    {
+        let (t, b, i) = (self.seq_len, self.batch, self.arch.input_size);
+        let mut values = Buffer::for_overwrite(t * b * i);
+        for (at, dst) in values.chunks_exact_mut(i).enumerate() {
+            let start = (at / b) * strides.step + (at % b) * strides.row;
+            dst.copy_from_slice(&self.input[start..start + i]);
+        }
+        values
     }
 
     /// The lengths when some row is shorter than `seq_len` (else no masking is needed).
@@ -269,6 +347,7 @@ mod tests {
             batch: 1,
             lengths: None,
             input: &[0.0; 6],
+            input_strides: None,
             weights,
             h0: &[0.0; 4],
             c0,

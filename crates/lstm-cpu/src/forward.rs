@@ -8,8 +8,10 @@ use core::ops::Range;
 
 use crate::arch::{CellKind, DirectionLayout};
 use crate::buffers::Buffer;
-use crate::call::{CallError, LstmCall, LstmOutputs};
-use crate::gemm::{Packed, PackedB, gemm, gemm_bias, kernel_rows, panel};
+use crate::call::{CallError, InputStrides, LstmCall, LstmOutputs};
+use crate::gemm::{
+    Packed, PackedB, RowGroups, gemm, gemm_bias, gemm_bias_grouped, kernel_rows, panel,
+};
 use crate::packed::{PackedCell, PackedWeights, column_panels, gate_groups, unit_panels};
 use crate::real::Real;
 use crate::simd;
@@ -308,7 +310,18 @@ fn run<T: Real>(
             }
             values
         });
+        // A strided first input is read in place, except in training, whose backward
+        // reads it by steps from the tape: copied there once, sequence-major.
+        let strided = call.strided_input().filter(|_| layer == 0);
+        let owned_input = match strided {
+            Some(strides) if save => Some(call.seq_major_input(strides)),
+            _ => owned_input,
+        };
         let input: &[T] = owned_input.as_deref().unwrap_or(call.input);
+        let input_strides = match (strided, &owned_input) {
+            (Some(strides), None) => strides,
+            _ => InputStrides::seq_major(dims.batch, arch.layer_input_size(layer)),
+        };
         // Every value is written: a row's output or, past its length, zeros.
         let mut output = Buffer::for_overwrite(rows * dims.dirs * p);
         let mut cells = Vec::new();
@@ -341,6 +354,7 @@ fn run<T: Real>(
                     threads: call.threads,
                     input,
                     input_size: layout.input_size,
+                    input_strides,
                     params,
                     lengths: call.padding(),
                     direction,
@@ -390,6 +404,9 @@ pub(crate) struct CellRun<'a, T: Real> {
     pub input: &'a [T],
     /// Features of each row of `input`.
     pub input_size: usize,
+    /// Where each row of `input` starts (the forward reads a strided first input in
+    /// place; the backward's is always sequence-major).
+    pub input_strides: InputStrides,
     pub params: CellParams<'a, T>,
     pub lengths: Option<&'a [usize]>,
     pub direction: usize,
@@ -413,6 +430,49 @@ struct CellOut<'a, T> {
     recurrent_new: Option<Shared<T>>,
 }
 
+/// The rows of a chunk's input projection (`steps` steps of `batch` rows, gates `g4`
+/// values a row, sequence-major) as the GEMM's [`RowGroups`], with the distance between
+/// rows within a group in the input and in the gates. Sequence-major input rows are one
+/// group. Otherwise the groups are a batch row's steps or a step's batch rows: of those
+/// that fill a micro-kernel's tile, the one whose rows are closer together in the input
+/// (a batch-first input's steps, consecutive), else the longer.
+fn chunk_row_groups(
+    strides: InputStrides,
+    steps: usize,
+    batch: usize,
+    g4: usize,
+) -> (RowGroups, usize, usize) {
+    if strides.step == batch * strides.row || steps == 1 {
+        let one = RowGroups {
+            rows: steps * batch,
+            a_group: 0,
+            c_group: 0,
+        };
+        return (one, strides.row, g4);
+    }
+    let full = |rows: usize| rows >= kernel_rows();
+    let by_batch_row = match (full(steps), full(batch)) {
+        (true, true) => strides.step <= strides.row,
+        (true, false) | (false, false) if steps >= batch => true,
+        _ => false,
+    };
+    if by_batch_row {
+        let groups = RowGroups {
+            rows: steps,
+            a_group: strides.row,
+            c_group: g4,
+        };
+        (groups, strides.step, batch * g4)
+    } else {
+        let groups = RowGroups {
+            rows: batch,
+            a_group: strides.step,
+            c_group: batch * g4,
+        };
+        (groups, strides.row, g4)
+    }
+}
+
 /// Time steps whose input projection is computed at once: enough rows for an efficient
 /// GEMM, few enough that the pre-activations are still in cache when their steps run.
 fn chunk_steps(seq: usize, batch: usize) -> usize {
@@ -425,6 +485,7 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         threads,
         input,
         input_size,
+        input_strides,
         params,
         lengths,
         direction,
@@ -597,20 +658,21 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                 0..steps * batch
             };
             if let (Some(packed_ih), false) = (projection_ih, chunk_rows.is_empty()) {
+                let (groups, rs, ldc) = chunk_row_groups(input_strides, steps, batch, g4);
                 // SAFETY: this member writes only its gate columns of these rows (all
-                // columns of its own rows when the projection is split by rows).
+                // columns of its own rows when the projection is split by rows); the
+                // call's check put every row of the input inside it.
                 unsafe {
-                    gemm_bias(
-                        chunk_rows.len(),
-                        input
-                            .as_ptr()
-                            .add((t_lo * batch + chunk_rows.start) * input_size),
-                        input_size,
+                    gemm_bias_grouped(
+                        chunk_rows,
+                        groups,
+                        input.as_ptr().add(t_lo * input_strides.step),
+                        rs,
                         1,
                         packed_ih,
                         bias,
-                        gates.at(z_at(t_lo) + chunk_rows.start * g4),
-                        g4,
+                        gates.at(z_at(t_lo)),
+                        ldc,
                     )
                 };
             }

@@ -425,6 +425,68 @@ pub(crate) unsafe fn gemm_bias<'b, T: Real>(
     unsafe { gemm_into(rows, a, rs, cs, b.into(), Some(bias), c, ldc) }
 }
 
+/// Rows of `A` and `C` in equal groups, each group's rows evenly spaced: row `i` is row
+/// `i % rows` of group `i / rows`, at `i / rows * a_group + i % rows * rs` in `A` and
+/// `i / rows * c_group + i % rows * ldc` in `C`. The input projection of a batch-first
+/// input reads it in place this way: a group is one batch row's steps of a chunk
+/// (consecutive in the input, `batch` rows apart in the gates), where sequence-major
+/// rows would need a copy of the whole input first (`forward.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RowGroups {
+    /// Rows in each group (at least 1).
+    pub rows: usize,
+    /// Distance in `A` from a group's first row to the next group's.
+    pub a_group: usize,
+    /// Distance in `C` from a group's first row to the next group's.
+    pub c_group: usize,
+}
+
+impl RowGroups {
+    /// Every row in one group: `A`'s rows `rs` apart, `C`'s `ldc` apart.
+    const ONE: Self = Self {
+        rows: usize::MAX,
+        a_group: 0,
+        c_group: 0,
+    };
+
+    /// Offset of row `i` from row 0, where rows within a group are `stride` apart and
+    /// groups `group` apart.
+    fn offset(&self, i: usize, stride: usize, group: usize) -> usize {
+        (i / self.rows) * group + (i % self.rows) * stride
+    }
+}
+
+/// [`gemm_bias`] over rows `rows` of a matrix whose rows lie in [`RowGroups`]: `a` and
+/// `c` point at row 0 (which need not be in `rows`), `rs` and `ldc` are the distances
+/// between rows within a group. A micro-kernel's tile never spans two groups (so rows
+/// may be tiled, and rounded, otherwise than by [`gemm_bias`] on the rows gathered).
+///
+/// # Safety
+/// As [`gemm_bias`], for every row of `rows` at its place in the groups.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_bias_grouped<'b, T: Real>(
+    rows: Range<usize>,
+    groups: RowGroups,
+    a: *const T,
+    rs: usize,
+    cs: usize,
+    b: impl Into<Packed<'b, T>>,
+    bias: &[T],
+    c: *mut T,
+    ldc: usize,
+) {
+    assert!(groups.rows > 0, "a row group holds at least one row");
+    if rows.is_empty() {
+        return;
+    }
+    // With one group nothing changes: the plain product from the range's first row.
+    if rows.end <= groups.rows {
+        let (a, c) = unsafe { (a.add(rows.start * rs), c.add(rows.start * ldc)) };
+        return unsafe { gemm_into(rows.len(), a, rs, cs, b.into(), Some(bias), c, ldc) };
+    }
+    unsafe { gemm_rows(rows, groups, a, rs, cs, b.into(), Some(bias), c, ldc) }
+}
+
 /// [`gemm`], or [`gemm_bias`] with `bias`.
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_into<T: Real>(
@@ -437,6 +499,29 @@ unsafe fn gemm_into<T: Real>(
     c: *mut T,
     ldc: usize,
 ) {
+    unsafe { gemm_rows(0..rows, RowGroups::ONE, a, rs, cs, b, bias, c, ldc) }
+}
+
+/// [`gemm_into`] over rows `rows` in `groups` ([`gemm_bias_grouped`]).
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_rows<T: Real>(
+    rows: Range<usize>,
+    groups: RowGroups,
+    a: *const T,
+    rs: usize,
+    cs: usize,
+    b: Packed<'_, T>,
+    bias: Option<&[T]>,
+    c: *mut T,
+    ldc: usize,
+) {
+    let (first, rows) = (rows.start, rows.len());
+    let grouped = groups != RowGroups::ONE;
+    // Row `i` of this product (row `first + i` of the groups) in A and C.
+    let a_row = |i: usize| groups.offset(first + i, rs, groups.a_group);
+    let c_row = |i: usize| groups.offset(first + i, ldc, groups.c_group);
+    // Rows from `i` to the end of its group.
+    let group_left = |i: usize| groups.rows - (first + i) % groups.rows;
     if let Some(bias) = bias {
         let end = packed_end(&b);
         assert!(bias.len() >= end, "a bias value for every packed column");
@@ -444,7 +529,7 @@ unsafe fn gemm_into<T: Real>(
             // No depth block to store the bias with: C is the bias alone.
             for i in 0..rows {
                 // SAFETY: the caller's C covers every packed column of its rows.
-                let c_row = unsafe { core::slice::from_raw_parts_mut(c.add(i * ldc), end) };
+                let c_row = unsafe { core::slice::from_raw_parts_mut(c.add(c_row(i)), end) };
                 for panel in b.panels {
                     for (_, col, width) in segments(panel, b.pieces) {
                         c_row[col..col + width].copy_from_slice(&bias[col..col + width]);
@@ -465,6 +550,7 @@ unsafe fn gemm_into<T: Real>(
     // same L1 set every time), so each block of A is copied once into `a_block`, k's
     // `ROW_BLOCK` values apart, and every panel reads the copy from L1.
     let pack_a = rs == 1 && cs > 1 && b.panels.len() > 1;
+    assert!(!(pack_a && grouped), "A read down its columns is one group");
     let mut a_block = if pack_a {
         vec![T::ZERO; ROW_BLOCK * DEPTH_BLOCK]
     } else {
@@ -488,7 +574,7 @@ unsafe fn gemm_into<T: Real>(
                 }
                 (a_block.as_ptr(), 1, ROW_BLOCK)
             } else {
-                (unsafe { a.add(m0 * rs + k0 * cs) }, rs, cs)
+                (unsafe { a.add(k0 * cs) }, rs, cs)
             };
             for (p, panel) in b.panels.iter().enumerate() {
                 // SAFETY: offsets stay inside the panel and the caller's A and C.
@@ -507,15 +593,17 @@ unsafe fn gemm_into<T: Real>(
                 };
                 let mut i = 0;
                 while i < block_rows {
-                    let r = tile_rows(block_rows - i, max_rows);
                     let row = m0 + i;
+                    // A tile's rows are evenly spaced: it ends with its group.
+                    let r = tile_rows((block_rows - i).min(group_left(row)), max_rows);
+                    let a_tile = if pack_a { i * a_rs } else { a_row(row) };
                     let args = Micro {
                         depth,
-                        a: unsafe { a_at.add(i * a_rs) },
+                        a: unsafe { a_at.add(a_tile) },
                         rs: a_rs,
                         cs: a_cs,
                         b: bp,
-                        c: unsafe { c.add(row * ldc + panel.col) },
+                        c: unsafe { c.add(c_row(row) + panel.col) },
                         ldc,
                         width: panel.width,
                         prefetch: match next {
@@ -1118,6 +1206,86 @@ mod tests {
             unsafe { gemm_bias(m, a.as_ptr(), k, 1, b, &bias, got.as_mut_ptr(), n) };
         }
         assert_eq!(bits(&got), bits(&expected), "{m}x{k}x{n} gathered");
+    }
+
+    /// Rows in groups (a batch-first input's rows: a group's rows consecutive in `A`,
+    /// with a gap between groups; interleaved in `C`) give what the plain product gives
+    /// on the same rows gathered, for the whole range or part of it, and
+    /// write nothing outside their rows. Groups of one row, of fewer rows than a tile, of
+    /// several tiles; one depth block or two.
+    #[test]
+    fn grouped_rows_equal_the_rows_gathered() {
+        for (groups, per_group, k, n) in [(3, 16, 300, 70), (4, 5, 40, 33), (6, 1, 17, 40)] {
+            let rows = groups * per_group;
+            let (a_group, c_group, ldc) = ((per_group + 1) * k, n, groups * n);
+            let stored: Vec<f32> = values(groups * a_group, 11)
+                .iter()
+                .map(|&v| v as f32)
+                .collect();
+            let bt: Vec<f32> = values(n * k, 12).iter().map(|&v| v as f32).collect();
+            let bias: Vec<f32> = values(n, 13).iter().map(|&v| v as f32).collect();
+            let packed = PackedB::pack(k, &[0..n / 2, n / 2..n], &bt, 1, k);
+            let layout = RowGroups {
+                rows: per_group,
+                a_group,
+                c_group,
+            };
+            // Row i: group i / per_group, row i % per_group of it.
+            let a_at = |i: usize| (i / per_group) * a_group + (i % per_group) * k;
+            let c_at = |i: usize| (i % per_group) * ldc + (i / per_group) * c_group;
+            let gathered: Vec<f32> = (0..rows)
+                .flat_map(|i| stored[a_at(i)..a_at(i) + k].iter().copied())
+                .collect();
+            let mut plain = vec![f32::NAN; rows * n];
+            unsafe {
+                gemm_bias(
+                    rows,
+                    gathered.as_ptr(),
+                    k,
+                    1,
+                    &packed,
+                    &bias,
+                    plain.as_mut_ptr(),
+                    n,
+                )
+            };
+            for range in [0..rows, 1..rows - 1, rows / 2..rows / 2 + 1] {
+                let mut got = vec![f32::NAN; per_group * ldc];
+                let at = got.as_mut_ptr();
+                unsafe {
+                    gemm_bias_grouped(
+                        range.clone(),
+                        layout,
+                        stored.as_ptr(),
+                        k,
+                        1,
+                        &packed,
+                        &bias,
+                        at,
+                        ldc,
+                    )
+                };
+                for i in 0..rows {
+                    let row = &got[c_at(i)..c_at(i) + n];
+                    if range.contains(&i) {
+                        let want = &plain[i * n..(i + 1) * n];
+                        // A tile of other rows may sum in another order (the one-row
+                        // kernel splits its depth over several accumulators).
+                        for (g, w) in row.iter().zip(want) {
+                            assert!(
+                                (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                                "{groups}x{per_group} {range:?} row {i}: {g} vs {w}"
+                            );
+                        }
+                    } else {
+                        assert!(
+                            row.iter().all(|v| v.is_nan()),
+                            "row {i} outside {range:?} written"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@
 //! let input = vec![1.0f32; t * b * 3];
 //! let zeros = vec![0.0f32; b * 4];
 //! let call = LstmCall { arch: &arch, seq_len: t, batch: b, lengths: None, input: &input,
-//!                       weights: &weights, h0: &zeros, c0: &zeros, dropout_masks: &[],
+//!                       input_strides: None, weights: &weights, h0: &zeros, c0: &zeros, dropout_masks: &[],
 //!                       threads: 1 };
 //! let out = forward(&call).unwrap();
 //! assert_eq!(out.y.len(), t * b * 4);
@@ -52,7 +52,7 @@ pub use backward::backward;
 pub use buffers::{
     cache_limit_bytes, cached_buffer_bytes, recycle_vec, release_cached_buffers, vec_with_capacity,
 };
-pub use call::{CallError, LstmCall, LstmGradients, LstmOutputs, OutputGrads};
+pub use call::{CallError, InputStrides, LstmCall, LstmGradients, LstmOutputs, OutputGrads};
 pub use forward::{forward, forward_train};
 pub use isa_runs::{
     instruction_set, lower_instruction_sets, rerun_test_on_lower_instruction_sets,

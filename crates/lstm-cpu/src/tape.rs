@@ -15,7 +15,8 @@ pub struct Tape<T: Real> {
 
 #[derive(Clone, Debug)]
 pub(crate) struct LayerTape<T: Real> {
-    /// The layer's input after dropout (layers above the first; the first reads the call's).
+    /// The layer's input after dropout (layers above the first; the first reads the
+    /// call's, or keeps a sequence-major copy of a strided one).
     pub input: Option<Buffer<T>>,
     /// The dropout mask applied to that input.
     pub mask: Option<Buffer<T>>,
@@ -72,7 +73,9 @@ impl<T: Real> Tape<T> {
                         c.gates.len() == rows * a.gate_rows()
                             && c.hidden_prev.len() == rows * a.output_size()
                     })
-            });
+            })
+            // A strided input was copied into the tape (the backward reads it by steps).
+            && (call.strided_input().is_none() || self.layers[0].input.is_some());
         if fits {
             Ok(())
         } else {

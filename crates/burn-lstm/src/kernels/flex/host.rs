@@ -9,7 +9,7 @@ use burn::tensor::{DType, Shape, TensorData};
 use burn_flex::{Flex, FlexTensor, Layout};
 
 use crate::kernels::fused_cpu::host::{
-    HostElement, HostTensors, ValuesKey, gather_into, split_by_slices,
+    HostElement, HostTensors, HostView, ValuesKey, gather_into, split_by_slices,
 };
 
 impl HostTensors for Flex {
@@ -51,6 +51,15 @@ impl HostTensors for Flex {
 
     fn with_values<T: HostElement, R>(t: &FlexTensor, f: impl FnOnce(&[T]) -> R) -> Option<R> {
         t.as_slice::<T>().map(f)
+    }
+
+    fn view<T: HostElement>(t: &FlexTensor) -> Option<HostView<'_, T>> {
+        if t.dtype() != T::dtype() {
+            return None;
+        }
+        let layout = t.layout();
+        let values = t.storage::<T>().get(layout.start_offset()..)?;
+        HostView::new(values, layout.shape().as_slice(), layout.strides())
     }
 
     fn from_host<T: HostElement>(

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use lstm_cpu::{LstmCall, LstmOutputs, OutputGrads, Tape};
+use lstm_cpu::{InputStrides, LstmCall, LstmOutputs, OutputGrads, Tape};
 
 use burn::tensor::ops::FloatTensor;
 
@@ -50,6 +50,7 @@ impl<T: HostElement> HostCall<T> {
             batch: self.spec.batch,
             lengths: self.spec.lengths.as_deref(),
             input: &self.input,
+            input_strides: None,
             weights,
             h0: &self.h0,
             c0: &self.c0,
@@ -111,9 +112,22 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
         .flatten();
     let read_in_place =
         |kept: &[FloatTensor<B>; 4]| B::with_values::<T, ()>(&kept[1], |_| ()).is_some();
+    // Inference reads the input where it is, through its strides: a batch-first input
+    // (the module hands the op its transposed view) needs no sequence-major copy, nor
+    // an input somebody else still holds. Padding is zeroed in a copy, and training
+    // copies (parallel, here) what its tape keeps.
+    // `x` is kept only when read in place: a copy may take its buffer instead.
+    let (input, kept_x) = if input_in_place::<B, T>(&x, spec, save).is_some() {
+        (Vec::new(), Some(x))
+    } else {
+        (zero_padding(to_host::<B, T, 3>(x), spec), None)
+    };
+    let x_view = kept_x
+        .as_ref()
+        .and_then(|x| input_in_place::<B, T>(x, spec, save));
     let host_call = HostCall {
         spec: spec.clone(),
-        input: zero_padding(to_host::<B, T, 3>(x), spec),
+        input,
         weights: match (&packed, &kept) {
             (Some(_), _) => None,
             (None, Some(kept)) if read_in_place(kept) => None,
@@ -136,7 +150,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
         (None, Some(packed)) => {
             let call = LstmCall {
                 dropout_masks: &mask_refs,
-                ..host_call.call(&[])
+                ..host_call.call(&[]).reading(x_view)
             };
             (lstm_cpu::forward_packed(&call, packed).expect(expect), None)
         }
@@ -144,11 +158,12 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
             let weights = host_call.weights.as_deref().expect("copied to the host");
             let call = LstmCall {
                 dropout_masks: &mask_refs,
-                ..host_call.call(weights)
+                ..host_call.call(weights).reading(x_view)
             };
             (lstm_cpu::forward(&call).expect(expect), None)
         }
     };
+    drop(kept_x);
     let LstmOutputs { y, h_n, c_n } = outputs;
     let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
     let output = LstmOutput {
@@ -174,6 +189,43 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
         ))))),
     };
     (output, Some(saved))
+}
+
+/// The values and strides of `x`, `[T, B, I]`, when an inference call without padding
+/// can read it where it is: a view whose features are consecutive (`None` for any
+/// other, which is copied).
+fn input_in_place<'t, B: HostTensors, T: HostElement>(
+    x: &'t FloatTensor<B>,
+    spec: &LstmSpec,
+    save: bool,
+) -> Option<(&'t [T], InputStrides)> {
+    if save || spec.has_padding() {
+        return None;
+    }
+    let view = B::view::<T>(x)?;
+    let [step, row, feature] = view.strides[..] else {
+        return None;
+    };
+    let shape = [spec.seq_len, spec.batch, spec.arch.input_size];
+    (view.shape == shape && feature == 1).then_some((view.values, InputStrides { step, row }))
+}
+
+/// A call reading its input from `input` (values and strides) instead of its host copy.
+trait ReadingInPlace<'a, T> {
+    fn reading(self, input: Option<(&'a [T], InputStrides)>) -> Self;
+}
+
+impl<'a, T> ReadingInPlace<'a, T> for LstmCall<'a, T> {
+    fn reading(self, input: Option<(&'a [T], InputStrides)>) -> Self {
+        match input {
+            Some((values, strides)) => LstmCall {
+                input: values,
+                input_strides: Some(strides),
+                ..self
+            },
+            None => self,
+        }
+    }
 }
 
 /// `input` `[T, B, I]` with its padded steps set to zero (a copy the call owns): the
@@ -275,5 +327,153 @@ pub(crate) fn run_backward<B: HostTensors>(
         (LstmKernel::FusedCpu, DType::F64) => backward::<B, f64>(saved, grads),
         (LstmKernel::FusedCpu, _) => backward::<B, f32>(saved, grads),
         _ => crate::kernels::portable::backward::<B>(saved, grads),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{Tensor, TensorData};
+    use lstm_cpu::{CellKind, LstmArch};
+
+    use super::*;
+    use crate::op::tensor::tensor;
+
+    fn spec(seq_len: usize, batch: usize, lengths: Option<Vec<usize>>) -> LstmSpec {
+        LstmSpec {
+            arch: LstmArch {
+                cell: CellKind::Lstm,
+                input_size: 6,
+                hidden_size: 4,
+                proj_size: 0,
+                num_layers: 2,
+                bidirectional: true,
+                bias: true,
+            },
+            seq_len,
+            batch,
+            lengths: lengths.map(Into::into),
+            dropout: 0.0,
+            training: false,
+            dropout_seed: None,
+            kernel: None,
+        }
+    }
+
+    fn values(len: usize, seed: u64) -> Vec<f32> {
+        (0..len)
+            .map(|n| ((n as u64 * 2654435761 + seed * 97) % 1000) as f32 / 500.0 - 1.0)
+            .collect()
+    }
+
+    /// Inference reads a batch-first input's transposed view, an input somebody else
+    /// holds, and a view of some of a wider tensor's features where they are, with the
+    /// outputs of the same values copied sequence-major; training, padding and a view
+    /// whose features are not consecutive are copied.
+    fn reads_inputs_in_place<B: HostTensors>(device: &B::Device) {
+        let (t, b, i) = (7, 5, 6);
+        let spec = spec(t, b, None);
+        let batch_first: Tensor<B, 3> =
+            Tensor::from_data(TensorData::new(values(b * t * i, 1), [b, t, i]), device);
+        let x = batch_first.swap_dims(0, 1);
+        let copied: Tensor<B, 3> = Tensor::from_data(x.to_data(), device);
+        let wide: Tensor<B, 3> = Tensor::from_data(
+            TensorData::new(values(t * b * (i + 3), 2), [t, b, i + 3]),
+            device,
+        );
+        let features = wide.clone().slice([0..t, 0..b, 2..2 + i]);
+        let strided_features = wide.clone().slice([0..t, 0..b, 0..i]).swap_dims(0, 1);
+
+        let x_p = primitive(x.clone());
+        let in_place = |x: &FloatTensor<B>, spec: &LstmSpec, save| {
+            input_in_place::<B, f32>(x, spec, save).map(|(_, strides)| strides)
+        };
+        assert_eq!(
+            in_place(&x_p, &spec, false),
+            Some(InputStrides::batch_first(t, i))
+        );
+        assert_eq!(
+            in_place(&primitive(copied.clone()), &spec, false),
+            Some(InputStrides::seq_major(b, i))
+        );
+        // A view on Flex; Burn's NdArray slices into a copy.
+        let features_strides = in_place(&primitive(features.clone()), &spec, false);
+        assert!(
+            [
+                Some(InputStrides {
+                    step: b * (i + 3),
+                    row: i + 3,
+                }),
+                Some(InputStrides::seq_major(b, i)),
+            ]
+            .contains(&features_strides),
+            "{features_strides:?}"
+        );
+        assert_eq!(in_place(&x_p, &spec, true), None, "training copies");
+        let padded = super::tests::spec(t, b, Some(vec![7, 3, 7, 7, 1]));
+        assert_eq!(
+            in_place(&x_p, &padded, false),
+            None,
+            "padding is zeroed in a copy"
+        );
+        let full = super::tests::spec(t, b, Some(vec![t; b]));
+        assert!(in_place(&x_p, &full, false).is_some(), "no row is padded");
+        assert_eq!(
+            in_place(&primitive(strided_features), &spec, false),
+            None,
+            "[B, T, I] is not [T, B, I]"
+        );
+
+        let arch = &spec.arch;
+        let w: Tensor<B, 1> = Tensor::from_data(
+            TensorData::new(values(arch.weight_count(), 3), [arch.weight_count()]),
+            device,
+        );
+        let state = |seed| -> Tensor<B, 3> {
+            let shape = [arch.cells(), b, arch.output_size()];
+            Tensor::from_data(
+                TensorData::new(values(shape.iter().product(), seed), shape),
+                device,
+            )
+        };
+        let (h0, c0) = (state(4), state(5));
+        let run = |x: Tensor<B, 3>| {
+            let inputs = [
+                primitive(x),
+                primitive(w.clone()),
+                primitive(h0.clone()),
+                primitive(c0.clone()),
+            ];
+            let (out, _) = forward::<B, f32>(inputs, &spec, false);
+            [out.y, out.h_n, out.c_n].map(|o| tensor::<B, 3>(o).to_data().to_vec::<f32>().unwrap())
+        };
+        let contiguous_features: Tensor<B, 3> = Tensor::from_data(features.to_data(), device);
+        for (got, want, what) in [
+            (run(x), run(copied), "batch-first"),
+            (
+                run(features),
+                run(contiguous_features),
+                "features of a wider tensor",
+            ),
+        ] {
+            for (g, w) in got.iter().flatten().zip(want.iter().flatten()) {
+                assert!(
+                    (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                    "{what}: {g} against {w}"
+                );
+            }
+        }
+        // The tensor read in place is unchanged and still usable.
+        let again: Tensor<B, 3> = wide.slice([0..t, 0..b, 2..2 + i]);
+        assert_eq!(again.dims(), [t, b, i]);
+    }
+
+    #[test]
+    fn flex_inference_reads_inputs_in_place() {
+        reads_inputs_in_place::<burn_flex::Flex>(&Default::default());
+    }
+
+    #[test]
+    fn ndarray_inference_reads_inputs_in_place() {
+        reads_inputs_in_place::<burn_ndarray::NdArray<f32>>(&Default::default());
     }
 }

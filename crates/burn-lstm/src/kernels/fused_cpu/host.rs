@@ -52,6 +52,36 @@ impl ValuesKey {
     }
 }
 
+/// A tensor's values where they are: value `[i0, i1, ..]` of the tensor is
+/// `values[i0 * strides[0] + i1 * strides[1] + ..]`. Only layouts without negative
+/// strides, and not empty, so `values` runs from the first value to the last.
+#[derive(Clone, Debug)]
+pub(crate) struct HostView<'t, T> {
+    pub values: &'t [T],
+    pub shape: Vec<usize>,
+    pub strides: Vec<usize>,
+}
+
+impl<'t, T> HostView<'t, T> {
+    /// The view of `shape` at `strides` whose first value is `values[0]`, when its strides
+    /// are not negative, it is not empty and `values` holds its last value.
+    pub fn new(values: &'t [T], shape: &[usize], strides: &[isize]) -> Option<Self> {
+        let strides: Vec<usize> = strides
+            .iter()
+            .map(|&s| usize::try_from(s).ok())
+            .collect::<Option<_>>()?;
+        if shape.contains(&0) || strides.len() != shape.len() {
+            return None;
+        }
+        let last: usize = shape.iter().zip(&strides).map(|(n, s)| (n - 1) * s).sum();
+        Some(Self {
+            values: values.get(..last + 1)?,
+            shape: shape.to_vec(),
+            strides,
+        })
+    }
+}
+
 /// A CPU backend whose float tensors the fused kernel reads and writes directly.
 ///
 /// Soundness of the weight cache rests on one property of the implementing backend:
@@ -73,6 +103,13 @@ pub(crate) trait HostTensors: Backend {
         t: &FloatTensor<Self>,
         f: impl FnOnce(&[T]) -> R,
     ) -> Option<R>;
+
+    /// The values of `t` where they are, through its layout, when they are `T` (`None`
+    /// otherwise, or when the backend does not tell its layout).
+    fn view<T: HostElement>(t: &FloatTensor<Self>) -> Option<HostView<'_, T>> {
+        let _ = t;
+        None
+    }
 
     /// A tensor that owns `values` (no copy).
     fn from_host<T: HostElement>(

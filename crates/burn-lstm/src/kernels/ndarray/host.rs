@@ -14,7 +14,7 @@ use burn_ndarray::{
 };
 
 use crate::kernels::fused_cpu::host::{
-    HostElement, HostTensors, ValuesKey, gather_into, split_by_slices,
+    HostElement, HostTensors, HostView, ValuesKey, gather_into, split_by_slices,
 };
 
 impl<E: FloatNdArrayElement, I: IntNdArrayElement, Q: QuantElement> HostTensors for NdArray<E, I, Q>
@@ -89,6 +89,42 @@ where
         // SAFETY: `T` is the storage's element type (checked above) and the values are
         // contiguous; `t` (which owns or shares the storage) outlives the borrow.
         Some(f(unsafe { core::slice::from_raw_parts(ptr, len) }))
+    }
+
+    fn view<T: HostElement>(t: &NdArrayTensor) -> Option<HostView<'_, T>> {
+        let wanted = TypeId::of::<T>();
+        let (first, shape, strides) = match t {
+            NdArrayTensor::F32(s) if wanted == TypeId::of::<f32>() => {
+                let v = s.view();
+                (
+                    v.as_ptr() as *const T,
+                    v.shape().to_vec(),
+                    v.strides().to_vec(),
+                )
+            }
+            NdArrayTensor::F64(s) if wanted == TypeId::of::<f64>() => {
+                let v = s.view();
+                (
+                    v.as_ptr() as *const T,
+                    v.shape().to_vec(),
+                    v.strides().to_vec(),
+                )
+            }
+            _ => return None,
+        };
+        if shape.contains(&0) || strides.iter().any(|&s| s < 0) {
+            return None;
+        }
+        let last: usize = shape
+            .iter()
+            .zip(&strides)
+            .map(|(&n, &s)| (n - 1) * s as usize)
+            .sum();
+        // SAFETY: `T` is the storage's element type (checked above); with no negative
+        // stride, every value from the view's first to its last lies in the array's
+        // storage, which `t` owns or shares and which outlives the borrow.
+        let values = unsafe { core::slice::from_raw_parts(first, last + 1) };
+        HostView::new(values, &shape, &strides)
     }
 
     fn from_host<T: HostElement>(
