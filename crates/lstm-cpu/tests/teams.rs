@@ -10,19 +10,10 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use lstm_cpu::{LstmArch, LstmCall, OutputGrads, PackedWeights};
+mod common;
 
-fn uniform(len: usize, scale: f32, seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
-        })
-        .collect()
-}
+use common::uniform;
+use lstm_cpu::{LstmArch, LstmCall, OutputGrads, PackedWeights};
 
 /// y, h_n, c_n, and the gradients of the input and the weights of one training call.
 fn run(arch: &LstmArch, batch: usize, seq: usize, threads: usize) -> Vec<Vec<f32>> {

@@ -332,7 +332,7 @@ pub(crate) fn run_backward<B: HostTensors>(
 
 #[cfg(test)]
 mod tests {
-    use burn::tensor::{Tensor, TensorData};
+    use burn::tensor::{DType, Tensor, TensorData};
     use lstm_cpu::{CellKind, LstmArch};
 
     use super::*;
@@ -370,15 +370,18 @@ mod tests {
     /// outputs of the same values copied sequence-major; training, padding and a view
     /// whose features are not consecutive are copied.
     fn reads_inputs_in_place<B: HostTensors>(device: &B::Device) {
+        // f32 whatever the device's float dtype (NdArray<f64> tests in this binary set
+        // the shared NdArray device's to f64).
+        let place = (device, DType::F32);
         let (t, b, i) = (7, 5, 6);
         let spec = spec(t, b, None);
         let batch_first: Tensor<B, 3> =
-            Tensor::from_data(TensorData::new(values(b * t * i, 1), [b, t, i]), device);
+            Tensor::from_data(TensorData::new(values(b * t * i, 1), [b, t, i]), place);
         let x = batch_first.swap_dims(0, 1);
-        let copied: Tensor<B, 3> = Tensor::from_data(x.to_data(), device);
+        let copied: Tensor<B, 3> = Tensor::from_data(x.to_data(), place);
         let wide: Tensor<B, 3> = Tensor::from_data(
             TensorData::new(values(t * b * (i + 3), 2), [t, b, i + 3]),
-            device,
+            place,
         );
         let features = wide.clone().slice([0..t, 0..b, 2..2 + i]);
         let strided_features = wide.clone().slice([0..t, 0..b, 0..i]).swap_dims(0, 1);
@@ -426,13 +429,13 @@ mod tests {
         let arch = &spec.arch;
         let w: Tensor<B, 1> = Tensor::from_data(
             TensorData::new(values(arch.weight_count(), 3), [arch.weight_count()]),
-            device,
+            place,
         );
         let state = |seed| -> Tensor<B, 3> {
             let shape = [arch.cells(), b, arch.output_size()];
             Tensor::from_data(
                 TensorData::new(values(shape.iter().product(), seed), shape),
-                device,
+                place,
             )
         };
         let (h0, c0) = (state(4), state(5));
@@ -446,7 +449,7 @@ mod tests {
             let (out, _) = forward::<B, f32>(inputs, &spec, false);
             [out.y, out.h_n, out.c_n].map(|o| tensor::<B, 3>(o).to_data().to_vec::<f32>().unwrap())
         };
-        let contiguous_features: Tensor<B, 3> = Tensor::from_data(features.to_data(), device);
+        let contiguous_features: Tensor<B, 3> = Tensor::from_data(features.to_data(), place);
         for (got, want, what) in [
             (run(x), run(copied), "batch-first"),
             (
