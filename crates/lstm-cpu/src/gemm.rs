@@ -476,14 +476,6 @@ pub(crate) unsafe fn gemm_bias_grouped<'b, T: Real>(
     ldc: usize,
 ) {
     assert!(groups.rows > 0, "a row group holds at least one row");
-    if rows.is_empty() {
-        return;
-    }
-    // With one group nothing changes: the plain product from the range's first row.
-    if rows.end <= groups.rows {
-        let (a, c) = unsafe { (a.add(rows.start * rs), c.add(rows.start * ldc)) };
-        return unsafe { gemm_into(rows.len(), a, rs, cs, b.into(), Some(bias), c, ldc) };
-    }
     unsafe { gemm_rows(rows, groups, a, rs, cs, b.into(), Some(bias), c, ldc) }
 }
 
@@ -566,9 +558,9 @@ unsafe fn gemm_rows<T: Real>(
             let (a_at, a_rs, a_cs) = if pack_a {
                 for (k, dst) in a_block.chunks_exact_mut(ROW_BLOCK).take(depth).enumerate() {
                     // SAFETY: rows m0..m0 + block_rows of column k0 + k are in A, and
-                    // contiguous (rs == 1).
+                    // contiguous (rs == 1, one group).
                     let src = unsafe {
-                        core::slice::from_raw_parts(a.add(m0 + (k0 + k) * cs), block_rows)
+                        core::slice::from_raw_parts(a.add(a_row(m0) + (k0 + k) * cs), block_rows)
                     };
                     dst[..block_rows].copy_from_slice(src);
                 }

@@ -150,7 +150,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
         (None, Some(packed)) => {
             let call = LstmCall {
                 dropout_masks: &mask_refs,
-                ..host_call.call(&[]).reading(x_view)
+                ..reading(host_call.call(&[]), x_view)
             };
             (lstm_cpu::forward_packed(&call, packed).expect(expect), None)
         }
@@ -158,7 +158,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
             let weights = host_call.weights.as_deref().expect("copied to the host");
             let call = LstmCall {
                 dropout_masks: &mask_refs,
-                ..host_call.call(weights).reading(x_view)
+                ..reading(host_call.call(weights), x_view)
             };
             (lstm_cpu::forward(&call).expect(expect), None)
         }
@@ -210,21 +210,18 @@ fn input_in_place<'t, B: HostTensors, T: HostElement>(
     (view.shape == shape && feature == 1).then_some((view.values, InputStrides { step, row }))
 }
 
-/// A call reading its input from `input` (values and strides) instead of its host copy.
-trait ReadingInPlace<'a, T> {
-    fn reading(self, input: Option<(&'a [T], InputStrides)>) -> Self;
-}
-
-impl<'a, T> ReadingInPlace<'a, T> for LstmCall<'a, T> {
-    fn reading(self, input: Option<(&'a [T], InputStrides)>) -> Self {
-        match input {
-            Some((values, strides)) => LstmCall {
-                input: values,
-                input_strides: Some(strides),
-                ..self
-            },
-            None => self,
-        }
+/// `call` reading its input from `input` (values and strides) instead of its host copy.
+fn reading<'a, T>(
+    call: LstmCall<'a, T>,
+    input: Option<(&'a [T], InputStrides)>,
+) -> LstmCall<'a, T> {
+    match input {
+        Some((values, strides)) => LstmCall {
+            input: values,
+            input_strides: Some(strides),
+            ..call
+        },
+        None => call,
     }
 }
 

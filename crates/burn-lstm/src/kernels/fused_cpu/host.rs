@@ -66,19 +66,26 @@ impl<'t, T> HostView<'t, T> {
     /// The view of `shape` at `strides` whose first value is `values[0]`, when its strides
     /// are not negative, it is not empty and `values` holds its last value.
     pub fn new(values: &'t [T], shape: &[usize], strides: &[isize]) -> Option<Self> {
-        let strides: Vec<usize> = strides
-            .iter()
-            .map(|&s| usize::try_from(s).ok())
-            .collect::<Option<_>>()?;
-        if shape.contains(&0) || strides.len() != shape.len() {
+        let len = Self::span(shape, strides)?;
+        Some(Self {
+            values: values.get(..len)?,
+            shape: shape.to_vec(),
+            strides: strides.iter().map(|&s| s as usize).collect(),
+        })
+    }
+
+    /// Values from the first of a view of `shape` at `strides` to its last, when it is
+    /// one [`Self::new`] takes (`None`: empty, or a negative stride).
+    pub fn span(shape: &[usize], strides: &[isize]) -> Option<usize> {
+        if shape.contains(&0) || strides.len() != shape.len() || strides.iter().any(|&s| s < 0) {
             return None;
         }
-        let last: usize = shape.iter().zip(&strides).map(|(n, s)| (n - 1) * s).sum();
-        Some(Self {
-            values: values.get(..last + 1)?,
-            shape: shape.to_vec(),
-            strides,
-        })
+        let last: usize = shape
+            .iter()
+            .zip(strides)
+            .map(|(&n, &s)| (n - 1) * s as usize)
+            .sum();
+        Some(last + 1)
     }
 }
 
@@ -105,11 +112,8 @@ pub(crate) trait HostTensors: Backend {
     ) -> Option<R>;
 
     /// The values of `t` where they are, through its layout, when they are `T` (`None`
-    /// otherwise, or when the backend does not tell its layout).
-    fn view<T: HostElement>(t: &FloatTensor<Self>) -> Option<HostView<'_, T>> {
-        let _ = t;
-        None
-    }
+    /// otherwise, or for a layout [`HostView`] does not take).
+    fn view<T: HostElement>(t: &FloatTensor<Self>) -> Option<HostView<'_, T>>;
 
     /// A tensor that owns `values` (no copy).
     fn from_host<T: HostElement>(

@@ -112,18 +112,11 @@ where
             }
             _ => return None,
         };
-        if shape.contains(&0) || strides.iter().any(|&s| s < 0) {
-            return None;
-        }
-        let last: usize = shape
-            .iter()
-            .zip(&strides)
-            .map(|(&n, &s)| (n - 1) * s as usize)
-            .sum();
+        let len = HostView::<T>::span(&shape, &strides)?;
         // SAFETY: `T` is the storage's element type (checked above); with no negative
         // stride, every value from the view's first to its last lies in the array's
         // storage, which `t` owns or shares and which outlives the borrow.
-        let values = unsafe { core::slice::from_raw_parts(first, last + 1) };
+        let values = unsafe { core::slice::from_raw_parts(first, len) };
         HostView::new(values, &shape, &strides)
     }
 
