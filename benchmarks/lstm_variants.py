@@ -7,15 +7,30 @@ as lstm_peers.py (whose `flops` and `timed` it imports), plus
   --lengths varied     row b has T - (b * 7919) % (T // 2 + 1) valid steps (lstm-bench's
                        formula): PyTorch through pack_padded_sequence, ONNX Runtime
                        through the operator's sequence_lens
+  --gap-us U           sleep U microseconds (untimed) before each timed call, as
+                       lstm-bench --gap-us does: calls spaced like a server's requests
 
   PEERS=../shared/peers/lstm_peers.py python benchmarks/lstm_variants.py --impl torch ...
 """
-import argparse, json, os, sys
+import argparse, json, os, statistics, sys, time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(os.environ.get("PEERS", "../shared/peers/lstm_peers.py"))))
 from lstm_peers import flops, timed  # noqa: E402
+
+
+def spaced(fn, a):
+    """lstm_peers.timed, or with --gap-us, its timing with an untimed sleep before each call."""
+    if a.gap_us == 0:
+        return timed(fn, lambda: None, a.iters)
+    for _ in range(3):
+        fn()
+    ts = []
+    for _ in range(a.iters):
+        time.sleep(a.gap_us / 1e6)
+        t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
 
 
 def lengths(a):
@@ -50,7 +65,7 @@ def run_torch(a):
 
         def step():
             forward().sum().backward()
-    return timed(step, lambda: None, a.iters)
+    return spaced(step, a)
 
 
 def run_ort(a):
@@ -85,7 +100,7 @@ def run_ort(a):
     so.intra_op_num_threads = a.threads
     s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     x = rng.standard_normal((a.seq, a.batch, a.input)).astype(np.float32)
-    return timed(lambda: s.run(None, {"X": x}), lambda: None, a.iters)
+    return spaced(lambda: s.run(None, {"X": x}), a)
 
 
 if __name__ == "__main__":
@@ -101,11 +116,12 @@ if __name__ == "__main__":
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--proj-size", type=int, default=0)
     p.add_argument("--lengths", default="none", choices=["none", "varied"])
+    p.add_argument("--gap-us", type=int, default=0)
     a = p.parse_args()
     a.cell = "lstm"
     sec = {"torch": run_torch, "onnxruntime": run_ort}[a.impl](a)
     print(json.dumps(dict(impl=a.impl, device=a.device, mode=a.mode, batch=a.batch, seq=a.seq, input=a.input,
                           hidden=a.hidden, layers=a.layers, bidirectional=a.bidirectional, threads=a.threads,
-                          dtype="f32", cell="lstm", proj_size=a.proj_size, lengths=a.lengths,
+                          dtype="f32", cell="lstm", proj_size=a.proj_size, lengths=a.lengths, gap_us=a.gap_us,
                           seconds=sec, seq_steps_per_s=a.batch * a.seq / sec,
                           gflops=flops(a, a.mode == "train") / sec / 1e9)))

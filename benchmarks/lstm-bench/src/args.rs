@@ -58,6 +58,11 @@ pub struct Args {
     /// Timed calls (after 3 untimed ones); the median is reported.
     #[arg(long, value_parser = positive, default_value_t = 10)]
     pub iters: usize,
+    /// Idle microseconds before each timed call (not timed), like a server's spaced
+    /// requests: the kernel's worker threads fall asleep between calls (docs/fused-cpu.md,
+    /// "Team placement"). 0: calls back to back.
+    #[arg(long, default_value_t = 0)]
+    pub gap_us: u64,
 }
 
 /// The device of `--device`.

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release -p lstm-bench -- --impl portable --mode infer [--cell lstm|gru] [--backend flex|ndarray] \
-//!     --batch 16 --seq 50 --input 256 --hidden 256 [--layers L] [--bidirectional] [--threads N] [--iters K]
+//!     --batch 16 --seq 50 --input 256 --hidden 256 [--layers L] [--bidirectional] [--threads N] [--iters K] [--gap-us U]
 //! cargo run --release -p lstm-bench -- --impl list
 //! cargo run --release -p lstm-bench -- --help
 //! ```
@@ -15,7 +15,7 @@ mod cudnn_raw;
 mod impls;
 mod model;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use args::{Args, Mode};
 
@@ -35,13 +35,17 @@ fn flops(a: &Args) -> f64 {
     total * if a.mode == Mode::Train { 3.0 } else { 1.0 }
 }
 
-/// Median seconds of `iters` timed calls after `warmup` untimed ones.
-fn median_seconds(mut call: impl FnMut(), warmup: usize, iters: usize) -> f64 {
+/// Median seconds of `iters` timed calls after `warmup` untimed ones, each timed call
+/// after `gap` of sleep.
+fn median_seconds(mut call: impl FnMut(), warmup: usize, iters: usize, gap: Duration) -> f64 {
     for _ in 0..warmup {
         call();
     }
     let mut times: Vec<f64> = (0..iters)
         .map(|_| {
+            if !gap.is_zero() {
+                std::thread::sleep(gap);
+            }
             let start = Instant::now();
             call();
             start.elapsed().as_secs_f64()
@@ -80,7 +84,8 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let seconds = median_seconds(&mut *call, 3, args.iters);
+    let gap = Duration::from_micros(args.gap_us);
+    let seconds = median_seconds(&mut *call, 3, args.iters, gap);
     let line = serde_json::json!({
         "impl": args.implementation,
         "cell": args.cell.kind().name(),
@@ -97,6 +102,7 @@ fn main() {
         "proj_size": args.proj_size,
         "lengths": args.lengths_name(),
         "threads": args.threads,
+        "gap_us": args.gap_us,
         "seconds": seconds,
         "seq_steps_per_s": (args.batch * args.seq) as f64 / seconds,
         "gflops": flops(&args) / seconds / 1e9,

@@ -40,6 +40,7 @@ mod isa_runs;
 mod packed;
 #[doc(hidden)]
 pub mod peak;
+mod placement;
 mod pool;
 mod real;
 mod simd;

@@ -9,9 +9,14 @@
 //!
 //! One team at a time uses the pool; a caller that finds it busy (several threads
 //! running inference at once) spawns its own scoped threads instead.
+//!
+//! A caller wakes sleeping workers off its own CPU (`placement.rs`): woken onto it, a
+//! worker shares one CPU with the caller's member 0 at every barrier.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+
+use crate::placement::{self, Narrowed, ThreadRef};
 
 /// A job: `work(member_id)` for every member id in `1..size` (the caller runs 0).
 #[derive(Clone, Copy)]
@@ -33,8 +38,20 @@ struct State {
     /// Workers of the current job that have not finished it.
     remaining: AtomicUsize,
     panicked: AtomicBool,
-    sleep: Mutex<()>,
+    /// Worker `id` is `sleepers[id - 1]`; waits on `wake` under this lock.
+    sleep: Mutex<Vec<Sleeper>>,
     wake: Condvar,
+}
+
+/// What the caller knows of a worker's sleep, to wake it on another CPU than its own
+/// (placement.rs): changed only under `State::sleep`.
+struct Sleeper {
+    /// Set by the worker as it starts.
+    thread: Option<ThreadRef>,
+    /// Waiting on the condvar.
+    asleep: bool,
+    /// Narrowed by a caller before waking it; the worker restores it as it wakes.
+    narrowed: Option<Narrowed>,
 }
 
 // SAFETY: the raw closure pointer in `job` is only dereferenced by a member of its job,
@@ -56,7 +73,7 @@ fn pool() -> &'static Pool {
             job: Mutex::new((0, None)),
             remaining: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
-            sleep: Mutex::new(()),
+            sleep: Mutex::new(Vec::new()),
             wake: Condvar::new(),
         }),
         busy: Mutex::new(0),
@@ -67,6 +84,7 @@ fn pool() -> &'static Pool {
 const SPINS: u32 = 20_000;
 
 fn worker(state: Arc<State>, id: usize, mut seen: usize) {
+    sleepers(&state)[id - 1].thread = Some(placement::this_thread());
     loop {
         // Epochs only grow. `seen` can be ahead of `epoch`: a worker that reads the job
         // between its publication and the epoch's bump (below, in `try_run`) runs it
@@ -81,9 +99,16 @@ fn worker(state: Arc<State>, id: usize, mut seen: usize) {
                 core::hint::spin_loop();
                 spins += 1;
             } else {
-                let guard = state.sleep.lock().unwrap_or_else(|e| e.into_inner());
+                let mut guard = sleepers(&state);
                 if state.epoch.load(Ordering::Acquire) <= seen {
-                    drop(state.wake.wait(guard).unwrap_or_else(|e| e.into_inner()));
+                    guard[id - 1].asleep = true;
+                    guard = state.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
+                    guard[id - 1].asleep = false;
+                    let narrowed = guard[id - 1].narrowed.take();
+                    drop(guard);
+                    if let Some(narrowed) = narrowed {
+                        narrowed.restore();
+                    }
                 }
             }
         }
@@ -104,6 +129,10 @@ fn worker(state: Arc<State>, id: usize, mut seen: usize) {
     }
 }
 
+fn sleepers(state: &State) -> MutexGuard<'_, Vec<Sleeper>> {
+    state.sleep.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Runs `work(id)` for `id` in `0..size` at the same time, `0` on the caller's thread,
 /// the rest on pool workers. Returns `false` (running nothing) when another team holds
 /// the pool.
@@ -115,6 +144,11 @@ pub(crate) fn try_run(size: usize, work: &(dyn Fn(usize) + Sync)) -> bool {
     let state = &pool.state;
     while *workers < size - 1 {
         *workers += 1;
+        sleepers(state).push(Sleeper {
+            thread: None,
+            asleep: false,
+            narrowed: None,
+        });
         let (state, id, seen) = (state.clone(), *workers, state.epoch.load(Ordering::Acquire));
         std::thread::Builder::new()
             .name(format!("lstm-cpu-{id}"))
@@ -134,7 +168,20 @@ pub(crate) fn try_run(size: usize, work: &(dyn Fn(usize) + Sync)) -> bool {
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
     {
-        let _guard = state.sleep.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sleepers = sleepers(state);
+        // A sleeping member would often wake on this CPU, which runs member 0: keep it
+        // off (placement.rs). Members that are still spinning stay where they are.
+        let caller_cpu = placement::current_cpu();
+        for sleeper in sleepers.iter_mut().take(size - 1) {
+            if let (true, None, Some(thread)) = (sleeper.asleep, &sleeper.narrowed, sleeper.thread)
+            {
+                sleeper.narrowed = placement::keep_off(thread, caller_cpu);
+                #[cfg(test)]
+                if sleeper.narrowed.is_some() {
+                    tests::NARROWED.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
         state.epoch.store(epoch, Ordering::Release);
         state.wake.notify_all();
     }
@@ -164,6 +211,41 @@ mod tests {
     /// Set by the test below: `try_run` sleeps between publishing a job and bumping its
     /// epoch, the window in which a worker can take the job early.
     pub(super) static WIDEN_PUBLICATION: AtomicBool = AtomicBool::new(false);
+
+    /// Sleeping workers a caller narrowed before waking them.
+    pub(super) static NARROWED: AtomicUsize = AtomicUsize::new(0);
+
+    /// A caller narrows a sleeping worker off its CPU before waking it (where another CPU
+    /// is allowed), and the worker has its whole affinity back before it runs the job.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn woken_workers_run_with_their_affinity_restored() {
+        let allowed = crate::placement::tests::affinity();
+        let narrowed_before = NARROWED.load(Ordering::Relaxed);
+        for round in 0..20 {
+            // Workers spin about 100 µs after a job, then sleep.
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            let seen = Mutex::new(None);
+            while !try_run(2, &|id| {
+                if id == 1 {
+                    *seen.lock().unwrap() = Some(crate::placement::tests::affinity());
+                }
+            }) {
+                std::thread::yield_now();
+            }
+            assert_eq!(
+                seen.into_inner().unwrap().as_ref(),
+                Some(&allowed),
+                "round {round}"
+            );
+        }
+        if allowed.len() > 1 {
+            assert!(
+                NARROWED.load(Ordering::Relaxed) > narrowed_before,
+                "no sleeping worker was narrowed in 20 rounds"
+            );
+        }
+    }
 
     /// Jobs of changing sizes back to back, so that workers outside one job wake late
     /// into the next: every member of every job runs exactly once. Then again with the

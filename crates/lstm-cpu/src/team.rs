@@ -99,7 +99,13 @@ pub(crate) fn run_team(size: usize, work: impl Fn(Member<'_>) + Sync) {
         generation: AtomicUsize::new(0),
     };
     let (barrier, work) = (&barrier, &work);
+    let caller_cpu = crate::placement::current_cpu();
     let member = move |id: usize| {
+        if id != 0 {
+            // A member sharing the caller's CPU would halve both at every barrier
+            // (placement.rs: a freshly spawned or just woken worker often starts there).
+            crate::placement::step_off(caller_cpu);
+        }
         work(Member {
             id,
             barrier: Some(barrier),
