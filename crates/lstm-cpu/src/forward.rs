@@ -16,7 +16,7 @@ use crate::packed::{PackedCell, PackedWeights, column_panels, gate_groups, unit_
 use crate::real::Real;
 use crate::simd;
 use crate::tape::{CellTape, LayerTape, Tape};
-use crate::team::{Shared, aligned_part, run_team, split_aligned};
+use crate::team::{Shared, aligned_part, run_team_placed, split_aligned};
 
 /// Inference: outputs only.
 pub fn forward<T: Real>(call: &LstmCall<'_, T>) -> Result<LstmOutputs<T>, CallError> {
@@ -575,7 +575,8 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     let valid = |t: usize, b: usize| lengths.is_none_or(|l| t < l[b]);
     let y_at = |t: usize, b: usize| (t * batch + b) * dirs * p + direction * p;
 
-    run_team(team.len(), |member| {
+    // Inference keeps the members on separate CPUs (team.rs, `run_team_placed`).
+    run_team_placed(team.len(), out.gates.is_none(), |member| {
         let share = &team[member.id];
         let own = share.units.clone();
         let nu = own.len();

@@ -23,6 +23,8 @@ use crate::placement::{self, Narrowed, ThreadRef};
 struct Job {
     work: *const (dyn Fn(usize) + Sync),
     size: usize,
+    /// Where the caller runs member 0, for the others to keep off (placement.rs).
+    caller_cpu: Option<usize>,
 }
 
 struct State {
@@ -121,6 +123,9 @@ fn worker(state: Arc<State>, id: usize, mut seen: usize) {
             // SAFETY: the caller waits for `remaining` to reach zero before the closure
             // goes out of scope.
             let work = unsafe { &*job.work };
+            // A worker that starts here despite `keep_off` (new, or spinning when the
+            // caller moved) would share one CPU with member 0 at every barrier.
+            placement::step_off(job.caller_cpu);
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(id))).is_err() {
                 state.panicked.store(true, Ordering::Relaxed);
             }
@@ -136,7 +141,13 @@ fn sleepers(state: &State) -> MutexGuard<'_, Vec<Sleeper>> {
 /// Runs `work(id)` for `id` in `0..size` at the same time, `0` on the caller's thread,
 /// the rest on pool workers. Returns `false` (running nothing) when another team holds
 /// the pool.
-pub(crate) fn try_run(size: usize, work: &(dyn Fn(usize) + Sync)) -> bool {
+/// With `caller_cpu` (the caller's CPU, for a team kept apart) sleeping members are woken
+/// elsewhere and a member starting there steps off it (placement.rs).
+pub(crate) fn try_run(
+    size: usize,
+    caller_cpu: Option<usize>,
+    work: &(dyn Fn(usize) + Sync),
+) -> bool {
     let pool = pool();
     let Ok(mut workers) = pool.busy.try_lock() else {
         return false;
@@ -160,8 +171,14 @@ pub(crate) fn try_run(size: usize, work: &(dyn Fn(usize) + Sync)) -> bool {
     state.remaining.store(size - 1, Ordering::Release);
     state.panicked.store(false, Ordering::Relaxed);
     let epoch = state.epoch.load(Ordering::Acquire) + 1;
-    *state.job.lock().unwrap_or_else(|e| e.into_inner()) =
-        (epoch, Some(Job { work: erased, size }));
+    *state.job.lock().unwrap_or_else(|e| e.into_inner()) = (
+        epoch,
+        Some(Job {
+            work: erased,
+            size,
+            caller_cpu,
+        }),
+    );
     #[cfg(test)]
     if tests::WIDEN_PUBLICATION.load(Ordering::Relaxed) {
         // The window between the job's publication and its epoch, held open.
@@ -171,7 +188,6 @@ pub(crate) fn try_run(size: usize, work: &(dyn Fn(usize) + Sync)) -> bool {
         let mut sleepers = sleepers(state);
         // A sleeping member would often wake on this CPU, which runs member 0: keep it
         // off (placement.rs). Members that are still spinning stay where they are.
-        let caller_cpu = placement::current_cpu();
         for sleeper in sleepers.iter_mut().take(size - 1) {
             if let (true, None, Some(thread)) = (sleeper.asleep, &sleeper.narrowed, sleeper.thread)
             {
@@ -226,7 +242,7 @@ mod tests {
             // Workers spin about 100 µs after a job, then sleep.
             std::thread::sleep(std::time::Duration::from_millis(2));
             let seen = Mutex::new(None);
-            while !try_run(2, &|id| {
+            while !try_run(2, placement::current_cpu(), &|id| {
                 if id == 1 {
                     *seen.lock().unwrap() = Some(crate::placement::tests::affinity());
                 }
@@ -270,7 +286,7 @@ mod tests {
             // Other tests of this binary run teams on the same pool at the same time:
             // while one holds it, `try_run` runs nothing and says so, and the job is
             // offered again (the counts below are still of exactly one run).
-            while !try_run(size, &|id| {
+            while !try_run(size, None, &|id| {
                 runs[id].fetch_add(1, Ordering::Relaxed);
             }) {
                 assert!(
