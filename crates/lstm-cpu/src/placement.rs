@@ -46,26 +46,14 @@ pub(crate) fn step_off(cpu: Option<usize>) -> Option<usize> {
     }
 }
 
-#[cfg(target_os = "linux")]
+/// [`keep_off`] on this thread, which the kernel moves to an allowed CPU before the call
+/// returns, then widened back at once: already elsewhere, the load balancer places it
+/// as before.
 fn move_off(cpu: usize) -> Option<usize> {
-    let allowed = affinity_of(0)?;
-    let others = without(&allowed, cpu)?;
-    // SAFETY: as in `affinity_of`; thread id 0 is the calling thread, which the kernel
-    // moves to an allowed CPU before the call returns.
-    unsafe {
-        if libc::sched_setaffinity(0, SET_BYTES, &others) != 0 {
-            return None;
-        }
-    }
+    let narrowed = keep_off(this_thread(), Some(cpu))?;
     let landed = current_cpu();
-    // Already elsewhere: widening back lets the load balancer place it as before.
-    Narrowed { allowed }.restore();
+    narrowed.restore();
     landed
-}
-
-#[cfg(not(target_os = "linux"))]
-fn move_off(_cpu: usize) -> Option<usize> {
-    None
 }
 
 /// A thread, as [`keep_off`] names it (Linux: its thread id).
@@ -93,8 +81,10 @@ pub(crate) struct Narrowed {
 pub(crate) fn keep_off(thread: ThreadRef, cpu: Option<usize>) -> Option<Narrowed> {
     #[cfg(target_os = "linux")]
     {
+        // No CPU to keep off (a team not kept apart): no system call.
+        let cpu = cpu?;
         let allowed = affinity_of(thread.0)?;
-        let others = without(&allowed, cpu?)?;
+        let others = without(&allowed, cpu)?;
         // SAFETY: as in `affinity_of`.
         let set = unsafe { libc::sched_setaffinity(thread.0, SET_BYTES, &others) };
         (set == 0).then_some(Narrowed { allowed })
