@@ -33,6 +33,23 @@ pub(crate) fn kernel_rows() -> usize {
         Isa::Avx2 | Isa::Baseline => 6,
     }
 }
+
+/// Rows of `A` up to which a micro-kernel call covers two panels at once (0: never): a
+/// tile of `r` rows keeps `2r` accumulators on one panel, and two FMA pipes of four
+/// cycles' latency need eight in flight, so tiles of 2-4 rows (batches of 2-4 rows, or 8
+/// split by rows over two threads) waited on their own results. Over two panels they
+/// keep `4r`. AVX2 has 16 registers: four accumulators a row and four of `B` leave room
+/// for two rows only (3 and 4 rows spilled: 85 → 57 and 110 → 76 GFLOP/s). Measured on
+/// a Zen 5 core, `[r × 200] · [200 × 800]`, f32, one thread, GFLOP/s single → paired:
+/// AVX2 2 rows 61 → 104; AVX-512 2 rows 120 → 124 (there the panels' reads from L2
+/// limit it), 3 rows 166 → 190, 4 rows 211 → 216.
+fn pair_rows(isa: Isa) -> usize {
+    match isa {
+        Isa::Avx512 => 4,
+        Isa::Avx2 => 2,
+        Isa::Baseline => 0,
+    }
+}
 /// Depth of one pass over `A` and a panel (the panel slice stays in L1).
 const DEPTH_BLOCK: usize = 256;
 /// Rows of a panel packed together when packing transposes (see [`PackedB::pack`]).
@@ -537,6 +554,9 @@ unsafe fn gemm_rows<T: Real>(
     // slots (measured: 16×50×256 2-3 % slower with it; 20×35×1500, 36 MB of `W_hh` per
     // layer, 25 % slower without).
     let prefetch = core::mem::size_of_val(b.data) > PREFETCH_ABOVE_BYTES;
+    // Paired panels only where `B` stays in L2: beyond it a few rows' product waits on
+    // memory, not on the multiply-adds, and the block prefetch reads one panel ahead.
+    let pair_rows = if prefetch { 0 } else { pair_rows(isa) };
     // A read down its columns (`rs == 1`, the backward's `dzᵀ`): a micro-kernel's rows
     // are contiguous at each k, but its k's are `cs` apart (4 KiB for `4H = 1024`, the
     // same L1 set every time), so each block of A is copied once into `a_block`, k's
@@ -568,7 +588,44 @@ unsafe fn gemm_rows<T: Real>(
             } else {
                 (unsafe { a.add(k0 * cs) }, rs, cs)
             };
-            for (p, panel) in b.panels.iter().enumerate() {
+            // A block of a few rows, one tile, goes over two panels at a time (see
+            // `pair_rows`; one row has its own kernel), and its last odd panel alone.
+            let mut first_panel = 0;
+            if (2..=pair_rows).contains(&block_rows) && group_left(m0) >= block_rows {
+                let a_tile = if pack_a { 0 } else { a_row(m0) };
+                // Pairs run only where nothing is prefetched block by block.
+                let tile = |p: usize| {
+                    let panel = &b.panels[p];
+                    // SAFETY: the tile's rows are rows of the caller's A and C, and its
+                    // panel is in B.
+                    unsafe {
+                        Micro {
+                            depth,
+                            a: a_at.add(a_tile),
+                            rs: a_rs,
+                            cs: a_cs,
+                            b: b.data.as_ptr().add((p * b.depth + k0) * nr),
+                            c: c.add(c_row(m0) + panel.col),
+                            ldc,
+                            width: panel.width,
+                            prefetch: core::ptr::null(),
+                            bias: match bias {
+                                Some(bias) if k0 == 0 => bias.as_ptr().add(panel.col),
+                                _ => core::ptr::null(),
+                            },
+                            pieces: b.pieces[panel.pieces.0..].as_ptr(),
+                            pieces_len: panel.pieces.1 - panel.pieces.0,
+                            first_tile: true,
+                        }
+                    }
+                };
+                while first_panel + 1 < b.panels.len() {
+                    let (p, q) = (tile(first_panel), tile(first_panel + 1));
+                    unsafe { micro_pair::<T>(block_rows, isa, p, q) };
+                    first_panel += 2;
+                }
+            }
+            for (p, panel) in b.panels.iter().enumerate().skip(first_panel) {
                 // SAFETY: offsets stay inside the panel and the caller's A and C.
                 let bp = unsafe { b.data.as_ptr().add((p * b.depth + k0) * nr) };
                 // The block read after this one: the next panel's rows `k0..k0 + depth`;
@@ -736,6 +793,37 @@ unsafe fn micro<T: Real>(rows: usize, isa: Isa, panel: usize, args: Micro<T>) {
     }
 }
 
+/// [`micro`] over two panels at once: `left`'s tile and `right`'s, the same rows of `A`
+/// (see [`pair_rows`]; `rows` is 2 to 4).
+#[inline(always)]
+unsafe fn micro_pair<T: Real>(rows: usize, isa: Isa, left: Micro<T>, right: Micro<T>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::vector::{F32x8, F32x16, F64x4, F64x8};
+        let f32 = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
+        // SAFETY (all arms): `isa` names a feature set the CPU reported, and the element
+        // type matches the vector's.
+        unsafe {
+            match (isa, f32, rows) {
+                (Isa::Avx512, true, 2) => pair_avx512::<F32x16, 2>(left.cast(), right.cast()),
+                (Isa::Avx512, true, 3) => pair_avx512::<F32x16, 3>(left.cast(), right.cast()),
+                (Isa::Avx512, true, 4) => pair_avx512::<F32x16, 4>(left.cast(), right.cast()),
+                (Isa::Avx512, false, 2) => pair_avx512::<F64x8, 2>(left.cast(), right.cast()),
+                (Isa::Avx512, false, 3) => pair_avx512::<F64x8, 3>(left.cast(), right.cast()),
+                (Isa::Avx512, false, 4) => pair_avx512::<F64x8, 4>(left.cast(), right.cast()),
+                (Isa::Avx2, true, 2) => pair_avx2::<F32x8, 2>(left.cast(), right.cast()),
+                (Isa::Avx2, false, 2) => pair_avx2::<F64x4, 2>(left.cast(), right.cast()),
+                (isa, _, rows) => unreachable!("no paired micro-kernel of {rows} rows on {isa:?}"),
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (rows, isa, left, right);
+        unreachable!("paired panels are x86-64 only (pair_rows)");
+    }
+}
+
 #[inline(always)]
 unsafe fn rows_dispatch<T: Real, const NR: usize, const ISA: u8>(rows: usize, args: Micro<T>) {
     unsafe {
@@ -783,6 +871,24 @@ unsafe fn kernel_avx512<S: crate::vector::Vector, const MR: usize>(args: Micro<S
 #[target_feature(enable = "avx2,fma")]
 unsafe fn kernel_avx2<S: crate::vector::Vector, const MR: usize>(args: Micro<S::E>) {
     unsafe { vector_body::<S, MR>(args) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn pair_avx512<S: crate::vector::Vector, const MR: usize>(
+    left: Micro<S::E>,
+    right: Micro<S::E>,
+) {
+    unsafe { pair_body::<S, MR>(left, right) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pair_avx2<S: crate::vector::Vector, const MR: usize>(
+    left: Micro<S::E>,
+    right: Micro<S::E>,
+) {
+    unsafe { pair_body::<S, MR>(left, right) }
 }
 
 /// Prefetches row `offset..offset + nr` of the next `B` block into L2 (`nr` values of a
@@ -868,25 +974,82 @@ unsafe fn vector_body<S: crate::vector::Vector, const MR: usize>(m: Micro<S::E>)
                 }
             }
         }
-        // What the tile is added to: C, or the bias in the first block of `gemm_bias`.
-        let (base, base_rs) = if m.bias.is_null() {
-            (m.c as *const S::E, m.ldc)
-        } else {
-            (m.bias, 0)
-        };
         for (i, row) in acc.iter().enumerate() {
-            let (c, base) = (m.c.add(i * m.ldc), base.add(i * base_rs));
-            if m.width == nr && m.pieces_len == 0 {
-                S::store(c, S::add(S::load(base), row[0]));
-                S::store(c.add(lanes), S::add(S::load(base.add(lanes)), row[1]));
-            } else {
-                // A partial or gathered panel: spill the tile row and add its valid
-                // columns where they belong.
-                let mut tile = [<S::E as Real>::ZERO; 64];
-                S::store(tile.as_mut_ptr(), row[0]);
-                S::store(tile.as_mut_ptr().add(lanes), row[1]);
-                store_pieces(&m, &tile, c, base);
+            store_row::<S>(&m, i, row[0], row[1]);
+        }
+    }
+}
+
+/// [`vector_body`] over two panels, `left` and `right` (the same rows of `A`): four
+/// accumulators a row (see [`pair_rows`]).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn pair_body<S: crate::vector::Vector, const MR: usize>(
+    left: Micro<S::E>,
+    right: Micro<S::E>,
+) {
+    let lanes = S::LANES;
+    let nr = 2 * lanes;
+    unsafe {
+        let mut acc = [[S::zero(); 4]; MR];
+        // Two cache lines of each panel per k on AVX-512: see `L1_PREFETCH_ROWS`.
+        let l1_prefetch = left.first_tile && nr * core::mem::size_of::<S::E>() == 128;
+        for k in 0..left.depth {
+            if l1_prefetch {
+                use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+                for panel in [left.b, right.b] {
+                    // SAFETY: a prefetch never faults.
+                    let ahead = panel.wrapping_add((k + L1_PREFETCH_ROWS) * nr) as *const i8;
+                    _mm_prefetch::<_MM_HINT_T0>(ahead);
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64));
+                }
             }
+            let (l, r) = (left.b.add(k * nr), right.b.add(k * nr));
+            let b = [
+                S::load(l),
+                S::load(l.add(lanes)),
+                S::load(r),
+                S::load(r.add(lanes)),
+            ];
+            let mut a_col = left.a.add(k * left.cs);
+            for row in acc.iter_mut() {
+                let a = S::splat(*a_col);
+                for (sum, b) in row.iter_mut().zip(b) {
+                    *sum = S::fma(a, b, *sum);
+                }
+                a_col = a_col.add(left.rs);
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            store_row::<S>(&left, i, row[0], row[1]);
+            store_row::<S>(&right, i, row[2], row[3]);
+        }
+    }
+}
+
+/// Row `i` of a tile (its two vectors, `low` and `high`) added to what it is added to (C,
+/// or the bias in the first depth block of `gemm_bias`) and stored in C.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn store_row<S: crate::vector::Vector>(m: &Micro<S::E>, i: usize, low: S::V, high: S::V) {
+    let lanes = S::LANES;
+    unsafe {
+        let c = m.c.add(i * m.ldc);
+        let base = if m.bias.is_null() {
+            c as *const S::E
+        } else {
+            m.bias
+        };
+        if m.width == 2 * lanes && m.pieces_len == 0 {
+            S::store(c, S::add(S::load(base), low));
+            S::store(c.add(lanes), S::add(S::load(base.add(lanes)), high));
+        } else {
+            // A partial or gathered panel: spill the tile row and add its valid columns
+            // where they belong.
+            let mut tile = [<S::E as Real>::ZERO; 64];
+            S::store(tile.as_mut_ptr(), low);
+            S::store(tile.as_mut_ptr().add(lanes), high);
+            store_pieces(m, &tile, c, base);
         }
     }
 }
@@ -1089,6 +1252,24 @@ mod tests {
         }
         check::<f32>(400, 300, 64, 2, |v| v as f32);
         check::<f64>(400, 300, 64, 2, |v| v);
+    }
+
+    /// Products of 2-4 rows, which the micro-kernel computes over two panels at once
+    /// (`pair_rows`), on every instruction set the CPU has: an odd number of panels (the
+    /// last one alone), partial and gathered panels, several depth blocks, and a `B`
+    /// large enough to be prefetched block by block (no pairing there).
+    #[test]
+    fn matches_reference_on_few_rows_over_paired_panels() {
+        crate::rerun_test_on_lower_instruction_sets(
+            module_path!(),
+            "matches_reference_on_few_rows_over_paired_panels",
+        );
+        for m in 2..=5 {
+            for (k, n) in [(40, 130), (300, 97), (257, 64), (600, 520)] {
+                check::<f32>(m, k, n, 1, |v| v as f32);
+                check::<f64>(m, k, n, 1, |v| v);
+            }
+        }
     }
 
     /// Packing on a team writes the same panels as packing on one thread: both copies
