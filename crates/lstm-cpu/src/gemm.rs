@@ -45,6 +45,9 @@ pub(crate) fn kernel_rows() -> usize {
 /// limit it), 3 rows 166 → 190, 4 rows 211 → 216.
 fn pair_rows(isa: Isa) -> usize {
     match isa {
+        // The paired kernel is written on x86-64's vector registers only (a 32-bit x86
+        // CPU that reports AVX2 runs the plain kernel).
+        _ if !cfg!(target_arch = "x86_64") => 0,
         Isa::Avx512 => 4,
         Isa::Avx2 => 2,
         Isa::Baseline => 0,
