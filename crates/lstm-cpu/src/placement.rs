@@ -226,7 +226,7 @@ pub(crate) mod tests {
     }
 
     fn set_affinity(cpus: &[usize]) {
-        // SAFETY: as in `move_off`.
+        // SAFETY: as in `affinity_of`.
         unsafe {
             let mut set: libc::cpu_set_t = core::mem::zeroed();
             for &c in cpus {
@@ -241,16 +241,10 @@ pub(crate) mod tests {
 
     /// The calling thread's allowed CPUs.
     pub(crate) fn affinity() -> Vec<usize> {
-        // SAFETY: as in `move_off`.
-        unsafe {
-            let mut set: libc::cpu_set_t = core::mem::zeroed();
-            assert_eq!(
-                libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set),
-                0
-            );
-            (0..libc::CPU_SETSIZE as usize)
-                .filter(|&c| libc::CPU_ISSET(c, &set))
-                .collect()
-        }
+        let set = affinity_of(0).expect("the calling thread's affinity");
+        (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: every index is below the set's size.
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect()
     }
 }
