@@ -11,15 +11,19 @@
 #   benchmarks/sweep-table.py sweep.jsonl
 #
 # ISA=avx2 caps our kernel (LSTM_CPU_ISA) and PyTorch's oneDNN (ONEDNN_MAX_CPU_ISA) to
-# AVX2; ONNX Runtime has no such switch and keeps the machine's best. ROUNDS=N repeats the
+# AVX2, and ONNX Runtime, which has no such switch, runs from a copy whose MLAS keeps its
+# AVX2 kernels (benchmarks/ort_avx2.py; where that does not recognise the build, ORT keeps
+# the machine's best and its runs say `"ort_isa":"native"`). ROUNDS=N repeats the
 # sweep (the table shows medians, and ratios paired within each round). Even rounds run
 # the peers of a class before ours, odd rounds after, so neither side always runs first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 export PEERS=${PEERS:-../shared/peers/lstm_peers.py}
+ORT_ISA=native ORT_PATH=
 if [ "${ISA:-}" = avx2 ]; then
   export LSTM_CPU_ISA=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+  if ORT_PATH=$("$PYTHON" benchmarks/ort_avx2.py target/ort-avx2); then ORT_ISA=avx2; fi
 fi
 cargo build --release -p lstm-bench >&2
 # class      B   T    I     H    layers  flags
@@ -58,7 +62,12 @@ for mode in infer train; do
     run_peers() {
       for impl in torch onnxruntime; do
         if [ "$impl" = onnxruntime ] && { [ "$mode" = train ] || [[ "$extra" == *proj* ]]; }; then continue; fi
-        "$PYTHON" "$peers" --impl $impl $args | tag
+        if [ "$impl" = onnxruntime ]; then
+          PYTHONPATH=$ORT_PATH "$PYTHON" "$peers" --impl $impl $args | tag \
+            | sed "s/^{/{\"ort_isa\":\"$ORT_ISA\",/"
+        else
+          "$PYTHON" "$peers" --impl $impl $args | tag
+        fi
       done
     }
     if [ $((round % 2)) = 0 ]; then run_peers; fi
