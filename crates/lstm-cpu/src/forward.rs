@@ -842,20 +842,26 @@ simd::dispatch! {
         let [zi, zf, zg, zo] = gates;
         let (zi, zf, zg, zo) = (&mut zi[..n], &mut zf[..n], &mut zg[..n], &mut zo[..n]);
         let (tanh_cell, hidden) = (&mut tanh_cell[..n], &mut hidden[..n]);
+        // Two passes: the four activations (independent of each other), then the cell
+        // and `tanh(c)`, which wait on them. In one pass a unit's work was ~225
+        // instructions on one dependency chain two exponentials and divisions deep, and
+        // the out-of-order window held about two units' worth: the loop ran on latency,
+        // ~100 cycles per vector of units against ~35 of issue. Same operations on every
+        // value, so the same bits. Measured (Zen 5, one thread, 16×50×96 inference,
+        // interleaved): AVX2 1.162 → 1.105 ms, AVX-512 0.597 → 0.574 ms; the GRU's
+        // update (below) 0.915 → 0.823 and 0.454 → 0.431 ms.
         for j in 0..n {
-            let i = zi[j].sigmoid_on::<FMA>();
-            let f = zf[j].sigmoid_on::<FMA>();
-            let g = zg[j].tanh_on::<FMA>();
-            let o = zo[j].sigmoid_on::<FMA>();
-            let c = f * cell[j] + i * g;
+            zi[j] = zi[j].sigmoid_on::<FMA>();
+            zf[j] = zf[j].sigmoid_on::<FMA>();
+            zg[j] = zg[j].tanh_on::<FMA>();
+            zo[j] = zo[j].sigmoid_on::<FMA>();
+        }
+        for j in 0..n {
+            let c = zf[j] * cell[j] + zi[j] * zg[j];
             let tc = c.tanh_on::<FMA>();
-            zi[j] = i;
-            zf[j] = f;
-            zg[j] = g;
-            zo[j] = o;
             cell[j] = c;
             tanh_cell[j] = tc;
-            hidden[j] = o * tc;
+            hidden[j] = zo[j] * tc;
         }
     }
 }
@@ -877,15 +883,16 @@ simd::dispatch! {
         let [hr, hz, hn] = recurrent;
         let (hr, hz, hn) = (&hr[..n], &hz[..n], &hn[..n]);
         let (hidden_prev, recurrent_new) = (&hidden_prev[..n], &mut recurrent_new[..n]);
+        // Two passes, as `cell_update`'s: the gates, then what depends on them.
         for j in 0..n {
-            let r = (xr[j] + hr[j]).sigmoid_on::<FMA>();
-            let z = (xz[j] + hz[j]).sigmoid_on::<FMA>();
-            let new = (xn[j] + r * hn[j]).tanh_on::<FMA>();
-            xr[j] = r;
-            xz[j] = z;
+            xr[j] = (xr[j] + hr[j]).sigmoid_on::<FMA>();
+            xz[j] = (xz[j] + hz[j]).sigmoid_on::<FMA>();
+        }
+        for j in 0..n {
+            let new = (xn[j] + xr[j] * hn[j]).tanh_on::<FMA>();
             xn[j] = new;
             recurrent_new[j] = hn[j];
-            hidden[j] = new + z * (hidden_prev[j] - new);
+            hidden[j] = new + xz[j] * (hidden_prev[j] - new);
         }
     }
 }
