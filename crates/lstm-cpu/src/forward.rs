@@ -324,8 +324,11 @@ fn run<T: Real>(
         };
         // Every value is written: a row's output or, past its length, zeros.
         let mut output = Buffer::for_overwrite(rows * dims.dirs * p);
-        let mut cells = Vec::new();
-        for direction in 0..dims.dirs {
+        let output_s = Shared(output.as_mut_ptr());
+        // One direction's recurrence on `threads` threads, writing its columns of
+        // `output` and its final states `h_n`, `c_n` (this cell's slices); its tape when
+        // training.
+        let run_direction = |direction: usize, threads: usize, h_n: &mut [T], c_n: &mut [T]| {
             let cell = layer * dims.dirs + direction;
             let layout = arch.direction_layout(layer, direction);
             let flat;
@@ -351,7 +354,7 @@ fn run<T: Real>(
             forward_cell(
                 &CellRun {
                     dims,
-                    threads: call.threads,
+                    threads,
                     input,
                     input_size: layout.input_size,
                     input_strides,
@@ -362,9 +365,9 @@ fn run<T: Real>(
                     c0: &call.c0[cell * dims.batch * s..(cell + 1) * dims.batch * s],
                 },
                 CellOut {
-                    y: Shared(output.as_mut_ptr()),
-                    h_n: &mut h_n[cell * dims.batch * p..(cell + 1) * dims.batch * p],
-                    c_n: &mut c_n[cell * dims.batch * s..(cell + 1) * dims.batch * s],
+                    y: output_s,
+                    h_n,
+                    c_n,
                     gates,
                     tape: cell_tape.as_mut().map(|t| {
                         (
@@ -378,7 +381,37 @@ fn run<T: Real>(
                         .map(|t| Shared(t.recurrent_new.as_mut_ptr())),
                 },
             );
-            cells.extend(cell_tape);
+            cell_tape
+        };
+        let first_cell = layer * dims.dirs;
+        let h_n = &mut h_n[first_cell * dims.batch * p..(first_cell + dims.dirs) * dims.batch * p];
+        let c_n = &mut c_n[first_cell * dims.batch * s..(first_cell + dims.dirs) * dims.batch * s];
+        let mut cells = Vec::new();
+        if directions_at_once::<T>(&dims, call.threads) {
+            let (h_fw, h_bw) = h_n.split_at_mut(dims.batch * p);
+            let (c_fw, c_bw) = c_n.split_at_mut(dims.batch * s);
+            let finals = [
+                std::sync::Mutex::new((h_fw, c_fw, None)),
+                std::sync::Mutex::new((h_bw, c_bw, None)),
+            ];
+            // Inference keeps the two apart, as a team's members (team.rs).
+            run_team_placed(2, !save, |member| {
+                let mut own = finals[member.id].lock().expect("one member per direction");
+                let (h_n, c_n, cell_tape) = &mut *own;
+                *cell_tape = run_direction(member.id, 1, h_n, c_n);
+            });
+            for direction in finals {
+                let (_, _, cell_tape) = direction.into_inner().expect("no member panicked");
+                cells.extend(cell_tape);
+            }
+        } else {
+            let (mut h_n, mut c_n) = (h_n, c_n);
+            for direction in 0..dims.dirs {
+                let (h_own, h_rest) = h_n.split_at_mut(dims.batch * p);
+                let (c_own, c_rest) = c_n.split_at_mut(dims.batch * s);
+                cells.extend(run_direction(direction, call.threads, h_own, c_own));
+                (h_n, c_n) = (h_rest, c_rest);
+            }
         }
         if save {
             tape.push(LayerTape {
@@ -395,6 +428,18 @@ fn run<T: Real>(
         c_n,
     };
     Ok((outputs, save.then_some(Tape { layers: tape })))
+}
+
+/// Whether a bidirectional layer runs its two directions at once, one thread each, rather
+/// than one after the other on the whole team: on two or three threads, where the team
+/// would split a direction's batch rows ([`Split::Rows`]: every member reads all of
+/// `W_hh` anyway). Each direction then has all the batch rows (twice the rows per
+/// micro-kernel call) and no barrier at all. With more threads each direction keeps a
+/// team (two teams at once would spawn threads: the pool runs one team at a time).
+fn directions_at_once<T>(dims: &Dims, threads: usize) -> bool {
+    dims.dirs == 2
+        && (2..4).contains(&threads)
+        && Split::choose::<T>(dims, dims.team_size(threads)) == Split::Rows
 }
 
 /// Read-only inputs of one (layer, direction).

@@ -4,8 +4,9 @@
 //! machine, and with 2 threads when the projection is one panel wide). The forward's
 //! team splits the batch rows instead where each member gets at least 4 rows and `W_hh`
 //! is small (batch 25 here: with 6 threads its rows split into only 5 parts); batch 6
-//! keeps the split by units. Weights packed before
-//! the call serve every team split.
+//! keeps the split by units. Where the split is by rows, a bidirectional layer on 2 or 3
+//! threads runs its two directions at once, one thread each (batch 25). Weights packed
+//! before the call serve every team split.
 
 use std::sync::mpsc;
 use std::time::Duration;
