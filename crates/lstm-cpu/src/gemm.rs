@@ -658,11 +658,13 @@ unsafe fn gemm_rows<T: Real>(
             let mut p = 0;
             while p < b.panels.len() {
                 let paired = paired_at < block_rows && p + 1 < b.panels.len();
-                // A panel left out of the pairs (the last of an odd count) takes the
-                // paired rows alone; a block all paired runs no single tiles.
-                let end = if paired { paired_at } else { block_rows };
-                let singles = if end == 0 { 0 } else { 1 + paired as usize };
-                for (p, panel) in b.panels.iter().enumerate().skip(p).take(singles) {
+                for (p, panel) in b
+                    .panels
+                    .iter()
+                    .enumerate()
+                    .skip(p)
+                    .take(1 + paired as usize)
+                {
                     // SAFETY: offsets stay inside the panel and the caller's A and C.
                     let bp = unsafe { b.data.as_ptr().add((p * b.depth + k0) * nr) };
                     // The block read after this one: the next panel's rows `k0..k0 + depth`;
@@ -677,6 +679,9 @@ unsafe fn gemm_rows<T: Real>(
                     } else {
                         None
                     };
+                    // A panel left out of the pairs (the last of an odd count) takes the
+                    // paired rows alone.
+                    let end = if paired { paired_at } else { block_rows };
                     let mut i = 0;
                     while i < end {
                         let row = m0 + i;
