@@ -569,13 +569,9 @@ unsafe fn gemm_rows<T: Real>(
     // slots (measured: 16×50×256 2-3 % slower with it; 20×35×1500, 36 MB of `W_hh` per
     // layer, 25 % slower without).
     let prefetch = core::mem::size_of_val(b.data) > PREFETCH_ABOVE_BYTES;
-    // Blocks of a few rows paired only where `B` stays in L2: beyond it a few rows'
-    // product waits on memory, not on the multiply-adds, and the block prefetch reads
-    // one panel ahead. A paired tail after full calls (`pair_tail_rows`) finds its panels
-    // in L1, brought by the full calls, which prefetch: it pairs at any size (8×35×1000
-    // and 8×50×600 inference on AVX2: 0-2 % faster than 4 + 4 calls).
-    let pair_max = pair_rows(isa);
-    let pair_rows = if prefetch { 0 } else { pair_max };
+    // Paired panels only where `B` stays in L2: beyond it a few rows' product waits on
+    // memory, not on the multiply-adds, and the block prefetch reads one panel ahead.
+    let pair_rows = if prefetch { 0 } else { pair_rows(isa) };
     // A read down its columns (`rs == 1`, the backward's `dzᵀ`): a micro-kernel's rows
     // are contiguous at each k, but its k's are `cs` apart (4 KiB for `4H = 1024`, the
     // same L1 set every time), so each block of A is copied once into `a_block`, k's
@@ -615,7 +611,7 @@ unsafe fn gemm_rows<T: Real>(
             let one_group = group_left(m0) >= block_rows;
             let paired_at = if (2..=pair_rows).contains(&block_rows) && one_group {
                 0
-            } else if pair_max >= 2
+            } else if pair_rows >= 2
                 && one_group
                 && block_rows > max_rows
                 && block_rows % max_rows == pair_tail_rows(isa)
