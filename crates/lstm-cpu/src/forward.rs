@@ -525,6 +525,22 @@ fn chunk_row_groups(
     }
 }
 
+/// Member `id`'s rows (of `rows`, in `groups`) of a chunk's projection split by rows over
+/// `members`: whole row groups to every member where they share out evenly (a tile never
+/// spans two groups: a group cut in two ends in a short tile on each side), else as even
+/// a split as there is. Split into multiples of the micro-kernel's rows instead, 256 rows
+/// went 132 + 124 on AVX2 (6 rows a call): one member waited 6 % of every chunk's
+/// projection at the barrier.
+fn member_rows(groups: RowGroups, rows: usize, members: usize, id: usize) -> Range<usize> {
+    let group = groups.rows.min(rows).max(1);
+    let align = if (rows / group).is_multiple_of(members) {
+        group
+    } else {
+        1
+    };
+    aligned_part(rows, members, align, id)
+}
+
 /// Time steps whose input projection is computed at once: enough rows for an efficient
 /// GEMM, few enough that the pre-activations are still in cache when their steps run.
 fn chunk_steps(seq: usize, batch: usize) -> usize {
@@ -707,19 +723,7 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
             // This member's rows of the chunk's projection: all, or its part of them.
             let (groups, rs, ldc) = chunk_row_groups(input_strides, steps, batch, g4);
             let chunk_rows = if projection_by_rows {
-                // Whole row groups to every member where they share out evenly (a tile
-                // never spans two groups: a group cut in two ends in a short tile on each
-                // side), else as even a split as there is. Split into multiples of the
-                // micro-kernel's rows instead, 256 rows went 132 + 124 on AVX2 (6 rows):
-                // one member waited 6 % of every chunk's projection at the barrier.
-                let rows = steps * batch;
-                let group = groups.rows.min(rows);
-                let align = if (rows / group) % team.len() == 0 {
-                    group
-                } else {
-                    1
-                };
-                aligned_part(rows, team.len(), align, member.id)
+                member_rows(groups, steps * batch, team.len(), member.id)
             } else {
                 0..steps * batch
             };
@@ -950,6 +954,94 @@ simd::dispatch! {
             xn[j] = new;
             recurrent_new[j] = hn[j];
             hidden[j] = new + xz[j] * (hidden_prev[j] - new);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The grouping with more rows per micro-kernel call wins, and of two alike the one
+    /// whose rows lie closer together in the input; on every instruction set the CPU
+    /// has (AVX2 calls take 6 rows, AVX-512 8).
+    #[test]
+    fn projection_groups_favour_fuller_calls() {
+        crate::rerun_test_on_lower_instruction_sets(
+            module_path!(),
+            "projection_groups_favour_fuller_calls",
+        );
+        let per_call = |rows: usize| rows as f64 / tile_calls(rows) as f64;
+        for (seq, steps, batch) in [
+            (50, 8, 32),
+            (100, 16, 16),
+            (50, 32, 8),
+            (9, 4, 64),
+            (7, 7, 5),
+        ] {
+            let input = 24;
+            let batch_first = InputStrides::batch_first(seq, input);
+            let (groups, rs, ldc) = chunk_row_groups(batch_first, steps, batch, 4);
+            let (chosen, other) = if groups.rows == steps {
+                assert_eq!((rs, ldc), (input, batch * 4), "a batch row's steps");
+                (steps, batch)
+            } else {
+                assert_eq!(groups.rows, batch, "{steps} steps of {batch} rows");
+                assert_eq!((rs, ldc), (seq * input, 4), "a step's batch rows");
+                (batch, steps)
+            };
+            assert!(
+                per_call(chosen) >= per_call(other),
+                "{steps} steps of {batch} rows: groups of {chosen} ({} a call) over {other} ({})",
+                per_call(chosen),
+                per_call(other)
+            );
+            if per_call(chosen) == per_call(other) {
+                assert_eq!(chosen, steps, "a tie goes to the consecutive steps");
+            }
+        }
+        // Sequence-major rows are one group.
+        let (groups, _, _) = chunk_row_groups(InputStrides::seq_major(32, 24), 8, 32, 4);
+        assert_eq!(groups.rows, 256);
+        // Batch 32 in chunks of 8 steps: by batch row on AVX-512 (one 8-row call per
+        // group), by step on AVX2 (8 rows would be 4 + 4 there).
+        let (groups, _, _) = chunk_row_groups(InputStrides::batch_first(50, 24), 8, 32, 4);
+        let expected = if crate::gemm::kernel_rows() == 8 {
+            8
+        } else {
+            32
+        };
+        assert_eq!(groups.rows, expected);
+    }
+
+    /// A row-split projection hands out whole groups where they share out evenly, else
+    /// an even split, and covers every row once.
+    #[test]
+    fn projection_rows_split_evenly_in_whole_groups() {
+        let groups = |rows| RowGroups {
+            rows,
+            a_group: 0,
+            c_group: 0,
+        };
+        let parts = |g: RowGroups, rows: usize, members: usize| {
+            (0..members)
+                .map(|id| member_rows(g, rows, members, id))
+                .collect::<Vec<_>>()
+        };
+        // 8 groups of 32 on 2 members: 4 each.
+        assert_eq!(parts(groups(32), 256, 2), [0..128, 128..256]);
+        // One group (sequence-major) of 256: 128 each, not 132 + 124.
+        assert_eq!(parts(groups(256), 256, 2), [0..128, 128..256]);
+        // 3 groups of 32 on 2 members would go 64 + 32: rows split evenly instead.
+        assert_eq!(parts(groups(32), 96, 2), [0..48, 48..96]);
+        for (group, rows, members) in [(32, 256, 3), (5, 35, 2), (256, 100, 3), (1, 7, 4)] {
+            let got = parts(groups(group), rows, members);
+            let covered: Vec<usize> = got.iter().flat_map(|r| r.clone()).collect();
+            assert_eq!(
+                covered,
+                (0..rows).collect::<Vec<_>>(),
+                "{group} {rows} {members}"
+            );
         }
     }
 }
