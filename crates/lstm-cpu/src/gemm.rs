@@ -587,13 +587,13 @@ unsafe fn gemm_rows<T: Real>(
         while m0 < rows {
             let mut block_rows = ROW_BLOCK.min(rows - m0);
             // On AVX2 a block of full calls and two rows leaves the two to a block of
-            // their own, which runs over pairs of panels (see `pair_tail_rows`).
+            // their own, which runs over pairs of panels (see `pair_tail` above).
             if pair_tail
                 && block_rows > max_rows
-                && block_rows % max_rows == 2
+                && block_rows % max_rows == pair_rows
                 && group_left(m0) >= block_rows
             {
-                block_rows -= 2;
+                block_rows -= pair_rows;
             }
             // This block's A: (pointer to its first value, row stride, column stride).
             let (a_at, a_rs, a_cs) = if pack_a {
