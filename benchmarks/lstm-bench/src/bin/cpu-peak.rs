@@ -7,8 +7,10 @@
 //! cargo run --release -p lstm-bench --bin cpu-peak -- --threads 2
 //! ```
 
+use std::io::Write;
+
 use clap::Parser;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// The machine's multiply-add peak and lstm-cpu's GEMM on the benchmark shapes.
 #[derive(Parser, Debug)]
@@ -26,10 +28,7 @@ fn main() {
     );
     for t in [1, threads] {
         let gflops = lstm_cpu::peak::fma_gflops(t, 1.0);
-        println!(
-            "{}",
-            json!({"what": "fma-peak", "threads": t, "gflops": gflops})
-        );
+        emit(json!({"what": "fma-peak", "threads": t, "gflops": gflops}));
     }
     // (m, n, k, what): a large square product, then the recurrent step
     // [B, H] x [H, 4H] of the benchmark shapes (B, T, I=H) 16,50,256; 64,100,512;
@@ -44,10 +43,53 @@ fn main() {
         let flops_per_round = 2.0 * (m * n * k) as f64;
         let rounds = ((20e9 / flops_per_round) as usize).clamp(3, 20_000);
         let gflops = lstm_cpu::peak::gemm_gflops(m, n, k, threads, rounds);
-        println!(
-            "{}",
+        emit(
             json!({"what": format!("gemm {what}"), "m": m, "n": n, "k": k,
-                   "threads": threads, "rounds": rounds, "gflops": gflops})
+                    "threads": threads, "rounds": rounds, "gflops": gflops}),
         );
+    }
+}
+
+/// Prints one JSON line. A reader that has gone (`cpu-peak | head -2`) ends the run
+/// quietly: `println!` panicked there, with a backtrace, once per line it could not write.
+fn emit(line: Value) {
+    if !write_line(&mut std::io::stdout().lock(), &line) {
+        std::process::exit(0);
+    }
+}
+
+/// Writes `line` and a newline and flushes; false where the writer failed.
+fn write_line(out: &mut impl Write, line: &Value) -> bool {
+    writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer whose reader has gone, as a closed pipe.
+    struct Closed;
+
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn lines_are_written_whole_and_a_closed_reader_is_reported() {
+        let mut out = Vec::new();
+        assert!(write_line(
+            &mut out,
+            &json!({"what": "fma-peak", "gflops": 1.5})
+        ));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"gflops\":1.5,\"what\":\"fma-peak\"}\n"
+        );
+        assert!(!write_line(&mut Closed, &json!({"what": "fma-peak"})));
     }
 }
