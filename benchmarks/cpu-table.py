@@ -77,14 +77,19 @@ def main():
               f"/ {rss(c.get('torch'))} / {rss(c.get('onnxruntime'))} |")
     if any(len(v) > 1 for c in cells.values() for v in c.values()):
         print(f"\nMedians over {rounds} rounds.")
-    peaks = {}
+    peaks, trips = {}, []
     for d in (json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")):
-        if "what" in d:
+        if "what" in d and "gflops" in d:
             peaks.setdefault((d["what"], d["threads"]), []).append(d["gflops"])
+        elif "what" in d and "ns" in d:
+            trips.append(d["ns"])
     if peaks:
         print("\nGFLOP/s, `cpu-peak` in the same run (median over rounds): "
               + "; ".join(f"{what} ({threads} thread{'s' if threads > 1 else ''}) "
                           f"{statistics.median(v):.0f}" for (what, threads), v in peaks.items()))
+    if trips:
+        print(f"Team round trip (cpu-peak, ns): median {statistics.median(trips):.0f}, "
+              f"rounds {', '.join('%.0f' % ns for ns in trips)}")
 
 
 if __name__ == "__main__":

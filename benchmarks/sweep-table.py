@@ -25,7 +25,7 @@ import sys
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    cells, peaks = {}, {}
+    cells, peaks, trips = {}, {}, {}
     for file_index, path in enumerate(sys.argv[1:]):
         for line in open(path):
             if not line.strip().startswith("{"):
@@ -33,7 +33,10 @@ def main():
             d = json.loads(line)
             if "what" in d:
                 key = (d.get("isa_cap", "native"), d["what"], d["threads"])
-                peaks.setdefault(key, []).append(d["gflops"])
+                if "ns" in d:
+                    trips.setdefault(key[0], []).append(d["ns"])
+                else:
+                    peaks.setdefault(key, []).append(d["gflops"])
                 continue
             key = (d.get("isa_cap", "native"), d["class"], d["mode"])
             runs = cells.setdefault(key, {}).setdefault(d["impl"], [])
@@ -61,6 +64,10 @@ def main():
         print(f"\nGFLOP/s, `cpu-peak` in the same run, ISA {isa} (median): "
               + "; ".join(f"{what} ({t} thread{'s' if t > 1 else ''}) {statistics.median(v):.0f}"
                           for (i, what, t), v in peaks.items() if i == isa))
+        if isa in trips:
+            # ~100 ns in the shared machine's quiet periods, ~400 in its slow spells.
+            print(f"Team round trip (cpu-peak, ns): median {statistics.median(trips[isa]):.0f}, "
+                  f"rounds {', '.join('%.0f' % ns for ns in trips[isa])}")
 
 
 def paired(cell, peer_impls):

@@ -1,13 +1,15 @@
 //! What this machine's cores and this crate's GEMM reach, for the benchmarks' "what
 //! limits it" (`benchmarks/lstm-bench`, binary `cpu-peak`): the multiply-add peak of
-//! the vector units (no memory traffic at all), and the GEMM on a given shape with the
-//! team split of the recurrent step. Not part of the kernel; no numbers are kept.
+//! the vector units (no memory traffic at all), the GEMM on a given shape with the
+//! team split of the recurrent step, and how far apart a team's two threads are (a
+//! cache line's round trip between them). Not part of the kernel; no numbers are kept.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::buffers::Buffer;
 use crate::gemm::{PackedB, gemm, panel};
-use crate::team::{Shared, run_team, split_aligned};
+use crate::team::{Shared, run_team, run_team_placed, split_aligned};
 
 /// `f32` GFLOP/s of fused multiply-adds on `threads` threads, each running independent
 /// chains on registers only, for about `seconds`: the ceiling no kernel can pass. On
@@ -145,4 +147,88 @@ pub fn gemm_gflops(m: usize, n: usize, k: usize, threads: usize, rounds: usize) 
     core::hint::black_box(&c[..]);
     let seconds = seconds.into_inner().expect("no member panicked");
     2.0 * (m * n * k * rounds) as f64 / seconds / 1e9
+}
+
+/// Nanoseconds for one cache line to go from one member of a two-thread team to the
+/// other and back (the caller and a pool worker, placed as inference places them),
+/// averaged over about `seconds` of round trips; `None` where fewer than two CPUs are
+/// available (two threads on one CPU would take a time slice a trip).
+///
+/// Why it is measured: on the shared 2-vCPU machine of docs/benchmarks.md, slow spells
+/// were this latency going from ~100 to ~400 ns as the host moved the vCPUs apart, and
+/// our 2-thread inference lost 20-25 % in them against ONNX Runtime's 1-4 %. Recorded
+/// beside each sweep's timings, it tells a spell from a regression.
+pub fn team_round_trip_ns(seconds: f64) -> Option<f64> {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return None;
+    }
+    // Member 0 writes odd values and waits for the next even one; member 1 answers each
+    // odd value with the next even one. DONE ends member 1's loop.
+    const DONE: u64 = u64::MAX;
+    // Checking the clock every trip would time the clock as well.
+    const TRIPS_PER_CHECK: u64 = 256;
+    let line = CacheLine(AtomicU64::new(0));
+    let result = std::sync::Mutex::new(None);
+    run_team_placed(2, true, |member| {
+        let flag = &line.0;
+        if member.id == 0 {
+            let start = Instant::now();
+            let mut trips = 0u64;
+            loop {
+                flag.store(2 * trips + 1, Ordering::Release);
+                while flag.load(Ordering::Acquire) != 2 * trips + 2 {
+                    core::hint::spin_loop();
+                }
+                trips += 1;
+                if trips.is_multiple_of(TRIPS_PER_CHECK) && start.elapsed().as_secs_f64() >= seconds
+                {
+                    break;
+                }
+            }
+            let ns = start.elapsed().as_secs_f64() * 1e9 / trips as f64;
+            flag.store(DONE, Ordering::Release);
+            *result.lock().expect("no member panics") = Some(ns);
+        } else {
+            let mut trips = 0u64;
+            loop {
+                let seen = loop {
+                    let seen = flag.load(Ordering::Acquire);
+                    if seen == 2 * trips + 1 || seen == DONE {
+                        break seen;
+                    }
+                    core::hint::spin_loop();
+                };
+                if seen == DONE {
+                    break;
+                }
+                flag.store(2 * trips + 2, Ordering::Release);
+                trips += 1;
+            }
+        }
+    });
+    result.into_inner().expect("no member panicked")
+}
+
+/// A value alone on its cache line (no neighbour's writes travel with it).
+#[repr(align(128))]
+struct CacheLine<T>(T);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two members finish (the protocol neither hangs nor stops early) and report a
+    /// time a trip that a cache line can take: more than nothing, less than the time
+    /// slices a busy test machine hands out.
+    #[test]
+    fn team_round_trip_is_measured_where_two_cpus_are() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        match team_round_trip_ns(0.01) {
+            Some(ns) => {
+                assert!(cpus >= 2, "measured on {cpus} CPU");
+                assert!(ns > 1.0 && ns < 1e8, "{ns} ns a round trip");
+            }
+            None => assert_eq!(cpus, 1, "no measurement on {cpus} CPUs"),
+        }
+    }
 }

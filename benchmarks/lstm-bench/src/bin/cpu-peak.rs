@@ -1,7 +1,8 @@
 //! What limits the fused CPU kernel on this machine: the vector units' multiply-add peak
-//! (registers only, no memory) on 1 and on `--threads` threads, and `lstm-cpu`'s GEMM on
-//! a large square product and on the recurrent step of each benchmark shape, with the
-//! step's team split. One JSON line per measurement.
+//! (registers only, no memory) on 1 and on `--threads` threads, a cache line's round trip
+//! between the two threads of a team (`"ns"`), and `lstm-cpu`'s GEMM on a large square
+//! product and on the recurrent step of each benchmark shape, with the step's team
+//! split. One JSON line per measurement.
 //!
 //! ```sh
 //! cargo run --release -p lstm-bench --bin cpu-peak -- --threads 2
@@ -29,6 +30,13 @@ fn main() {
     for t in [1, threads] {
         let gflops = lstm_cpu::peak::fma_gflops(t, 1.0);
         emit(json!({"what": "fma-peak", "threads": t, "gflops": gflops}));
+    }
+    // How far apart a team's two threads are: ~100 ns in the shared machine's quiet
+    // periods, ~400 in its slow spells (docs/benchmarks.md, session 22).
+    if threads >= 2
+        && let Some(ns) = lstm_cpu::peak::team_round_trip_ns(0.2)
+    {
+        emit(json!({"what": "team-round-trip", "threads": 2, "ns": ns}));
     }
     // (m, n, k, what): a large square product, then the recurrent step
     // [B, H] x [H, 4H] of the benchmark shapes (B, T, I=H) 16,50,256; 64,100,512;
