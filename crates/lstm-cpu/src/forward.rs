@@ -10,7 +10,7 @@ use crate::arch::{CellKind, DirectionLayout};
 use crate::buffers::Buffer;
 use crate::call::{CallError, InputStrides, LstmCall, LstmOutputs};
 use crate::gemm::{
-    Packed, PackedB, RowGroups, gemm, gemm_bias, gemm_bias_grouped, panel, tile_calls,
+    Packed, PackedB, RowGroups, gemm, gemm_bias, gemm_bias_grouped, kernel_rows, panel, tile_calls,
 };
 use crate::packed::{PackedCell, PackedWeights, column_panels, gate_groups, unit_panels};
 use crate::real::Real;
@@ -620,9 +620,27 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         }
         _ => None,
     };
-    let chunk = chunk_steps(seq, batch);
+    // Inference split by rows keeps each member's pre-activations in a buffer of its own,
+    // which it projects and reads alone: no barrier around a chunk's projection, and no
+    // line of it ever written by the other member. In one buffer shared by the team
+    // (rows of one step side by side) the members' recurrent products ran ~40 % slower
+    // whenever the host placed the two vCPUs far apart (a cache line's round trip
+    // ~400 ns instead of ~100), though each member read only rows it had written itself,
+    // even with the members' rows a page apart (measured: docs/fused-cpu.md, "Own
+    // pre-activations"). Training writes them to the tape, shared.
+    let own_chunks = by_rows && projection_by_rows && out.gates.is_none();
+    // A member's projection groups its rows by batch row (a row's steps of the chunk)
+    // where that gives fuller micro-kernel calls than a step's few rows: a chunk of whole
+    // calls, e.g. 16 steps → 18 on AVX2 (6-row calls; 16 ran as 6 + 5 + 5).
+    let chunk = if own_chunks {
+        chunk_steps(seq, batch)
+            .next_multiple_of(kernel_rows())
+            .min(seq)
+    } else {
+        chunk_steps(seq, batch)
+    };
     // Each chunk's projection writes its rows before the steps read them.
-    let mut chunk_gates = Buffer::for_overwrite(if out.gates.is_some() {
+    let mut chunk_gates = Buffer::for_overwrite(if out.gates.is_some() || own_chunks {
         0
     } else {
         chunk * batch * g4
@@ -702,6 +720,10 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                 .map(|units| ih.panels(unit_panels::<T>(gate_blocks, units))),
             None => Some(packed_ih),
         };
+        // This member's chunk of pre-activations, `[steps, nb, G]` (see `own_chunks`).
+        let mut own_chunk =
+            Buffer::<T>::for_overwrite(if own_chunks { chunk * nb * g4 } else { 0 });
+        let own_chunk_s = Shared(own_chunk.as_mut_ptr());
         // Inference's `tanh(c)` (LSTM) or `W_hn h + b_hn` (GRU) of a row, not kept.
         let mut scratch_row = vec![T::ZERO; nu];
         let mut first = 0;
@@ -709,33 +731,41 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
             let steps = chunk.min(seq - first);
             // Times of this chunk, in processing order: t_lo..t_lo + steps.
             let t_lo = if reverse { seq - first - steps } else { first };
-            // Row of time t in the gate buffer.
-            let (gates, base) = match out.gates {
-                Some(tape) => (tape, 0),
-                None => (chunk_s, t_lo),
+            // The gate buffer: its first time, its batch rows per step and its first
+            // batch row.
+            let (gates, base, rows_per_step, first_row) = match out.gates {
+                Some(tape) => (tape, 0, batch, 0),
+                None if own_chunks => (own_chunk_s, t_lo, nb, b0),
+                None => (chunk_s, t_lo, batch, 0),
             };
-            let z_at = |t: usize| (t - base) * batch * g4;
-            if by_rows && first > 0 {
+            let z_at = |t: usize| (t - base) * rows_per_step * g4;
+            // Gates of batch row `b` at time `t`.
+            let row_at = |t: usize, b: usize| z_at(t) + (b - first_row) * g4;
+            if by_rows && first > 0 && !own_chunks {
                 // Every member's steps are done with the previous chunk's gates, which
                 // this projection may overwrite.
                 member.sync();
             }
-            // This member's rows of the chunk's projection: all, or its part of them.
-            let (groups, rs, ldc) = chunk_row_groups(input_strides, steps, batch, g4);
-            let chunk_rows = if projection_by_rows {
-                member_rows(groups, steps * batch, team.len(), member.id)
+            // This member's rows of the chunk's projection: its own rows (`own_chunks`),
+            // all, or its part of them; and the first of them in the input.
+            let (groups, rs, ldc) = chunk_row_groups(input_strides, steps, rows_per_step, g4);
+            let (chunk_rows, input_first) = if own_chunks {
+                (0..steps * nb, b0 * input_strides.row)
+            } else if projection_by_rows {
+                (member_rows(groups, steps * batch, team.len(), member.id), 0)
             } else {
-                0..steps * batch
+                (0..steps * batch, 0)
             };
             if let (Some(packed_ih), false) = (projection_ih, chunk_rows.is_empty()) {
                 // SAFETY: this member writes only its gate columns of these rows (all
-                // columns of its own rows when the projection is split by rows); the
-                // call's check put every row of the input inside it.
+                // columns of its own rows when the projection is split by rows, in its
+                // own buffer with `own_chunks`); the call's check put every row of the
+                // input inside it.
                 unsafe {
                     gemm_bias_grouped(
                         chunk_rows,
                         groups,
-                        input.as_ptr().add(t_lo * input_strides.step),
+                        input.as_ptr().add(t_lo * input_strides.step + input_first),
                         rs,
                         1,
                         packed_ih,
@@ -745,14 +775,13 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                     )
                 };
             }
-            if by_rows {
+            if by_rows && !own_chunks {
                 // Each member's rows need every member's gate columns.
                 member.sync();
             }
             for step in first..first + steps {
                 let t = dims.time(step, reverse);
                 let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
-                let z = z_at(t);
                 // SAFETY: this member writes only its gate columns of its rows of step t;
                 // h_prev is complete (its own rows, or the barrier at the end of the
                 // previous step).
@@ -775,13 +804,13 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                             p,
                             1,
                             packed_hh,
-                            gates.at(z + b0 * g4),
+                            gates.at(row_at(t, b0)),
                             g4,
                         )
                     }
                 };
                 for b in rows.clone() {
-                    let row = z + b * g4;
+                    let row = row_at(t, b);
                     let c_at = b * h + own.start;
                     unsafe {
                         if gru {
