@@ -632,12 +632,11 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     // A member's projection groups its rows by batch row (a row's steps of the chunk)
     // where that gives fuller micro-kernel calls than a step's few rows: a chunk of whole
     // calls, e.g. 16 steps → 18 on AVX2 (6-row calls; 16 ran as 6 + 5 + 5).
+    let chunk = chunk_steps(seq, batch);
     let chunk = if own_chunks {
-        chunk_steps(seq, batch)
-            .next_multiple_of(kernel_rows())
-            .min(seq)
+        chunk.next_multiple_of(kernel_rows()).min(seq)
     } else {
-        chunk_steps(seq, batch)
+        chunk
     };
     // Each chunk's projection writes its rows before the steps read them.
     let mut chunk_gates = Buffer::for_overwrite(if out.gates.is_some() || own_chunks {

@@ -174,18 +174,20 @@ pub fn team_round_trip_ns(seconds: f64) -> Option<f64> {
         if member.id == 0 {
             let start = Instant::now();
             let mut trips = 0u64;
-            loop {
+            let elapsed = loop {
                 flag.store(2 * trips + 1, Ordering::Release);
                 while flag.load(Ordering::Acquire) != 2 * trips + 2 {
                     core::hint::spin_loop();
                 }
                 trips += 1;
-                if trips.is_multiple_of(TRIPS_PER_CHECK) && start.elapsed().as_secs_f64() >= seconds
-                {
-                    break;
+                if trips.is_multiple_of(TRIPS_PER_CHECK) {
+                    let elapsed = start.elapsed().as_secs_f64();
+                    if elapsed >= seconds {
+                        break elapsed;
+                    }
                 }
-            }
-            let ns = start.elapsed().as_secs_f64() * 1e9 / trips as f64;
+            };
+            let ns = elapsed * 1e9 / trips as f64;
             flag.store(DONE, Ordering::Release);
             *result.lock().expect("no member panics") = Some(ns);
         } else {
