@@ -51,9 +51,9 @@ pub fn backward<T: Real>(
     let (rows, p, s) = (dims.seq * dims.batch, dims.out, dims.state);
     // Outputs, handed to the caller, leaving the cache. Every region of `d_weights` is
     // stored whole by a cell's products or bias sums (`backward_cell`).
-    let mut d_weights = Buffer::for_overwrite(call.weights.len()).into_vec();
-    let mut d_h0 = Buffer::zeroed(call.h0.len()).into_vec();
-    let mut d_c0 = Buffer::zeroed(call.c0.len()).into_vec();
+    let mut d_weights = Buffer::output_for_overwrite(call.weights.len()).into_vec();
+    let mut d_h0 = Buffer::output_zeroed(call.h0.len()).into_vec();
+    let mut d_c0 = Buffer::output_zeroed(call.c0.len()).into_vec();
     let mut d_output = Buffer::copied(grads.dy);
     for layer in (0..arch.num_layers).rev() {
         let layer_tape = &mut tape.layers[layer];
@@ -66,7 +66,13 @@ pub fn backward<T: Real>(
         // below.
         let input_wanted = grads.input_wanted || layer > 0;
         // The first direction's product stores it, the second adds to it.
-        let mut d_input = Buffer::for_overwrite(if input_wanted { rows * in_size } else { 0 });
+        // The first layer's is the call's input gradient.
+        let d_input_len = if input_wanted { rows * in_size } else { 0 };
+        let mut d_input = if layer == 0 {
+            Buffer::output_for_overwrite(d_input_len)
+        } else {
+            Buffer::for_overwrite(d_input_len)
+        };
         for (direction, cell_tape) in layer_tape.cells.iter_mut().enumerate() {
             let cell = layer * dims.dirs + direction;
             let layout = arch.direction_layout(layer, direction);

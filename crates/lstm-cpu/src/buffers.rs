@@ -140,23 +140,52 @@ pub fn vec_with_capacity<T: Real>(capacity: usize) -> Vec<T> {
 /// Keeps `values`' memory for later calls (see [`cache_limit_bytes`]) instead of
 /// freeing it now.
 pub fn recycle_vec<T: Real>(values: Vec<T>) {
-    drop(Buffer { data: values });
+    drop(Buffer {
+        data: values,
+        start: 0,
+    });
+}
+
+/// The alignment of a scratch buffer's first value: a cache line.
+const ALIGN_BYTES: usize = 64;
+
+/// Where a buffer's first value lies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    /// On a cache line: scratch that the kernel reads and writes a vector at a time.
+    CacheLine,
+    /// Where the allocation starts: a call's output, handed out with
+    /// [`Buffer::into_vec`] without a copy.
+    Allocation,
 }
 
 /// A buffer of `len` values that goes back to the cache when dropped.
+///
+/// Scratch buffers start on a cache line (64 bytes). Allocations above glibc's mmap
+/// threshold start 16 bytes past a page, so the packed panels' rows of 64 bytes (AVX2)
+/// or 128 (AVX-512) straddled two lines at every other or every vector load: aligned,
+/// a one-thread GEMM `[16|800 × 300] · [300 × 1200]` ran 125-128 → 129-133 GFLOP/s on
+/// AVX2 and 241-245 → 247-255 on AVX-512 (Zen 5, docs/fused-cpu.md). A call's outputs
+/// keep the allocation's own start instead (`output_*`), so that `into_vec` hands them
+/// out as they are.
 pub(crate) struct Buffer<T: Real> {
     data: Vec<T>,
+    /// Index in `data` of the first value (the values are `data[start..]`).
+    start: usize,
 }
 
 impl<T: Real> Buffer<T> {
-    /// `len` zeros.
+    /// Values of room past the end for the first value to start a cache line.
+    const PAD: usize = ALIGN_BYTES / core::mem::size_of::<T>();
+
+    /// `len` zeros, starting a cache line.
     pub fn zeroed(len: usize) -> Self {
-        // Not `vec![0; len]`: calloc maps fresh blocks to the shared zero page, and the
-        // first write after a read (a GEMM accumulating into the buffer) then faults
-        // again and flushes every team member's TLB. Zeros written here fault once.
-        let mut data = vec_with_capacity(len);
-        data.resize(len, T::ZERO);
-        Self { data }
+        Self::zeroed_at(len, Start::CacheLine)
+    }
+
+    /// `len` zeros, a call's output (see [`Start::Allocation`]).
+    pub fn output_zeroed(len: usize) -> Self {
+        Self::zeroed_at(len, Start::Allocation)
     }
 
     /// `len` values that the caller overwrites, every one, before it reads any: what
@@ -165,30 +194,75 @@ impl<T: Real> Buffer<T> {
     /// 16×50×384 zeroed 27 MB of packed panels, tape and gradients this way, about 6 %
     /// of its time on one thread while the others waited (docs/fused-cpu.md). Builds
     /// with debug assertions (the tests) fill it with NaN instead, so that a value read
-    /// before it is written shows in every result it reaches.
+    /// before it is written shows in every result it reaches. Starts a cache line.
     pub fn for_overwrite(len: usize) -> Self {
-        let mut data = Self::recycled(len).unwrap_or_default();
-        if cfg!(debug_assertions) {
-            data.clear();
-            data.resize(len, T::NAN);
-        } else if data.len() >= len {
-            data.truncate(len);
-        } else {
-            data.resize(len, T::ZERO);
-        }
-        Self { data }
+        Self::for_overwrite_at(len, Start::CacheLine)
     }
 
-    /// A copy of `values`.
+    /// [`Self::for_overwrite`] for a call's output (see [`Start::Allocation`]).
+    pub fn output_for_overwrite(len: usize) -> Self {
+        Self::for_overwrite_at(len, Start::Allocation)
+    }
+
+    /// A copy of `values`, starting a cache line.
     pub fn copied(values: &[T]) -> Self {
-        let mut data = vec_with_capacity(values.len());
+        let (mut data, start) = Self::room(values.len(), Start::CacheLine);
+        data.clear();
+        data.resize(start, T::ZERO);
         data.extend_from_slice(values);
-        Self { data }
+        Self { data, start }
     }
 
     /// The values as a plain vector, which leaves the cache for good (a call's outputs).
+    /// A buffer made for an output comes out as it is; a scratch buffer's values are
+    /// first moved to the start of the allocation.
     pub fn into_vec(mut self) -> Vec<T> {
-        core::mem::take(&mut self.data)
+        let mut data = core::mem::take(&mut self.data);
+        data.drain(..self.start);
+        data
+    }
+
+    fn zeroed_at(len: usize, at: Start) -> Self {
+        // Not `vec![0; len]`: calloc maps fresh blocks to the shared zero page, and the
+        // first write after a read (a GEMM accumulating into the buffer) then faults
+        // again and flushes every team member's TLB. Zeros written here fault once.
+        let (mut data, start) = Self::room(len, at);
+        data.clear();
+        data.resize(start + len, T::ZERO);
+        Self { data, start }
+    }
+
+    fn for_overwrite_at(len: usize, at: Start) -> Self {
+        let (mut data, start) = Self::room(len, at);
+        if cfg!(debug_assertions) {
+            data.clear();
+            data.resize(start + len, T::NAN);
+        } else if data.len() >= start + len {
+            data.truncate(start + len);
+        } else {
+            data.resize(start + len, T::ZERO);
+        }
+        Self { data, start }
+    }
+
+    /// A vector with room for `len` values from `at` on (a cached one holding what it
+    /// held, or a new empty one), and the index where they start.
+    fn room(len: usize, at: Start) -> (Vec<T>, usize) {
+        let at = if len == 0 { Start::Allocation } else { at };
+        let pad = match at {
+            Start::CacheLine => Self::PAD,
+            Start::Allocation => 0,
+        };
+        let mut data = Self::recycled(len + pad).unwrap_or_default();
+        data.reserve_exact((len + pad).saturating_sub(data.len()));
+        let start = match at {
+            // The first index on a cache line (`size_of::<T>()` divides the address).
+            Start::CacheLine => {
+                (data.as_ptr() as usize).wrapping_neg() % ALIGN_BYTES / core::mem::size_of::<T>()
+            }
+            Start::Allocation => 0,
+        };
+        (data, start)
     }
 
     /// A cached vector with room for `len` values, if the cache has one, holding what
@@ -218,13 +292,13 @@ impl<T: Real> Drop for Buffer<T> {
 impl<T: Real> Deref for Buffer<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        &self.data
+        &self.data[self.start..]
     }
 }
 
 impl<T: Real> DerefMut for Buffer<T> {
     fn deref_mut(&mut self) -> &mut [T] {
-        &mut self.data
+        &mut self.data[self.start..]
     }
 }
 
@@ -236,7 +310,7 @@ impl<T: Real> Clone for Buffer<T> {
 
 impl<T: Real> core::fmt::Debug for Buffer<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "Buffer(len {})", self.data.len())
+        write!(f, "Buffer(len {})", self.len())
     }
 }
 
@@ -307,6 +381,37 @@ mod tests {
             assert!(c.len() == 19_000 && c.iter().all(|&v| v == 2.5));
             assert_eq!(Buffer::<f32>::zeroed(30_000).into_vec().len(), 30_000);
         }
+    }
+
+    #[test]
+    fn scratch_starts_a_cache_line_and_outputs_leave_without_a_copy() {
+        for len in [1, 100, 20_000, 70_000] {
+            let values: Vec<f32> = (0..len).map(|i| i as f32).collect();
+            let scratch = [
+                Buffer::<f32>::zeroed(len),
+                Buffer::for_overwrite(len),
+                Buffer::copied(&values),
+            ];
+            for b in &scratch {
+                assert_eq!(b.as_ptr() as usize % ALIGN_BYTES, 0, "len {len}");
+                assert_eq!(b.len(), len);
+            }
+            assert!(scratch[0].iter().all(|&v| v == 0.0));
+            assert_eq!(&scratch[2][..], &values[..]);
+            drop(scratch);
+            // A scratch buffer's values move to the allocation's start; an output's
+            // stay where they are.
+            assert_eq!(Buffer::copied(&values).into_vec(), values);
+            let mut output = Buffer::output_for_overwrite(len);
+            output.copy_from_slice(&values);
+            let at = output.as_ptr();
+            let vec = output.into_vec();
+            assert_eq!((vec.as_ptr(), &vec), (at, &values), "len {len}");
+            let zeros = Buffer::<f64>::output_zeroed(len).into_vec();
+            assert!(zeros.len() == len && zeros.iter().all(|&v| v == 0.0));
+        }
+        assert!(Buffer::<f32>::for_overwrite(0).is_empty());
+        assert!(Buffer::<f32>::zeroed(0).into_vec().is_empty());
     }
 
     /// With debug assertions (the test builds of `.ci/run`) a value read before the

@@ -292,8 +292,8 @@ fn run<T: Real>(
     let arch = call.arch;
     let dims = Dims::of(call);
     let (rows, h, p, s) = (dims.seq * dims.batch, dims.hidden, dims.out, dims.state);
-    let mut h_n = Buffer::zeroed(call.h0.len()).into_vec();
-    let mut c_n = Buffer::zeroed(call.c0.len()).into_vec();
+    let mut h_n = Buffer::output_zeroed(call.h0.len()).into_vec();
+    let mut c_n = Buffer::output_zeroed(call.c0.len()).into_vec();
     let mut tape = Vec::new();
     let mut below: Option<Buffer<T>> = None;
     for layer in 0..arch.num_layers {
@@ -322,8 +322,10 @@ fn run<T: Real>(
             (Some(strides), None) => strides,
             _ => InputStrides::seq_major(dims.batch, arch.layer_input_size(layer)),
         };
-        // Every value is written: a row's output or, past its length, zeros.
-        let mut output = Buffer::for_overwrite(rows * dims.dirs * p);
+        // Every value is written: a row's output or, past its length, zeros. The last
+        // layer's is the call's output (the others are read a value at a time, by the
+        // next layer's projection: their alignment does not matter).
+        let mut output = Buffer::output_for_overwrite(rows * dims.dirs * p);
         let output_s = Shared(output.as_mut_ptr());
         // One direction's recurrence on `threads` threads, writing its columns of
         // `output` and its final states `h_n`, `c_n` (this cell's slices); its tape when
