@@ -617,37 +617,40 @@ unsafe fn gemm_rows<T: Real>(
             } else {
                 (unsafe { a.add(k0 * cs) }, rs, cs)
             };
+            // A tile of panel `q` starting at row `row` (`a_tile` into this block's A)
+            // that prefetches no `B` block: the paired calls' and lone tails'.
+            let tile_at = |q: usize, row: usize, a_tile: usize, first_tile: bool| {
+                let panel = &b.panels[q];
+                // SAFETY: the tile's rows are rows of the caller's A and C, and its panel
+                // is in B.
+                unsafe {
+                    Micro {
+                        depth,
+                        a: a_at.add(a_tile),
+                        rs: a_rs,
+                        cs: a_cs,
+                        b: b.data.as_ptr().add((q * b.depth + k0) * nr),
+                        c: c.add(c_row(row) + panel.col),
+                        ldc,
+                        width: panel.width,
+                        prefetch: core::ptr::null(),
+                        bias: match bias {
+                            Some(bias) if k0 == 0 => bias.as_ptr().add(panel.col),
+                            _ => core::ptr::null(),
+                        },
+                        pieces: b.pieces[panel.pieces.0..].as_ptr(),
+                        pieces_len: panel.pieces.1 - panel.pieces.0,
+                        first_tile,
+                    }
+                }
+            };
             // A block of a few rows, one tile, goes over two panels at a time (see
             // `pair_rows`; one row has its own kernel), and its last odd panel alone.
             let mut first_panel = 0;
             if (2..=pair_rows).contains(&block_rows) && group_left(m0) >= block_rows {
                 let a_tile = if pack_a { 0 } else { a_row(m0) };
                 // Pairs run only where nothing is prefetched block by block.
-                let tile = |p: usize| {
-                    let panel = &b.panels[p];
-                    // SAFETY: the tile's rows are rows of the caller's A and C, and its
-                    // panel is in B.
-                    unsafe {
-                        Micro {
-                            depth,
-                            a: a_at.add(a_tile),
-                            rs: a_rs,
-                            cs: a_cs,
-                            b: b.data.as_ptr().add((p * b.depth + k0) * nr),
-                            c: c.add(c_row(m0) + panel.col),
-                            ldc,
-                            width: panel.width,
-                            prefetch: core::ptr::null(),
-                            bias: match bias {
-                                Some(bias) if k0 == 0 => bias.as_ptr().add(panel.col),
-                                _ => core::ptr::null(),
-                            },
-                            pieces: b.pieces[panel.pieces.0..].as_ptr(),
-                            pieces_len: panel.pieces.1 - panel.pieces.0,
-                            first_tile: true,
-                        }
-                    }
-                };
+                let tile = |p: usize| tile_at(p, m0, a_tile, true);
                 while first_panel + 1 < b.panels.len() {
                     let (p, q) = (tile(first_panel), tile(first_panel + 1));
                     unsafe { micro_pair::<T>(block_rows, isa, p, q) };
@@ -716,31 +719,7 @@ unsafe fn gemm_rows<T: Real>(
                     // The two rows after the full calls, over this panel and the one
                     // before it (both in L1), or this last, odd one alone.
                     let row = m0 + full_rows;
-                    let tile = |q: usize| {
-                        let panel = &b.panels[q];
-                        // SAFETY: the tile's rows are rows of the caller's A and C, and
-                        // its panel is in B.
-                        unsafe {
-                            Micro {
-                                depth,
-                                a: a_at.add(a_row(row)),
-                                rs: a_rs,
-                                cs: a_cs,
-                                b: b.data.as_ptr().add((q * b.depth + k0) * nr),
-                                c: c.add(c_row(row) + panel.col),
-                                ldc,
-                                width: panel.width,
-                                prefetch: core::ptr::null(),
-                                bias: match bias {
-                                    Some(bias) if k0 == 0 => bias.as_ptr().add(panel.col),
-                                    _ => core::ptr::null(),
-                                },
-                                pieces: b.pieces[panel.pieces.0..].as_ptr(),
-                                pieces_len: panel.pieces.1 - panel.pieces.0,
-                                first_tile: false,
-                            }
-                        }
-                    };
+                    let tile = |q: usize| tile_at(q, row, a_row(row), false);
                     if second {
                         unsafe { micro_pair::<T>(2, isa, tile(p - 1), tile(p)) };
                     } else {
