@@ -131,9 +131,8 @@ pub fn release_cached_buffers() {
 /// An empty vector with room for `capacity` values: a cached one when the cache holds
 /// one that fits, else a new one. Give it back with [`recycle_vec`] when done.
 pub fn vec_with_capacity<T: Real>(capacity: usize) -> Vec<T> {
-    let mut data = Buffer::<T>::recycled(capacity).unwrap_or_default();
+    let (mut data, _) = Buffer::<T>::room(capacity, Start::Allocation);
     data.clear();
-    data.reserve_exact(capacity);
     data
 }
 

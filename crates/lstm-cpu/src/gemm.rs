@@ -559,7 +559,8 @@ unsafe fn gemm_rows<T: Real>(
     let prefetch = core::mem::size_of_val(b.data) > PREFETCH_ABOVE_BYTES;
     // Paired panels only where `B` stays in L2: beyond it a few rows' product waits on
     // memory, not on the multiply-adds, and the block prefetch reads one panel ahead.
-    let pair_rows = if prefetch { 0 } else { pair_rows(isa) };
+    let kernel_pair_rows = pair_rows(isa);
+    let pair_rows = if prefetch { 0 } else { kernel_pair_rows };
     // On AVX2 a block of full calls and two rows ends early and leaves the two rows a
     // block of their own, which runs over pairs of panels: a paired 2-row call runs at
     // 104 GFLOP/s, a 4-row call at 115-118 and a 6-row one at 128-132 (Zen 5, one
@@ -581,8 +582,7 @@ unsafe fn gemm_rows<T: Real>(
     // own would stream `B` again. 8 rows ran as 4 + 4 before (`tile_rows`), 107-111
     // GFLOP/s a 4-row call against 125-127 for 6 rows there (AVX2, Zen 5, one thread,
     // `[m × 1000] · [1000 × 2000]`).
-    let pair_streamed_tail =
-        prefetch && isa == Isa::Avx2 && cfg!(target_arch = "x86_64") && !pack_a;
+    let pair_streamed_tail = prefetch && isa == Isa::Avx2 && kernel_pair_rows >= 2 && !pack_a;
     let mut a_block = if pack_a {
         vec![T::ZERO; ROW_BLOCK * DEPTH_BLOCK]
     } else {
