@@ -25,7 +25,7 @@ use burn::backend::{Autodiff, Flex, NdArray};
 use burn::module::{AutodiffModule, Module};
 use burn::optim::SgdConfig;
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
-use burn::tensor::{DType, IntDType, get_device_settings, set_default_dtypes};
+use burn::tensor::{DType, IntDType, backend::Backend, get_device_settings, set_default_dtypes};
 use burn_lstm::{CudnnCompatibleLstm, LstmBackend, LstmKernel};
 
 /// Set in the child process: the float type of its Flex device (`f16` or `bf16`).
@@ -83,19 +83,29 @@ fn all_outputs<B: LstmBackend>(model: &CudnnCompatibleLstm<B>, device: &B::Devic
     outputs(model, device).concat()
 }
 
+/// The seed of the half model's initialization (`Backend::seed`): any draw trains, this
+/// one lowers the bf16 loss by six of its places in `TRAIN_STEPS` steps.
+const INIT_SEED: u64 = 16;
+/// Steps of the half model's training: 30 seeds tried, every loss lower after these.
+const TRAIN_STEPS: usize = 6;
+
 /// The child trains in `dtype` and leaves a Burn record, PyTorch safetensors and its
 /// own outputs; the parent serves both files in f32 on Flex and NdArray.
 fn half_checkpoint_serves_in_f32(dtype: &str, test: &str, tol: f64) {
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     if let Some(device) = half_flex_device() {
         let dir = std::path::PathBuf::from(std::env::var(OUT_VAR).expect("the output folder"));
+        // A seeded initialization: the loss, itself rounded to the half type, moves by
+        // one or two of bf16's places (2e-3 near 0.3) a step, and an unseeded draw once
+        // left it on one value for three steps (CI, stop 37).
+        <Flex as Backend>::seed(&device, INIT_SEED);
         // Plain gradient descent: Adam's second moment underflows in f16 and its steps
         // blow up (mixed-precision training keeps f32 master weights, which is the
         // optimizer's business, not the layer's).
         let (trained, losses) =
-            train_with::<Autodiff<Flex>, _>(&device, 3, SgdConfig::new().init(), 0.5);
+            train_with::<Autodiff<Flex>, _>(&device, TRAIN_STEPS, SgdConfig::new().init(), 0.5);
         assert!(
-            losses[2] < losses[0],
+            losses[TRAIN_STEPS - 1] < losses[0],
             "training lowers the loss: {losses:?}"
         );
         let trained = trained.valid();
