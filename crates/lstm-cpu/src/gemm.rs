@@ -53,6 +53,24 @@ fn pair_rows(isa: Isa) -> usize {
         Isa::Baseline => 0,
     }
 }
+/// Rows of `A` of the calls that cover three panels as two tiles of a panel and a half
+/// each (0: none; see [`micro_triple`]). A 3-row tile on one panel keeps 6 accumulators,
+/// too few for two FMA pipes of four cycles' latency, and AVX2's 16 registers hold no
+/// paired 3-row tile (see [`pair_rows`]); over a panel and a half it keeps 9, with three
+/// vectors of `B` and the broadcast 13 registers. Zen 5, AVX2, one thread, `[3 × 256] ·
+/// [256 × n]`: 92-94 → 106-108 GFLOP/s at n = 384, 90-94 → 98-103 at n = 1024. Not for
+/// 4 rows: a 4 × 24 tile (12 accumulators, the third vector of `B` read by each
+/// multiply-add to stay within 16 registers) ran no faster than 4 × 16 (114-119 both),
+/// so what holds 4 rows there is reading `B` (16 bytes a cycle from L2 at that rate),
+/// not the multiply-adds' latency; nor as the last 3 rows of a block of full calls, whose
+/// own pass over `B` cost more than it gained (9 rows 124 → 117, 15 rows 126 → 121).
+fn triple_rows(isa: Isa) -> usize {
+    match isa {
+        _ if !cfg!(target_arch = "x86_64") => 0,
+        Isa::Avx2 => 3,
+        Isa::Avx512 | Isa::Baseline => 0,
+    }
+}
 /// Depth of one pass over `A` and a panel (the panel slice stays in L1).
 const DEPTH_BLOCK: usize = 256;
 /// Rows of a panel packed together when packing transposes (see [`PackedB::pack`]).
@@ -561,6 +579,7 @@ unsafe fn gemm_rows<T: Real>(
     // memory, not on the multiply-adds, and the block prefetch reads one panel ahead.
     let kernel_pair_rows = pair_rows(isa);
     let pair_rows = if prefetch { 0 } else { kernel_pair_rows };
+    let triple_rows = if prefetch { 0 } else { triple_rows(isa) };
     // On AVX2 a block of full calls and two rows ends early and leaves the two rows a
     // block of their own, which runs over pairs of panels: a paired 2-row call runs at
     // 104 GFLOP/s, a 4-row call at 115-118 and a 6-row one at 128-132 (Zen 5, one
@@ -645,7 +664,9 @@ unsafe fn gemm_rows<T: Real>(
                 }
             };
             // A block of a few rows, one tile, goes over two panels at a time (see
-            // `pair_rows`; one row has its own kernel), and its last odd panel alone.
+            // `pair_rows`; one row has its own kernel), and its last odd panel alone; on
+            // AVX2 a block of 3 rows over three panels at a time (`triple_rows`), and its
+            // last one or two panels alone.
             let mut first_panel = 0;
             if (2..=pair_rows).contains(&block_rows) && group_left(m0) >= block_rows {
                 let a_tile = if pack_a { 0 } else { a_row(m0) };
@@ -655,6 +676,14 @@ unsafe fn gemm_rows<T: Real>(
                     let (p, q) = (tile(first_panel), tile(first_panel + 1));
                     unsafe { micro_pair::<T>(block_rows, isa, p, q) };
                     first_panel += 2;
+                }
+            } else if (3..=triple_rows).contains(&block_rows) && group_left(m0) >= block_rows {
+                let a_tile = if pack_a { 0 } else { a_row(m0) };
+                let tile = |p: usize| tile_at(p, m0, a_tile, true);
+                while first_panel + 2 < b.panels.len() {
+                    let panels = [0, 1, 2].map(|q| tile(first_panel + q));
+                    unsafe { micro_triple::<T>(block_rows, isa, panels) };
+                    first_panel += 3;
                 }
             }
             // Rows the panel loop runs in full calls, and the two it pairs after them.
@@ -894,6 +923,34 @@ unsafe fn micro_pair<T: Real>(rows: usize, isa: Isa, left: Micro<T>, right: Micr
     }
 }
 
+/// [`micro`] over three panels at once as two tiles of a panel and a half: `panels[0]`
+/// and the low half of `panels[1]`, then its high half and `panels[2]` (see
+/// [`triple_rows`]; `rows` is 3).
+#[inline(always)]
+unsafe fn micro_triple<T: Real>(rows: usize, isa: Isa, panels: [Micro<T>; 3]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::vector::{F32x8, F64x4};
+        let f32 = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
+        // SAFETY (all arms): `isa` names a feature set the CPU reported, and the element
+        // type matches the vector's.
+        unsafe {
+            match (isa, f32, rows) {
+                (Isa::Avx2, true, 3) => triple_avx2::<F32x8, 3>(panels.map(|p| p.cast())),
+                (Isa::Avx2, false, 3) => triple_avx2::<F64x4, 3>(panels.map(|p| p.cast())),
+                (isa, _, rows) => {
+                    unreachable!("no three-panel micro-kernel of {rows} rows on {isa:?}")
+                }
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (rows, isa, panels);
+        unreachable!("three-panel calls are x86-64 only (triple_rows)");
+    }
+}
+
 #[inline(always)]
 unsafe fn rows_dispatch<T: Real, const NR: usize, const ISA: u8>(rows: usize, args: Micro<T>) {
     unsafe {
@@ -959,6 +1016,12 @@ unsafe fn pair_avx2<S: crate::vector::Vector, const MR: usize>(
     right: Micro<S::E>,
 ) {
     unsafe { pair_body::<S, MR>(left, right) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn triple_avx2<S: crate::vector::Vector, const MR: usize>(panels: [Micro<S::E>; 3]) {
+    unsafe { triple_body::<S, MR>(panels) }
 }
 
 /// Prefetches into L1 the lines of `C` that the tile of `rows` rows adds to at its end
@@ -1124,6 +1187,56 @@ unsafe fn pair_body<S: crate::vector::Vector, const MR: usize>(
             store_row::<S>(&left, i, row[0], row[1]);
             store_row::<S>(&right, i, row[2], row[3]);
         }
+    }
+}
+
+/// [`vector_body`] over three panels as two tiles of three vectors a row (see
+/// [`triple_rows`]): the first panel and the middle one's low half, then the middle
+/// one's high half and the last panel. The middle panel's low half waits in memory
+/// between the two (one store a row, outside the loops).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn triple_body<S: crate::vector::Vector, const MR: usize>(panels: [Micro<S::E>; 3]) {
+    let lanes = S::LANES;
+    let [first, middle, last] = panels;
+    unsafe {
+        for panel in &panels {
+            prefetch_c::<S>(panel, MR);
+        }
+        let left = triple_tile::<S, MR>(&first, [(first.b, 0), (first.b, lanes), (middle.b, 0)]);
+        let right = triple_tile::<S, MR>(&first, [(middle.b, lanes), (last.b, 0), (last.b, lanes)]);
+        for i in 0..MR {
+            store_row::<S>(&first, i, left[i][0], left[i][1]);
+            store_row::<S>(&middle, i, left[i][2], right[i][0]);
+            store_row::<S>(&last, i, right[i][1], right[i][2]);
+        }
+    }
+}
+
+/// One tile of [`triple_body`]: `MR` rows of `m`'s `A` times the three vectors at
+/// `(panel, offset)` of each row `k` of `B`, three accumulators a row.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn triple_tile<S: crate::vector::Vector, const MR: usize>(
+    m: &Micro<S::E>,
+    b: [(*const S::E, usize); 3],
+) -> [[S::V; 3]; MR] {
+    let nr = 2 * S::LANES;
+    unsafe {
+        let mut acc = [[S::zero(); 3]; MR];
+        for k in 0..m.depth {
+            let row_k = |j: usize| b[j].0.add(k * nr + b[j].1);
+            let b = [S::load(row_k(0)), S::load(row_k(1)), S::load(row_k(2))];
+            let mut a_col = m.a.add(k * m.cs);
+            for row in acc.iter_mut() {
+                let a = S::splat(*a_col);
+                for (sum, b) in row.iter_mut().zip(b) {
+                    *sum = S::fma(a, b, *sum);
+                }
+                a_col = a_col.add(m.rs);
+            }
+        }
+        acc
     }
 }
 
@@ -1355,18 +1468,20 @@ mod tests {
     }
 
     /// Products of 2-4 rows, which the micro-kernel computes over two panels at once
-    /// (`pair_rows`), and of full calls and two rows (8, 14, 20), whose last two rows
-    /// form a paired block of their own on AVX2, on every instruction set the CPU has: an
-    /// odd number of panels (the last one alone), partial and gathered panels, several
-    /// depth blocks, and a `B` large enough to be prefetched block by block (where AVX2
-    /// pairs the last two rows of 8, 14 and 20 inside the panel loop instead).
+    /// (`pair_rows`) or, 3 rows on AVX2, three (`triple_rows`), and of full calls and
+    /// two rows (8, 14, 20), whose last two rows form a paired block of their own on
+    /// AVX2, or three or four (9, 10, 16), on every instruction set the CPU has: a number
+    /// of panels that leaves one or two alone, partial and gathered panels, several depth
+    /// blocks, and a `B` large enough to be prefetched block by block (where AVX2 pairs
+    /// the last two rows of 8, 14 and 20 inside the panel loop instead, and runs no
+    /// three-panel call).
     #[test]
     fn matches_reference_on_few_rows_over_paired_panels() {
         crate::rerun_test_on_lower_instruction_sets(
             module_path!(),
             "matches_reference_on_few_rows_over_paired_panels",
         );
-        for m in [2, 3, 4, 5, 8, 14, 20] {
+        for m in [2, 3, 4, 5, 8, 9, 10, 14, 16, 20] {
             for (k, n) in [(40, 130), (300, 97), (257, 64), (600, 520)] {
                 check::<f32>(m, k, n, 1, |v| v as f32);
                 check::<f64>(m, k, n, 1, |v| v);
