@@ -60,10 +60,10 @@ fn pair_rows(isa: Isa) -> usize {
 /// vectors of `B` and the broadcast 13 registers. Zen 5, AVX2, one thread, `[3 × 256] ·
 /// [256 × n]`: 92-94 → 106-108 GFLOP/s at n = 384, 90-94 → 98-103 at n = 1024. Not for
 /// 4 rows: a 4 × 24 tile (12 accumulators, the third vector of `B` read by each
-/// multiply-add to stay within 16 registers) ran no faster than 4 × 16 (114-119 both),
-/// so what holds 4 rows there is reading `B` (16 bytes a cycle from L2 at that rate),
-/// not the multiply-adds' latency; nor as the last 3 rows of a block of full calls, whose
-/// own pass over `B` cost more than it gained (9 rows 124 → 117, 15 rows 126 → 121).
+/// multiply-add to stay within 16 registers) ran no faster than 4 × 16 (114-119 both):
+/// what holds a 4-row call is not the latency (see `docs/fused-cpu.md`). Nor for the
+/// last 3 rows of a block of full calls, whose own pass over `B` cost more than it
+/// gained (9 rows 124 → 117, 15 rows 126 → 121).
 fn triple_rows(isa: Isa) -> usize {
     match isa {
         _ if !cfg!(target_arch = "x86_64") => 0,
