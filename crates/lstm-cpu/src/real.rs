@@ -13,9 +13,13 @@
 use core::fmt::Debug;
 use core::ops::{Add, AddAssign, Div, Mul, Neg, Sub};
 
-/// A floating-point element type of the kernel.
+/// A floating-point element type of the kernel: `f32` or `f64`.
+///
+/// Sealed: the micro-kernels pick their vector registers by asking whether the type is
+/// `f32` and take any other for `f64`, so a third type would be read as the wrong one.
 pub trait Real:
-    Copy
+    sealed::Sealed
+    + Copy
     + Send
     + Sync
     + Debug
@@ -57,6 +61,13 @@ pub trait Real:
     fn tanh_on<const FMA: bool>(self) -> Self;
     /// Whether the value is neither infinite nor NaN.
     fn is_finite(self) -> bool;
+}
+
+/// The types [`Real`] is implemented for, and no others (see [`Real`]).
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
 }
 
 impl Real for f32 {
