@@ -633,9 +633,14 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     let own_chunks = by_rows && projection_by_rows && out.gates.is_none();
     // A member's projection groups its rows by batch row (a row's steps of the chunk)
     // where that gives fuller micro-kernel calls than a step's few rows: a chunk of whole
-    // calls, e.g. 16 steps → 18 on AVX2 (6-row calls; 16 ran as 6 + 5 + 5).
+    // calls, e.g. 16 steps → 18 on AVX2 (6-row calls; 16 ran as 6 + 6 + 4). So does the
+    // projection of an input that is not sequence-major (a batch-first one, as the module
+    // hands it), whose rows are grouped too (`chunk_row_groups`): at 16×50×512→128 on one
+    // AVX2 thread, chunks of 16 steps of 16 rows ran a quarter of the projection in 4-row
+    // calls either way.
+    let grouped_input = input_strides.step != batch * input_strides.row;
     let chunk = chunk_steps(seq, batch);
-    let chunk = if own_chunks {
+    let chunk = if own_chunks || grouped_input {
         chunk.next_multiple_of(kernel_rows()).min(seq)
     } else {
         chunk
