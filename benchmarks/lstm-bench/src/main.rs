@@ -14,8 +14,8 @@ mod args;
 mod cudnn_raw;
 mod impls;
 mod model;
+mod stdout_line;
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use args::{Args, Mode};
@@ -113,43 +113,10 @@ fn main() {
 }
 
 /// Prints `line` on stdout. A reader that has gone (`lstm-bench ... | head -c 0`) ends the
-/// run with a one-line error and exit code 1 (the result did not arrive), not with
-/// `println!`'s panic and backtrace.
+/// run with a one-line error and exit code 1 (the result did not arrive).
 fn print_line(line: impl std::fmt::Display) {
-    if let Err(error) = write_line(&mut std::io::stdout().lock(), line) {
+    if let Err(error) = stdout_line::print_line(line) {
         eprintln!("lstm-bench: cannot write the result to stdout: {error}");
         std::process::exit(1);
-    }
-}
-
-/// Writes `line` and a newline, and flushes.
-fn write_line(out: &mut impl Write, line: impl std::fmt::Display) -> std::io::Result<()> {
-    writeln!(out, "{line}")?;
-    out.flush()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A writer whose reader has gone, as a closed pipe.
-    struct Closed;
-
-    impl Write for Closed {
-        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
-            Err(std::io::ErrorKind::BrokenPipe.into())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn a_line_is_written_whole_and_a_closed_reader_is_an_error() {
-        let mut out = Vec::new();
-        write_line(&mut out, serde_json::json!({"seconds": 0.5})).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "{\"seconds\":0.5}\n");
-        let error = write_line(&mut Closed, "x").unwrap_err();
-        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe);
     }
 }

@@ -8,7 +8,8 @@
 //! cargo run --release -p lstm-bench --bin cpu-peak -- --threads 2
 //! ```
 
-use std::io::Write;
+#[path = "../stdout_line.rs"]
+mod stdout_line;
 
 use clap::Parser;
 use serde_json::{Value, json};
@@ -59,45 +60,9 @@ fn main() {
 }
 
 /// Prints one JSON line. A reader that has gone (`cpu-peak | head -2`) ends the run
-/// quietly: `println!` panicked there, with a backtrace, once per line it could not write.
+/// quietly.
 fn emit(line: Value) {
-    if !write_line(&mut std::io::stdout().lock(), &line) {
+    if stdout_line::print_line(line).is_err() {
         std::process::exit(0);
-    }
-}
-
-/// Writes `line` and a newline and flushes; false where the writer failed.
-fn write_line(out: &mut impl Write, line: &Value) -> bool {
-    writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A writer whose reader has gone, as a closed pipe.
-    struct Closed;
-
-    impl Write for Closed {
-        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
-            Err(std::io::ErrorKind::BrokenPipe.into())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn lines_are_written_whole_and_a_closed_reader_is_reported() {
-        let mut out = Vec::new();
-        assert!(write_line(
-            &mut out,
-            &json!({"what": "fma-peak", "gflops": 1.5})
-        ));
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "{\"gflops\":1.5,\"what\":\"fma-peak\"}\n"
-        );
-        assert!(!write_line(&mut Closed, &json!({"what": "fma-peak"})));
     }
 }
