@@ -72,6 +72,13 @@ impl InputStrides {
         }
     }
 
+    /// Whether step `t + 1`'s rows follow step `t`'s `batch` rows, each `row` apart
+    /// (sequence-major, maybe with a gap after each row): then any run of steps is one
+    /// run of evenly spaced rows.
+    pub(crate) fn steps_follow_rows(&self, batch: usize) -> bool {
+        self.step == batch * self.row
+    }
+
     /// Values an input of `seq_len × batch` rows of `input_size` spans from its first
     /// (its last row's end).
     pub(crate) fn span(&self, seq_len: usize, batch: usize, input_size: usize) -> usize {

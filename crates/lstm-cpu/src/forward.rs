@@ -490,7 +490,7 @@ fn chunk_row_groups(
     batch: usize,
     g4: usize,
 ) -> (RowGroups, usize, usize) {
-    if strides.step == batch * strides.row || steps == 1 {
+    if strides.steps_follow_rows(batch) || steps == 1 {
         let one = RowGroups {
             rows: steps * batch,
             a_group: 0,
@@ -638,7 +638,7 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     // hands it), whose rows are grouped too (`chunk_row_groups`): at 16×50×512→128 on one
     // AVX2 thread, chunks of 16 steps of 16 rows ran a quarter of the projection in 4-row
     // calls either way.
-    let grouped_input = input_strides.step != batch * input_strides.row;
+    let grouped_input = !input_strides.steps_follow_rows(batch);
     let chunk = chunk_steps(seq, batch);
     let chunk = if own_chunks || grouped_input {
         chunk.next_multiple_of(kernel_rows()).min(seq)

@@ -1480,13 +1480,13 @@ mod tests {
     }
 
     /// Products of 2-4 rows, which the micro-kernel computes over two panels at once
-    /// (`pair_rows`) or, 3 rows on AVX2, three (`triple_rows`), and of full calls and
-    /// two rows (8, 14, 20), whose last two rows form a paired block of their own on
-    /// AVX2, or three or four (9, 10, 16), on every instruction set the CPU has: a number
-    /// of panels that leaves one or two alone, partial and gathered panels, several depth
-    /// blocks, and a `B` large enough to be prefetched block by block (where AVX2 pairs
-    /// the last two rows of 8, 14 and 20 inside the panel loop instead, and runs no
-    /// three-panel call).
+    /// (`pair_rows`) or, 3 rows on AVX2, three (`triple_rows`); of full calls and two
+    /// rows (8, 14, 20), whose last two rows form a paired block of their own on AVX2;
+    /// and of full calls and a 3- or 4-row call (9, 10, 16), which stay in the panel loop;
+    /// on every instruction set the CPU has: a number of panels that leaves one or two
+    /// alone, partial and gathered panels, several depth blocks, and a `B` large enough
+    /// to be prefetched block by block (where AVX2 pairs the last two rows of 8, 14 and 20
+    /// inside the panel loop instead, and runs no three-panel call).
     #[test]
     fn matches_reference_on_few_rows_over_paired_panels() {
         crate::rerun_test_on_lower_instruction_sets(
