@@ -52,5 +52,5 @@ pub use op::call::lstm;
 pub use op::choice::{KernelChoice, LstmKernel};
 pub use op::contract::LstmBackend;
 pub use op::flat_weights::{FlatBufferOps, GradientSplit};
-pub use op::io::{HostResiduals, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+pub use op::io::{HostResiduals, LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
 pub use op::spec::{CellKind, DirectionLayout, LstmArch, LstmSpec};

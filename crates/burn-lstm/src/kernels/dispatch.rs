@@ -23,7 +23,7 @@ use crate::kernels::fused_cpu;
 use crate::kernels::portable;
 use crate::op::choice::{KernelChoice, LstmKernel};
 use crate::op::contract::LstmBackend;
-use crate::op::io::{LstmOutput, LstmSaved};
+use crate::op::io::{LstmInputs, LstmOutput, LstmSaved};
 use crate::op::spec::LstmSpec;
 use crate::op::tensor::tensor;
 
@@ -36,12 +36,17 @@ impl LstmBackend for Dispatch {
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
-        c0: FloatTensor<Self>,
+        c0: Option<FloatTensor<Self>>,
         spec: &LstmSpec,
     ) -> LstmOutput<Self> {
         let device = Dispatch::float_device(&input);
-        let inputs = [input, weights, h0, c0];
-        let tracked = inputs.iter().any(Dispatch::float_is_require_grad);
+        let inputs = LstmInputs {
+            input,
+            weights,
+            h0,
+            c0,
+        };
+        let tracked = inputs.tensors().any(Dispatch::float_is_require_grad);
         if choice(&device, spec).kernel != LstmKernel::FusedCpu || tracked {
             return portable::forward::<Self>(inputs, spec, false).0;
         }
@@ -51,7 +56,7 @@ impl LstmBackend for Dispatch {
         LstmOutput {
             y: back(output.y),
             h_n: back(output.h_n),
-            c_n: back(output.c_n),
+            c_n: output.c_n.map(back),
         }
     }
 
@@ -59,12 +64,18 @@ impl LstmBackend for Dispatch {
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
-        c0: FloatTensor<Self>,
+        c0: Option<FloatTensor<Self>>,
         spec: &LstmSpec,
     ) -> (LstmOutput<Self>, LstmSaved<Self>) {
         // Only `Autodiff<Dispatch>` calls this (Dispatch's own autodiff calls
         // `lstm_forward`): the portable kernel, whose backward reads its residuals.
-        let (output, saved) = portable::forward::<Self>([input, weights, h0, c0], spec, true);
+        let inputs = LstmInputs {
+            input,
+            weights,
+            h0,
+            c0,
+        };
+        let (output, saved) = portable::forward::<Self>(inputs, spec, true);
         let saved = saved.expect("a training forward saves its residuals");
         (output, saved)
     }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use burn::tensor::{Int, Tensor, TensorData, backend::Backend, ops::FloatTensor};
 
-use crate::op::io::{HostResiduals, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::io::{HostResiduals, LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
 use crate::op::spec::LstmSpec;
 use crate::op::tensor::{primitive, tensor};
 
@@ -109,21 +109,26 @@ struct Compacted<B: Backend> {
 /// A forward through `kernel` of a call with empty rows (`rows` = [`EmptyRows::of`]).
 pub(crate) fn forward<B: Backend>(
     rows: &EmptyRows,
-    inputs: [FloatTensor<B>; 4],
+    inputs: LstmInputs<B>,
     spec: &LstmSpec,
     save: bool,
-    kernel: impl FnOnce([FloatTensor<B>; 4], &LstmSpec, bool) -> (LstmOutput<B>, Option<LstmSaved<B>>),
+    kernel: impl FnOnce(LstmInputs<B>, &LstmSpec, bool) -> (LstmOutput<B>, Option<LstmSaved<B>>),
 ) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
     let arch = &spec.arch;
-    let [x, w, h0, c0] = inputs.clone();
+    let LstmInputs {
+        input: x,
+        weights: w,
+        h0,
+        c0,
+    } = inputs.clone();
     let (output, inner) = match rows.compact_spec() {
         Some(compact) => {
-            let compact_inputs = [
-                rows.keep::<B>(x),
-                w,
-                rows.keep::<B>(h0.clone()),
-                rows.keep::<B>(c0.clone()),
-            ];
+            let compact_inputs = LstmInputs {
+                input: rows.keep::<B>(x),
+                weights: w,
+                h0: rows.keep::<B>(h0.clone()),
+                c0: c0.clone().map(|c0| rows.keep::<B>(c0)),
+            };
             let (output, saved) = kernel(compact_inputs, compact, save);
             (Some(output), saved)
         }
@@ -132,13 +137,13 @@ pub(crate) fn forward<B: Backend>(
     let y_width = arch.dirs() * arch.output_size();
     let empty_y = rows.zeros::<B>(&h0, spec.seq_len, y_width);
     let (y, h_n, c_n) = match output {
-        Some(o) => (Some(o.y), Some(o.h_n), Some(o.c_n)),
+        Some(o) => (Some(o.y), Some(o.h_n), o.c_n),
         None => (None, None, None),
     };
     let output = LstmOutput {
         y: rows.merge::<B>(y, empty_y),
         h_n: rows.merge::<B>(h_n, rows.empty_rows::<B>(h0)),
-        c_n: rows.merge::<B>(c_n, rows.empty_rows::<B>(c0)),
+        c_n: c0.map(|c0| rows.merge::<B>(c_n, rows.empty_rows::<B>(c0))),
     };
     let saved = save.then(|| LstmSaved {
         spec: spec.clone(),
@@ -181,14 +186,14 @@ pub(crate) fn backward<B: Backend>(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .take();
-    let [x, w, _, _] = saved.inputs;
+    let (x, w) = (saved.inputs.input, saved.inputs.weights);
     let kept = match (rows.compact_spec(), inner) {
         (Some(_), Some(inner)) => Some(kernel(
             inner,
             LstmOutputGrads {
                 dy: rows.keep::<B>(grads.dy),
                 dh_n: rows.keep::<B>(grads.dh_n.clone()),
-                dc_n: rows.keep::<B>(grads.dc_n.clone()),
+                dc_n: grads.dc_n.clone().map(|dc_n| rows.keep::<B>(dc_n)),
                 input_required: grads.input_required,
             },
         )),
@@ -210,14 +215,16 @@ pub(crate) fn backward<B: Backend>(
         }
     };
     let (h0, c0) = match kept {
-        Some(g) => (Some(g.h0), Some(g.c0)),
+        Some(g) => (Some(g.h0), g.c0),
         None => (None, None),
     };
     LstmGrads {
         input,
         weights,
         h0: rows.merge::<B>(h0, rows.empty_rows::<B>(grads.dh_n)),
-        c0: rows.merge::<B>(c0, rows.empty_rows::<B>(grads.dc_n)),
+        c0: grads
+            .dc_n
+            .map(|dc_n| rows.merge::<B>(c0, rows.empty_rows::<B>(dc_n))),
     }
 }
 
@@ -232,7 +239,7 @@ mod tests {
     use burn::tensor::DType;
 
     use crate::kernels::{fused_cpu, portable};
-    use crate::op::spec::LstmArch;
+    use crate::op::spec::{CellKind, LstmArch};
 
     type B = NdArray<f64>;
 
@@ -275,20 +282,30 @@ mod tests {
         assert!(worst < 1e-12, "{name}: off by {worst:e}");
     }
 
-    type Kernel = fn([FloatTensor<B>; 4], &LstmSpec, bool) -> (LstmOutput<B>, Option<LstmSaved<B>>);
+    type Kernel = fn(LstmInputs<B>, &LstmSpec, bool) -> (LstmOutput<B>, Option<LstmSaved<B>>);
     type KernelBackward = fn(LstmSaved<B>, LstmOutputGrads<B>) -> LstmGrads<B>;
 
-    fn check(lengths: &[usize], kernel: Kernel, kernel_backward: KernelBackward) {
+    fn close_optional(name: &str, a: Option<FloatTensor<B>>, b: Option<FloatTensor<B>>) {
+        match (a, b) {
+            (Some(a), Some(b)) => close(name, a, b),
+            (None, None) => {}
+            (a, b) => panic!("{name}: present {} against {}", a.is_some(), b.is_some()),
+        }
+    }
+
+    /// An LSTM with projection, or a GRU (no cell state).
+    fn check(cell: CellKind, lengths: &[usize], kernel: Kernel, kernel_backward: KernelBackward) {
         let arch = LstmArch {
-            cell: crate::op::spec::CellKind::Lstm,
+            cell,
             input_size: 3,
             hidden_size: 5,
-            proj_size: 3,
+            proj_size: if cell == CellKind::Lstm { 3 } else { 0 },
             num_layers: 2,
             bidirectional: true,
             bias: true,
         };
-        let (t, b, cells, p, h) = (4, lengths.len(), arch.cells(), 3, 5);
+        let (t, b, cells) = (4, lengths.len(), arch.cells());
+        let (p, h) = (arch.output_size(), arch.cell_state_size());
         let spec = LstmSpec {
             arch: arch.clone(),
             seq_len: t,
@@ -299,16 +316,16 @@ mod tests {
             dropout_seed: None,
             kernel: None,
         };
-        let inputs = [
-            random([t, b, 3], 1),
-            random([arch.weight_count()], 2),
-            random([cells, b, p], 3),
-            random([cells, b, h], 4),
-        ];
+        let inputs = LstmInputs {
+            input: random([t, b, 3], 1),
+            weights: random([arch.weight_count()], 2),
+            h0: random([cells, b, p], 3),
+            c0: (h > 0).then(|| random([cells, b, h], 4)),
+        };
         let grads = || LstmOutputGrads {
             dy: random([t, b, 2 * p], 5),
             dh_n: random([cells, b, p], 6),
-            dc_n: random([cells, b, h], 7),
+            dc_n: (h > 0).then(|| random([cells, b, h], 7)),
             input_required: true,
         };
         let rows = EmptyRows::of(&spec).expect("some row is empty");
@@ -316,7 +333,7 @@ mod tests {
         let (compact, compact_saved) = forward(&rows, inputs, &spec, true, kernel);
         close("y", whole.y, compact.y);
         close("h_n", whole.h_n, compact.h_n);
-        close("c_n", whole.c_n, compact.c_n);
+        close_optional("c_n", whole.c_n, compact.c_n);
         let compact_saved = compact_saved.expect("saved");
         assert!(is_compacted(&compact_saved));
         let whole = kernel_backward(whole_saved.expect("saved"), grads());
@@ -324,18 +341,26 @@ mod tests {
         close("dx", whole.input.unwrap(), compact.input.unwrap());
         close("dw", whole.weights, compact.weights);
         close("dh0", whole.h0, compact.h0);
-        close("dc0", whole.c0, compact.c0);
+        close_optional("dc0", whole.c0, compact.c0);
     }
 
     #[test]
     fn compaction_gives_what_each_cpu_kernel_gives_the_whole_batch() {
-        for lengths in [&[0, 4, 2, 0, 1][..], &[3, 0], &[0, 0, 0]] {
-            check(lengths, portable::forward::<B>, portable::backward::<B>);
-            check(
-                lengths,
-                fused_cpu::call::run::<B>,
-                fused_cpu::call::run_backward::<B>,
-            );
+        for cell in [CellKind::Lstm, CellKind::Gru] {
+            for lengths in [&[0, 4, 2, 0, 1][..], &[3, 0], &[0, 0, 0]] {
+                check(
+                    cell,
+                    lengths,
+                    portable::forward::<B>,
+                    portable::backward::<B>,
+                );
+                check(
+                    cell,
+                    lengths,
+                    fused_cpu::call::run::<B>,
+                    fused_cpu::call::run_backward::<B>,
+                );
+            }
         }
     }
 

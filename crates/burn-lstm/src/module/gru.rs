@@ -180,14 +180,12 @@ impl<B: LstmBackend> CudnnCompatibleGru<B> {
             validate::finite("input", &input)?;
             validate::finite("state.hidden", &h0)?;
         }
-        // A GRU has no cell state: the op's `c0` and `c_n` are empty.
-        let c0 = Tensor::zeros([arch.cells(), batch, 0], place);
         let spec = self.spec(batch, seq_len, lengths, &device);
         let (y, h_n, _) = run_in_layout(
             input,
             self.batch_first,
             self.flat_weights(),
-            [h0, c0],
+            (h0, None),
             &spec,
         );
         Ok((y, GruState::new(h_n)))

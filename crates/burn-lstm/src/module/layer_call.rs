@@ -29,9 +29,9 @@ pub(crate) fn run_in_layout<B: LstmBackend>(
     input: Tensor<B, 3>,
     batch_first: bool,
     weights: Tensor<B, 1>,
-    [h0, c0]: [Tensor<B, 3>; 2],
+    (h0, c0): (Tensor<B, 3>, Option<Tensor<B, 3>>),
     spec: &LstmSpec,
-) -> (Tensor<B, 3>, Tensor<B, 3>, Tensor<B, 3>) {
+) -> (Tensor<B, 3>, Tensor<B, 3>, Option<Tensor<B, 3>>) {
     let swap = |t: Tensor<B, 3>| if batch_first { t.swap_dims(0, 1) } else { t };
     let (y, h_n, c_n) = lstm(swap(input), weights, h0, c0, spec);
     (swap(y), h_n, c_n)

@@ -200,9 +200,10 @@ impl<B: LstmBackend> CudnnCompatibleLstm<B> {
             input,
             self.batch_first,
             self.flat_weights(),
-            [h0, c0],
+            (h0, Some(c0)),
             &spec,
         );
+        let c_n = c_n.expect("an LSTM's op returns its cell state");
         Ok((y, LstmState::new(h_n, c_n)))
     }
 }

@@ -28,6 +28,7 @@ use burn_autodiff::{
 use crate::op::choice::KernelChoice;
 use crate::op::contract::LstmBackend;
 use crate::op::io::{LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::shapes::{ResultShapes, debug_check_non_empty};
 use crate::op::spec::LstmSpec;
 
 /// The gradients of `[y, h_n, c_n]`, put here by the result nodes' backward and taken by
@@ -63,15 +64,17 @@ fn marker<B: Backend>(device: &B::Device, dtype: DType) -> FloatTensor<B> {
     B::float_zeros(Shape::new([1]), device, dtype.into())
 }
 
+/// The op's node over its `N` parents: `[input, weights, h0, c0]` for an LSTM, `[input,
+/// weights, h0]` for a GRU (no cell state).
 #[derive(Debug)]
-struct LstmBackward;
+struct LstmBackward<const N: usize>;
 
-impl<B: LstmBackend> Backward<B, 4> for LstmBackward {
+impl<B: LstmBackend, const N: usize> Backward<B, N> for LstmBackward<N> {
     type State = (LstmSaved<B>, Arc<ResultGrads<B>>);
 
     fn backward(
         self,
-        ops: Ops<Self::State, 4>,
+        ops: Ops<Self::State, N>,
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
@@ -79,25 +82,32 @@ impl<B: LstmBackend> Backward<B, 4> for LstmBackward {
         // The markers the result nodes registered; the real gradients are in the slot.
         let marker_grad = grads.consume::<B>(&ops.node);
         let (device, dtype) = (B::float_device(&marker_grad), marker_grad.dtype());
-        let spec = &saved.spec;
+        let shapes = ResultShapes::of(&saved.spec);
         let [dy, dh_n, dc_n] = result_grads.take();
-        let [y_shape, h_shape, c_shape] = result_shapes(spec);
         let or_zeros = |grad: Option<FloatTensor<B>>, shape: [usize; 3]| {
             grad.unwrap_or_else(|| B::float_zeros(Shape::new(shape), &device, dtype.into()))
         };
-        let [input, weights, h0, c0] = ops.parents;
+        let mut parents = ops.parents.into_iter();
+        let [input, weights, h0] = [(); 3].map(|_| parents.next().flatten());
+        let c0 = parents.next().flatten();
         let output_grads = LstmOutputGrads {
-            dy: or_zeros(dy, y_shape),
-            dh_n: or_zeros(dh_n, h_shape),
-            dc_n: or_zeros(dc_n, c_shape),
+            dy: or_zeros(dy, shapes.y),
+            dh_n: or_zeros(dh_n, shapes.h_n),
+            dc_n: shapes.c_n.map(|shape| or_zeros(dc_n, shape)),
             input_required: input.is_some(),
         };
+        debug_check_non_empty::<B>(
+            "autodiff's upstream gradients",
+            [&output_grads.dy, &output_grads.dh_n]
+                .into_iter()
+                .chain(&output_grads.dc_n),
+        );
         let computed = B::lstm_backward(saved, output_grads);
         let results = [
             computed.input,
             Some(computed.weights),
             Some(computed.h0),
-            Some(computed.c0),
+            computed.c0,
         ];
         for (parent, grad) in [input, weights, h0, c0].into_iter().zip(results) {
             if let (Some(parent), Some(grad)) = (parent, grad) {
@@ -131,16 +141,6 @@ impl<B: Backend> Backward<B, 1> for TakeResult {
     }
 }
 
-/// Shapes of `y`, `h_n` and `c_n`.
-fn result_shapes(spec: &LstmSpec) -> [[usize; 3]; 3] {
-    let arch = &spec.arch;
-    [
-        [spec.seq_len, spec.batch, arch.dirs() * arch.output_size()],
-        [arch.cells(), spec.batch, arch.output_size()],
-        [arch.cells(), spec.batch, arch.cell_state_size()],
-    ]
-}
-
 impl<B: LstmBackend, C: CheckpointStrategy> LstmBackend for Autodiff<B, C> {
     fn lstm_kernel(device: &Self::Device, spec: &LstmSpec) -> KernelChoice {
         B::lstm_kernel(device, spec)
@@ -161,57 +161,56 @@ impl<B: LstmBackend, C: CheckpointStrategy> LstmBackend for Autodiff<B, C> {
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
-        c0: FloatTensor<Self>,
+        c0: Option<FloatTensor<Self>>,
         spec: &LstmSpec,
     ) -> LstmOutput<Self> {
-        let nodes = [
-            input.node.clone(),
-            weights.node.clone(),
-            h0.node.clone(),
-            c0.node.clone(),
-        ];
-        match <LstmBackward as Backward<B, 4>>::prepare::<C>(LstmBackward, nodes)
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let device = B::float_device(&input.primitive);
-                let dtype = input.primitive.dtype();
-                let (output, saved) = B::lstm_forward_train(
-                    input.primitive,
-                    weights.primitive,
-                    h0.primitive,
-                    c0.primitive,
-                    spec,
-                );
-                let result_grads = ResultGrads::shared();
-                let op = prep.finish((saved, result_grads.clone()), marker::<B>(&device, dtype));
-                let result = |which: usize, value: FloatTensor<B>| {
-                    let nodes = [op.node.clone()];
-                    match TakeResult.prepare::<C>(nodes).compute_bound().stateful() {
-                        OpsKind::Tracked(prep) => prep.finish((which, result_grads.clone()), value),
-                        OpsKind::UnTracked(prep) => prep.finish(value),
-                    }
-                };
-                LstmOutput {
-                    y: result(0, output.y),
-                    h_n: result(1, output.h_n),
-                    c_n: result(2, output.c_n),
+        match c0 {
+            Some(c0) => forward::<B, C, 4>([input, weights, h0, c0], spec),
+            None => forward::<B, C, 3>([input, weights, h0], spec),
+        }
+    }
+}
+
+/// The op on `inputs`, `[input, weights, h0, c0]` (LSTM, `N = 4`) or `[input, weights,
+/// h0]` (GRU, `N = 3`), recorded as one node over them.
+fn forward<B: LstmBackend, C: CheckpointStrategy, const N: usize>(
+    inputs: [FloatTensor<Autodiff<B, C>>; N],
+    spec: &LstmSpec,
+) -> LstmOutput<Autodiff<B, C>> {
+    let nodes = inputs.each_ref().map(|t| t.node.clone());
+    let mut inner = inputs.into_iter().map(|t| t.primitive);
+    let [input, weights, h0] = [(); 3].map(|_| inner.next().expect("N >= 3 inputs"));
+    let c0 = inner.next();
+    match LstmBackward::<N>
+        .prepare::<C>(nodes)
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => {
+            let device = B::float_device(&input);
+            let dtype = input.dtype();
+            let (output, saved) = B::lstm_forward_train(input, weights, h0, c0, spec);
+            let result_grads = ResultGrads::shared();
+            let op = prep.finish((saved, result_grads.clone()), marker::<B>(&device, dtype));
+            let result = |which: usize, value: FloatTensor<B>| {
+                let nodes = [op.node.clone()];
+                match TakeResult.prepare::<C>(nodes).compute_bound().stateful() {
+                    OpsKind::Tracked(prep) => prep.finish((which, result_grads.clone()), value),
+                    OpsKind::UnTracked(prep) => prep.finish(value),
                 }
+            };
+            LstmOutput {
+                y: result(0, output.y),
+                h_n: result(1, output.h_n),
+                c_n: output.c_n.map(|c_n| result(2, c_n)),
             }
-            OpsKind::UnTracked(_) => {
-                let output = B::lstm_forward(
-                    input.primitive,
-                    weights.primitive,
-                    h0.primitive,
-                    c0.primitive,
-                    spec,
-                );
-                LstmOutput {
-                    y: Self::from_inner(output.y),
-                    h_n: Self::from_inner(output.h_n),
-                    c_n: Self::from_inner(output.c_n),
-                }
+        }
+        OpsKind::UnTracked(_) => {
+            let output = B::lstm_forward(input, weights, h0, c0, spec);
+            LstmOutput {
+                y: Autodiff::<B, C>::from_inner(output.y),
+                h_n: Autodiff::<B, C>::from_inner(output.h_n),
+                c_n: output.c_n.map(Autodiff::<B, C>::from_inner),
             }
         }
     }

@@ -3,6 +3,7 @@
 use burn::tensor::Tensor;
 
 use crate::op::contract::LstmBackend;
+use crate::op::shapes::debug_check_non_empty;
 use crate::op::spec::LstmSpec;
 use crate::op::tensor::{primitive, tensor};
 
@@ -11,23 +12,37 @@ use crate::op::tensor::{primitive, tensor};
 ///
 /// `input` is sequence-major `[T, B, I]`, `weights` the flat parameter buffer
 /// ([`LstmArch::direction_layout`](crate::LstmArch::direction_layout)), `h0`
-/// `[layers * dirs, B, H_out]`, `c0` `[layers * dirs, B, H]` (a GRU's is empty,
-/// `[layers * dirs, B, 0]`, and so is its `c_n`). Returns `(y, h_n, c_n)`.
-/// On an autodiff backend the result is differentiable with respect to all four inputs.
+/// `[layers * dirs, B, H_out]`, `c0` `[layers * dirs, B, H]`. Returns `(y, h_n, c_n)`.
+/// A GRU has no cell state: its `c0` is ignored and its `c_n` is `None`; an LSTM called
+/// with `c0 = None` starts from a zero cell state, and its `c_n` is always `Some`.
+/// On an autodiff backend the result is differentiable with respect to every input.
 /// Shapes are not checked here: [`CudnnCompatibleLstm`](crate::CudnnCompatibleLstm) does.
 pub fn lstm<B: LstmBackend>(
     input: Tensor<B, 3>,
     weights: Tensor<B, 1>,
     h0: Tensor<B, 3>,
-    c0: Tensor<B, 3>,
+    c0: Option<Tensor<B, 3>>,
     spec: &LstmSpec,
-) -> (Tensor<B, 3>, Tensor<B, 3>, Tensor<B, 3>) {
-    let out = B::lstm_forward(
-        primitive(input),
-        primitive(weights),
-        primitive(h0),
-        primitive(c0),
-        spec,
+) -> (Tensor<B, 3>, Tensor<B, 3>, Option<Tensor<B, 3>>) {
+    let arch = &spec.arch;
+    let c0 = match (arch.cell_state_size(), c0) {
+        (0, _) => None,
+        (_, Some(c0)) => Some(c0),
+        (size, None) => Some(Tensor::zeros(
+            [arch.cells(), spec.batch, size],
+            (&h0.device(), h0.dtype()),
+        )),
+    };
+    let [input, weights, h0] = [primitive(input), primitive(weights), primitive(h0)];
+    let c0 = c0.map(primitive);
+    debug_check_non_empty::<B>(
+        "lstm inputs",
+        [&input, &weights, &h0].into_iter().chain(&c0),
     );
-    (tensor(out.y), tensor(out.h_n), tensor(out.c_n))
+    let out = B::lstm_forward(input, weights, h0, c0, spec);
+    debug_check_non_empty::<B>(
+        "lstm results",
+        [&out.y, &out.h_n].into_iter().chain(&out.c_n),
+    );
+    (tensor(out.y), tensor(out.h_n), out.c_n.map(tensor))
 }

@@ -9,14 +9,16 @@ use burn::tensor::{backend::Backend, ops::FloatTensor};
 use crate::kernels::portable;
 use crate::op::choice::KernelChoice;
 use crate::op::flat_weights::FlatBufferOps;
-use crate::op::io::{LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::io::{LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
 use crate::op::spec::LstmSpec;
 
 /// Backends that run a whole LSTM layer stack as one op.
 ///
 /// Tensor layouts: `input` `[T, B, I]` (sequence-major), `weights` the flat parameter
 /// buffer of [`LstmArch::direction_layout`](crate::LstmArch::direction_layout),
-/// `h0` `[layers * dirs, B, H_out]`, `c0` `[layers * dirs, B, H]`.
+/// `h0` `[layers * dirs, B, H_out]`, `c0` `[layers * dirs, B, H]` for an LSTM and `None`
+/// for a GRU (no cell state: no tensor of zero elements reaches a backend). Callers
+/// keep that invariant ([`lstm`](crate::lstm) does); kernels may rely on it.
 pub trait LstmBackend: Backend {
     /// Which kernel a call with `spec` runs on `device`, and why it is not a faster one.
     fn lstm_kernel(_device: &Self::Device, spec: &LstmSpec) -> KernelChoice {
@@ -47,10 +49,16 @@ pub trait LstmBackend: Backend {
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
-        c0: FloatTensor<Self>,
+        c0: Option<FloatTensor<Self>>,
         spec: &LstmSpec,
     ) -> LstmOutput<Self> {
-        portable::forward::<Self>([input, weights, h0, c0], spec, false).0
+        let inputs = LstmInputs {
+            input,
+            weights,
+            h0,
+            c0,
+        };
+        portable::forward::<Self>(inputs, spec, false).0
     }
 
     /// Forward pass that also returns what [`LstmBackend::lstm_backward`] needs.
@@ -58,10 +66,16 @@ pub trait LstmBackend: Backend {
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
-        c0: FloatTensor<Self>,
+        c0: Option<FloatTensor<Self>>,
         spec: &LstmSpec,
     ) -> (LstmOutput<Self>, LstmSaved<Self>) {
-        let (output, saved) = portable::forward::<Self>([input, weights, h0, c0], spec, true);
+        let inputs = LstmInputs {
+            input,
+            weights,
+            h0,
+            c0,
+        };
+        let (output, saved) = portable::forward::<Self>(inputs, spec, true);
         (
             output,
             saved.expect("a training forward saves its residuals"),

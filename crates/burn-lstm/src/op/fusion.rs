@@ -15,11 +15,12 @@ use burn_fusion::{
     Fusion, FusionBackend, FusionRuntime,
     stream::{Operation, OperationStreams},
 };
-use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput, TensorIr};
+use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorIr};
 
 use crate::op::choice::LstmKernel;
 use crate::op::contract::LstmBackend;
-use crate::op::io::{HostResiduals, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::io::{HostResiduals, LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::shapes::ResultShapes;
 use crate::op::spec::LstmSpec;
 
 /// The inner backend's saved state, filled when the forward operation executes.
@@ -44,9 +45,15 @@ impl<B: Backend> core::fmt::Debug for ForwardOp<B> {
 
 impl<B: FusionBackend + LstmBackend> Operation<B::FusionRuntime> for ForwardOp<B> {
     fn execute(&self, handles: &mut Handles<B>) {
-        let ([input, weights, h0, c0], [y, h_n, c_n]) = self.desc.as_fixed();
-        let [input, weights, h0, c0] =
-            [input, weights, h0, c0].map(|t| handles.get_float_tensor::<B>(t));
+        // Inputs `[input, weights, h0, c0]` and outputs `[y, h_n, c_n]`, without the cell
+        // state's for a GRU.
+        let mut inputs = self
+            .desc
+            .inputs
+            .iter()
+            .map(|t| handles.get_float_tensor::<B>(t));
+        let [input, weights, h0] = [(); 3].map(|_| inputs.next().expect("three inputs"));
+        let c0 = inputs.next();
         let output = match &self.slot {
             None => B::lstm_forward(input, weights, h0, c0, &self.spec),
             Some(slot) => {
@@ -55,9 +62,10 @@ impl<B: FusionBackend + LstmBackend> Operation<B::FusionRuntime> for ForwardOp<B
                 output
             }
         };
-        handles.register_float_tensor::<B>(&y.id, output.y);
-        handles.register_float_tensor::<B>(&h_n.id, output.h_n);
-        handles.register_float_tensor::<B>(&c_n.id, output.c_n);
+        let values = [output.y, output.h_n].into_iter().chain(output.c_n);
+        for (ir, value) in self.desc.outputs.iter().zip(values) {
+            handles.register_float_tensor::<B>(&ir.id, value);
+        }
     }
 }
 
@@ -77,16 +85,25 @@ impl<B: Backend> core::fmt::Debug for BackwardOp<B> {
 
 impl<B: FusionBackend + LstmBackend> Operation<B::FusionRuntime> for BackwardOp<B> {
     fn execute(&self, handles: &mut Handles<B>) {
-        let ([input, weights, h0, c0, dy, dh_n, dc_n], [d_input, d_weights, d_h0, d_c0]) =
-            self.desc.as_fixed();
-        let [input, weights, h0, c0, dy, dh_n, dc_n] =
-            [input, weights, h0, c0, dy, dh_n, dc_n].map(|t| handles.get_float_tensor::<B>(t));
+        // Inputs `[input, weights, h0, (c0), dy, dh_n, (dc_n)]` and outputs the gradients
+        // of `[input, weights, h0, (c0)]`: the cell state's only for an LSTM.
+        let cell_state = self.spec.arch.cell_state_size() > 0;
+        let mut inputs = self
+            .desc
+            .inputs
+            .iter()
+            .map(|t| handles.get_float_tensor::<B>(t));
+        let mut next = || inputs.next().expect("the inputs registered by `backward`");
+        let [input, weights, h0] = [(); 3].map(|_| next());
+        let c0 = cell_state.then(&mut next);
+        let [dy, dh_n] = [(); 2].map(|_| next());
+        let dc_n = cell_state.then(&mut next);
         let saved = self.slot.0.lock().unwrap_or_else(|e| e.into_inner()).take();
         let saved = saved.unwrap_or_else(|| {
             log::warn!("burn-lstm: the forward's saved state is missing; recomputing it");
             B::lstm_forward_train(input, weights, h0, c0, &self.spec).1
         });
-        // The fused operation has four outputs: the input's gradient is computed always.
+        // The fused operation's outputs are fixed: the input's gradient is computed always.
         let output_grads = LstmOutputGrads {
             dy,
             dh_n,
@@ -94,36 +111,37 @@ impl<B: FusionBackend + LstmBackend> Operation<B::FusionRuntime> for BackwardOp<
             input_required: true,
         };
         let grads = B::lstm_backward(saved, output_grads);
-        let d_input_value = grads
+        let d_input = grads
             .input
             .expect("a backward asked for the input's gradient returns it");
-        handles.register_float_tensor::<B>(&d_input.id, d_input_value);
-        handles.register_float_tensor::<B>(&d_weights.id, grads.weights);
-        handles.register_float_tensor::<B>(&d_h0.id, grads.h0);
-        handles.register_float_tensor::<B>(&d_c0.id, grads.c0);
+        let values = [d_input, grads.weights, grads.h0]
+            .into_iter()
+            .chain(grads.c0);
+        for (ir, value) in self.desc.outputs.iter().zip(values) {
+            handles.register_float_tensor::<B>(&ir.id, value);
+        }
     }
 }
 
 /// Forward as one fusion operation running `B`'s op.
 pub(crate) fn forward<B: FusionBackend + LstmBackend>(
-    inputs: [FloatTensor<Fusion<B>>; 4],
+    inputs: LstmInputs<Fusion<B>>,
     spec: &LstmSpec,
     save: bool,
 ) -> (LstmOutput<Fusion<B>>, Option<LstmSaved<Fusion<B>>>) {
-    let client = inputs[0].client.clone();
-    let dtype = inputs[0].dtype;
-    let arch = &spec.arch;
-    let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
+    let client = inputs.input.client.clone();
+    let dtype = inputs.input.dtype;
+    let shapes = ResultShapes::of(spec);
     let out = |shape: [usize; 3]| {
         TensorIr::uninit(client.create_empty_handle(), Shape::from(shape), dtype)
     };
-    let outputs = [
-        out([t, b, arch.dirs() * arch.output_size()]),
-        out([cells, b, arch.output_size()]),
-        out([cells, b, arch.cell_state_size()]),
-    ];
-    let streams = OperationStreams::with_inputs(&inputs);
-    let irs = inputs.clone().map(|t| t.into_ir());
+    let outputs: Vec<TensorIr> = [shapes.y, shapes.h_n]
+        .into_iter()
+        .chain(shapes.c_n)
+        .map(out)
+        .collect();
+    let streams = OperationStreams::with_inputs(inputs.tensors());
+    let irs: Vec<TensorIr> = inputs.tensors().map(|t| t.clone().into_ir()).collect();
     let desc = CustomOpIr::new("burn_lstm_forward", &irs, &outputs);
     let slot = save.then(|| Arc::new(SavedSlot::<B>(Mutex::new(None))));
     let op = ForwardOp::<B> {
@@ -131,9 +149,11 @@ pub(crate) fn forward<B: FusionBackend + LstmBackend>(
         spec: spec.clone(),
         slot: slot.clone(),
     };
-    let [y, h_n, c_n] = client
+    let mut results = client
         .register(streams, OperationIr::Custom(desc), op)
-        .outputs();
+        .into_iter();
+    let [y, h_n] = [(); 2].map(|_| results.next().expect("the registered outputs"));
+    let c_n = results.next();
     let saved = slot.map(|slot| LstmSaved {
         spec: spec.clone(),
         kernel: LstmKernel::Cudnn,
@@ -162,33 +182,43 @@ pub(crate) fn backward<B: FusionBackend + LstmBackend>(
         .0
         .downcast::<SavedSlot<B>>()
         .unwrap_or_else(|_| unreachable!("checked by is_fused_op"));
-    let [input, weights, h0, c0] = saved.inputs;
+    let LstmInputs {
+        input,
+        weights,
+        h0,
+        c0,
+    } = saved.inputs;
     let client = input.client.clone();
     let grad_ir = |t: &FloatTensor<Fusion<B>>| {
         TensorIr::uninit(client.create_empty_handle(), t.shape(), t.dtype)
     };
-    let outputs = [
-        grad_ir(&input),
-        grad_ir(&weights),
-        grad_ir(&h0),
-        grad_ir(&c0),
-    ];
-    let all = [input, weights, h0, c0, grads.dy, grads.dh_n, grads.dc_n];
+    let outputs: Vec<TensorIr> = [&input, &weights, &h0]
+        .into_iter()
+        .chain(&c0)
+        .map(grad_ir)
+        .collect();
+    let all: Vec<FloatTensor<Fusion<B>>> = [input, weights, h0]
+        .into_iter()
+        .chain(c0)
+        .chain([grads.dy, grads.dh_n])
+        .chain(grads.dc_n)
+        .collect();
     let streams = OperationStreams::with_inputs(&all);
-    let irs = all.map(|t| t.into_ir());
+    let irs: Vec<TensorIr> = all.into_iter().map(|t| t.into_ir()).collect();
     let desc = CustomOpIr::new("burn_lstm_backward", &irs, &outputs);
     let op = BackwardOp::<B> {
         desc: desc.clone(),
         spec: saved.spec,
         slot,
     };
-    let [input, weights, h0, c0] = client
+    let mut results = client
         .register(streams, OperationIr::Custom(desc), op)
-        .outputs();
+        .into_iter();
+    let [input, weights, h0] = [(); 3].map(|_| results.next().expect("the registered outputs"));
     LstmGrads {
         input: Some(input),
         weights,
         h0,
-        c0,
+        c0: results.next(),
     }
 }

@@ -6,6 +6,42 @@ use burn::tensor::{backend::Backend, ops::FloatTensor};
 use crate::op::choice::LstmKernel;
 use crate::op::spec::LstmSpec;
 
+/// The op's inputs. Layouts are sequence-major; a cell without a cell state (the GRU)
+/// has no `c0`, so no tensor of zero elements ever reaches a backend.
+#[derive(Debug, Clone)]
+pub struct LstmInputs<B: Backend> {
+    /// Input sequence, `[T, B, I]`.
+    pub input: FloatTensor<B>,
+    /// The flat parameter buffer ([`LstmArch::direction_layout`](crate::LstmArch::direction_layout)).
+    pub weights: FloatTensor<B>,
+    /// Initial hidden state, `[layers * dirs, B, H_out]`.
+    pub h0: FloatTensor<B>,
+    /// Initial cell state, `[layers * dirs, B, H]` (an LSTM); `None` for a GRU.
+    pub c0: Option<FloatTensor<B>>,
+}
+
+impl<B: Backend> LstmInputs<B> {
+    /// Each tensor through `f` (for instance into another backend's tensors).
+    pub fn map<C: Backend>(
+        self,
+        mut f: impl FnMut(FloatTensor<B>) -> FloatTensor<C>,
+    ) -> LstmInputs<C> {
+        LstmInputs {
+            input: f(self.input),
+            weights: f(self.weights),
+            h0: f(self.h0),
+            c0: self.c0.map(f),
+        }
+    }
+
+    /// The tensors present, in the order `input, weights, h0, c0`.
+    pub fn tensors(&self) -> impl Iterator<Item = &FloatTensor<B>> {
+        [&self.input, &self.weights, &self.h0]
+            .into_iter()
+            .chain(self.c0.as_ref())
+    }
+}
+
 /// Results of a forward call. Layouts are sequence-major.
 #[derive(Debug, Clone)]
 pub struct LstmOutput<B: Backend> {
@@ -13,8 +49,9 @@ pub struct LstmOutput<B: Backend> {
     pub y: FloatTensor<B>,
     /// Final hidden state of every layer and direction, `[layers * dirs, B, H_out]`.
     pub h_n: FloatTensor<B>,
-    /// Final cell state of every layer and direction, `[layers * dirs, B, H]`.
-    pub c_n: FloatTensor<B>,
+    /// Final cell state of every layer and direction, `[layers * dirs, B, H]` (an
+    /// LSTM); `None` for a GRU.
+    pub c_n: Option<FloatTensor<B>>,
 }
 
 /// Upstream gradients of the three outputs (same shapes as [`LstmOutput`]).
@@ -24,8 +61,8 @@ pub struct LstmOutputGrads<B: Backend> {
     pub dy: FloatTensor<B>,
     /// Gradient of `h_n`.
     pub dh_n: FloatTensor<B>,
-    /// Gradient of `c_n`.
-    pub dc_n: FloatTensor<B>,
+    /// Gradient of `c_n` (`None` for a GRU).
+    pub dc_n: Option<FloatTensor<B>>,
     /// Whether the gradient of the input sequence is wanted (autodiff tracks the input).
     /// When it is not (raw features nobody trains), a kernel may skip it and return
     /// `None` in [`LstmGrads::input`]: the fused CPU kernel then skips the first layer's
@@ -43,8 +80,8 @@ pub struct LstmGrads<B: Backend> {
     pub weights: FloatTensor<B>,
     /// Gradient of the initial hidden state.
     pub h0: FloatTensor<B>,
-    /// Gradient of the initial cell state.
-    pub c0: FloatTensor<B>,
+    /// Gradient of the initial cell state (`None` for a GRU).
+    pub c0: Option<FloatTensor<B>>,
 }
 
 /// What a training forward keeps for its backward: the call, the kernel that ran and
@@ -56,8 +93,8 @@ pub struct LstmSaved<B: Backend> {
     pub spec: LstmSpec,
     /// The kernel that produced the residuals (its backward must read them).
     pub kernel: LstmKernel,
-    /// The op's inputs: `[input, weights, h0, c0]`.
-    pub inputs: [FloatTensor<B>; 4],
+    /// The op's inputs.
+    pub inputs: LstmInputs<B>,
     /// Kernel-defined residual tensors.
     pub residuals: Vec<FloatTensor<B>>,
     /// Kernel-defined residuals that live outside the backend's tensors (the fused CPU

@@ -4,6 +4,8 @@
 //!   (every method defaults to the portable kernel), and `io.rs`, the types it passes.
 //! - `spec.rs`: what one call computes; `choice.rs`: which kernel runs it and why.
 //! - `call.rs`: the op as a function on Burn tensors ([`lstm`](crate::lstm)).
+//! - `shapes.rs`: the shapes of a call's results, and the invariant that no tensor of
+//!   zero elements passes (a GRU has no cell state: `None`, not an empty tensor).
 //! - `autodiff.rs`: the op on `Autodiff<B>` (one node whose backward calls the inner
 //!   backend's); `flat_weights.rs` / `tracked_weights.rs`: the flat parameter buffer.
 //! - `fusion.rs` (feature `cubecl`): the op as one custom operation of Burn's fusion
@@ -19,6 +21,7 @@ pub(crate) mod flat_weights;
 #[cfg(feature = "cubecl")]
 pub(crate) mod fusion;
 pub(crate) mod io;
+pub(crate) mod shapes;
 pub(crate) mod spec;
 pub(crate) mod tensor;
 pub(crate) mod tracked_weights;

@@ -10,7 +10,8 @@ use crate::kernels::portable;
 use crate::op::choice::{KernelChoice, LstmKernel};
 use crate::op::contract::LstmBackend;
 use crate::op::fusion as fusion_op;
-use crate::op::io::{LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::io::{LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::shapes::debug_check_non_empty;
 use crate::op::spec::LstmSpec;
 
 /// Wgpu, Cuda and Rocm without fusion: cuDNN on the CUDA runtime (feature `cuda`),
@@ -26,20 +27,32 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> LstmBacken
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
-        c0: FloatTensor<Self>,
+        c0: Option<FloatTensor<Self>>,
         spec: &LstmSpec,
     ) -> LstmOutput<Self> {
-        forward::<R, F, I, BT>([input, weights, h0, c0], spec, false).0
+        let inputs = LstmInputs {
+            input,
+            weights,
+            h0,
+            c0,
+        };
+        forward::<R, F, I, BT>(inputs, spec, false).0
     }
 
     fn lstm_forward_train(
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
-        c0: FloatTensor<Self>,
+        c0: Option<FloatTensor<Self>>,
         spec: &LstmSpec,
     ) -> (LstmOutput<Self>, LstmSaved<Self>) {
-        let (output, saved) = forward::<R, F, I, BT>([input, weights, h0, c0], spec, true);
+        let inputs = LstmInputs {
+            input,
+            weights,
+            h0,
+            c0,
+        };
+        let (output, saved) = forward::<R, F, I, BT>(inputs, spec, true);
         (
             output,
             saved.expect("a training forward saves its residuals"),
@@ -76,13 +89,14 @@ fn choice<R: CubeRuntime>(
 
 #[cfg(feature = "cuda")]
 fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    inputs: [FloatTensor<CubeBackend<R, F, I, BT>>; 4],
+    inputs: LstmInputs<CubeBackend<R, F, I, BT>>,
     spec: &LstmSpec,
     save: bool,
 ) -> ForwardResult<CubeBackend<R, F, I, BT>> {
     use crate::kernels::cudnn::device::log_fallback_once;
     use crate::kernels::empty_rows::{self, EmptyRows};
-    let choice = choice::<R>(&inputs[0].device, spec, inputs[0].dtype);
+    debug_check_non_empty::<CubeBackend<R, F, I, BT>>("the CubeCL op's inputs", inputs.tensors());
+    let choice = choice::<R>(&inputs.input.device, spec, inputs.input.dtype);
     if choice.kernel == LstmKernel::Cudnn {
         // Rows of length 0 (only with BURN_LSTM_CUDNN_EMPTY_ROWS=1, see `choice`) are
         // taken out before cuDNN, which refuses them, and put back after.
@@ -105,7 +119,7 @@ fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
 /// A forward through cuDNN (no row of length 0), the portable kernel if cuDNN fails.
 #[cfg(feature = "cuda")]
 fn cudnn_forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    inputs: [FloatTensor<CubeBackend<R, F, I, BT>>; 4],
+    inputs: LstmInputs<CubeBackend<R, F, I, BT>>,
     spec: &LstmSpec,
     save: bool,
 ) -> ForwardResult<CubeBackend<R, F, I, BT>> {
@@ -116,7 +130,12 @@ fn cudnn_forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement
     };
     match ops::forward(inputs.clone().map(to_cuda::<R>), spec, save) {
         Ok(result) => {
-            let [y, h_n, c_n] = result.outputs.map(from_cuda::<R>);
+            let [y, h_n] = result.outputs.map(from_cuda::<R>);
+            let c_n = result.c_n.map(from_cuda::<R>);
+            debug_check_non_empty::<CubeBackend<R, F, I, BT>>(
+                "cuDNN's results",
+                [&y, &h_n].into_iter().chain(&c_n),
+            );
             let saved = result.saved.map(|(residuals, tape)| LstmSaved {
                 spec: spec.clone(),
                 kernel: LstmKernel::Cudnn,
@@ -135,7 +154,7 @@ fn cudnn_forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement
 
 #[cfg(not(feature = "cuda"))]
 fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    inputs: [FloatTensor<CubeBackend<R, F, I, BT>>; 4],
+    inputs: LstmInputs<CubeBackend<R, F, I, BT>>,
     spec: &LstmSpec,
     save: bool,
 ) -> ForwardResult<CubeBackend<R, F, I, BT>> {
@@ -162,24 +181,32 @@ fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
         .host
         .as_ref()
         .and_then(|h| h.0.downcast_ref::<ops::CudnnTape>());
+    debug_check_non_empty::<CubeBackend<R, F, I, BT>>(
+        "the CubeCL backward's upstream gradients",
+        [&grads.dy, &grads.dh_n].into_iter().chain(&grads.dc_n),
+    );
     let result = match (tape, saved.residuals.as_slice()) {
         (Some(tape), [y, space]) => ops::backward(
             saved.inputs.clone().map(to_cuda::<R>),
             [y.clone(), space.clone()].map(to_cuda::<R>),
             tape,
-            [grads.dy.clone(), grads.dh_n.clone(), grads.dc_n.clone()].map(to_cuda::<R>),
+            ops::UpstreamGrads {
+                dy: to_cuda::<R>(grads.dy.clone()),
+                dh_n: to_cuda::<R>(grads.dh_n.clone()),
+                dc_n: grads.dc_n.clone().map(to_cuda::<R>),
+            },
             &saved.spec,
         ),
         _ => Err("the cuDNN forward's residuals are missing".to_string()),
     };
     match result {
         Ok(computed) => {
-            let [input, weights, h0, c0] = computed.map(from_cuda::<R>);
+            let computed = computed.map(from_cuda::<R>);
             LstmGrads {
-                input: Some(input),
-                weights,
-                h0,
-                c0,
+                input: Some(computed.input),
+                weights: computed.weights,
+                h0: computed.h0,
+                c0: computed.c0,
             }
         }
         Err(reason) => {
@@ -217,20 +244,32 @@ impl<B: FusionBackend + LstmBackend> LstmBackend for Fusion<B> {
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
-        c0: FloatTensor<Self>,
+        c0: Option<FloatTensor<Self>>,
         spec: &LstmSpec,
     ) -> LstmOutput<Self> {
-        fused_forward::<B>([input, weights, h0, c0], spec, false).0
+        let inputs = LstmInputs {
+            input,
+            weights,
+            h0,
+            c0,
+        };
+        fused_forward::<B>(inputs, spec, false).0
     }
 
     fn lstm_forward_train(
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
-        c0: FloatTensor<Self>,
+        c0: Option<FloatTensor<Self>>,
         spec: &LstmSpec,
     ) -> (LstmOutput<Self>, LstmSaved<Self>) {
-        let (output, saved) = fused_forward::<B>([input, weights, h0, c0], spec, true);
+        let inputs = LstmInputs {
+            input,
+            weights,
+            h0,
+            c0,
+        };
+        let (output, saved) = fused_forward::<B>(inputs, spec, true);
         (
             output,
             saved.expect("a training forward saves its residuals"),
@@ -247,11 +286,11 @@ impl<B: FusionBackend + LstmBackend> LstmBackend for Fusion<B> {
 }
 
 fn fused_forward<B: FusionBackend + LstmBackend>(
-    inputs: [FloatTensor<Fusion<B>>; 4],
+    inputs: LstmInputs<Fusion<B>>,
     spec: &LstmSpec,
     save: bool,
 ) -> ForwardResult<Fusion<B>> {
-    let device = <Fusion<B> as FloatTensorOps<Fusion<B>>>::float_device(&inputs[0]);
+    let device = <Fusion<B> as FloatTensorOps<Fusion<B>>>::float_device(&inputs.input);
     if B::lstm_kernel(&device, spec).kernel == LstmKernel::Cudnn {
         fusion_op::forward::<B>(inputs, spec, save)
     } else {

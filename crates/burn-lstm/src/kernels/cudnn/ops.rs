@@ -22,10 +22,20 @@ use crate::kernels::cudnn::device::device;
 use crate::kernels::cudnn::settings::cudnn_math;
 use crate::kernels::cudnn::trace::CallTrace;
 use crate::kernels::cudnn::weights::WeightPlan;
+use crate::op::io::LstmInputs;
+use crate::op::shapes::ResultShapes;
 use crate::op::spec::LstmSpec;
 
 /// A tensor of the CUDA runtime.
 pub(crate) type CudaTensor = CubeTensor<CudaRuntime>;
+
+/// A backend whose float tensors are [`CudaTensor`]s (a CubeCL tensor carries its own
+/// dtype: the element types here only name the type).
+pub(crate) type CudaBackend = CubeBackend<CudaRuntime, f32, i32, u8>;
+
+/// The op's inputs on the CUDA runtime; also the shape of the backward's results (the
+/// gradient of each input).
+pub(crate) type CudaInputs = LstmInputs<CudaBackend>;
 
 /// What a training forward keeps in host memory for its backward: cuDNN's reserve space
 /// (taken by the backward) and the settings the backward must configure cuDNN with.
@@ -36,27 +46,25 @@ pub(crate) struct CudnnTape {
     probability: f32,
 }
 
-/// Results of a forward: `y`, `h_n`, `c_n`, and for training the residual tensors
-/// (`y` and the weight space) and the tape.
+/// Results of a forward: `y`, `h_n`, `c_n` (an LSTM's), and for training the residual
+/// tensors (`y` and the weight space) and the tape.
 pub(crate) struct CudnnForward {
-    pub outputs: [CudaTensor; 3],
+    pub outputs: [CudaTensor; 2],
+    pub c_n: Option<CudaTensor>,
     pub saved: Option<(Vec<CudaTensor>, CudnnTape)>,
 }
 
-/// A call's cell-state tensors, or `x` in the place of each for a GRU: its cell state
-/// is empty (`[cells, B, 0]`) and cudnn-rnn hands cuDNN null pointers for it, so that no
-/// empty CubeCL buffer is asked for its address.
-fn cell_state_or_x<'a, const N: usize>(
-    spec: &LstmSpec,
-    cell_state: [&'a CudaTensor; N],
-    x: &'a CudaTensor,
-) -> [&'a CudaTensor; N] {
-    if spec.arch.cell_state_size() == 0 {
-        [x; N]
-    } else {
-        cell_state
-    }
+/// The upstream gradients of a backward; `dc_n` only for an LSTM.
+pub(crate) struct UpstreamGrads {
+    pub dy: CudaTensor,
+    pub dh_n: CudaTensor,
+    pub dc_n: Option<CudaTensor>,
 }
+
+/// The buffer addresses of the cell-state tensors of a call, which exist for an LSTM
+/// only. A GRU has none (no CubeCL buffer of zero elements is ever made) and cudnn-rnn
+/// hands cuDNN null pointers in their place.
+const NO_CELL_STATE: DeviceBuffer = DeviceBuffer { ptr: 0, bytes: 0 };
 
 fn empty(like: &CudaTensor, shape: &[usize]) -> CudaTensor {
     empty_device_contiguous_dtype(
@@ -93,9 +101,17 @@ impl Pinned {
     /// thread (~50 µs on the H100 machine, 0.3-0.5 ms for a call's 8 to 13 buffers);
     /// inside `exclusive`, which runs the closure on that thread, they run inline: one
     /// round trip for all of them.
-    fn addresses<const N: usize>(
+    ///
+    /// `tensors` are the `N` a call always has, then `cell_state`, the `M` of an LSTM's
+    /// cell state (`None` for a GRU, whose addresses are then [`NO_CELL_STATE`]).
+    fn addresses<const N: usize, const M: usize>(
         tensors: [&CudaTensor; N],
-    ) -> Result<(Self, [DeviceBuffer; N]), String> {
+        cell_state: Option<[&CudaTensor; M]>,
+    ) -> Result<(Self, [DeviceBuffer; N], [DeviceBuffer; M]), String> {
+        let tensors: Vec<&CudaTensor> = tensors
+            .into_iter()
+            .chain(cell_state.into_iter().flatten())
+            .collect();
         let client = &tensors[0].client;
         let handles: Vec<_> = tensors.iter().map(|t| t.handle.clone()).collect();
         let resources = client
@@ -106,9 +122,11 @@ impl Pinned {
                     .collect::<Vec<_>>()
             })
             .map_err(|e| format!("reaching CubeCL's device thread: {e:?}"))?;
-        let mut pinned = Vec::with_capacity(N);
-        let mut buffers = [DeviceBuffer { ptr: 0, bytes: 0 }; N];
-        for ((resource, tensor), buffer) in resources.into_iter().zip(tensors).zip(&mut buffers) {
+        let mut pinned = Vec::with_capacity(tensors.len());
+        let mut buffers = [NO_CELL_STATE; N];
+        let mut cell_buffers = [NO_CELL_STATE; M];
+        let slots = buffers.iter_mut().chain(&mut cell_buffers);
+        for ((resource, tensor), buffer) in resources.into_iter().zip(tensors).zip(slots) {
             let resource =
                 resource.map_err(|e| format!("reading a CubeCL buffer's address: {e:?}"))?;
             *buffer = DeviceBuffer {
@@ -117,19 +135,19 @@ impl Pinned {
             };
             pinned.push(Box::new(resource) as Box<dyn core::any::Any>);
         }
-        Ok((Self { _resources: pinned }, buffers))
+        Ok((Self { _resources: pinned }, buffers, cell_buffers))
     }
 }
 
 /// Waits for every queued CubeCL kernel on `tensor`'s device.
 fn sync_cubecl(tensor: &CudaTensor) -> Result<(), String> {
-    <CubeBackend<CudaRuntime, f32, i32, u8> as Backend>::sync(&tensor.device)
+    <CudaBackend as Backend>::sync(&tensor.device)
         .map_err(|e| format!("synchronising CubeCL before cuDNN: {e:?}"))
 }
 
 /// Forward through cuDNN; `save` keeps what [`backward`] needs.
 pub(crate) fn forward(
-    inputs: [CudaTensor; 4],
+    inputs: CudaInputs,
     spec: &LstmSpec,
     save: bool,
 ) -> Result<CudnnForward, String> {
@@ -138,16 +156,21 @@ pub(crate) fn forward(
     } else {
         "forward"
     });
-    let [x, weights, h0, c0] = inputs.map(into_contiguous);
+    let LstmInputs {
+        input: x,
+        weights,
+        h0,
+        c0,
+    } = inputs.map(into_contiguous);
     let data_type = data_type(x.dtype).ok_or_else(|| format!("cuDNN cannot run {:?}", x.dtype))?;
     let elem = data_type.size();
     let arch = &spec.arch;
     let shape = SeqShape::new(spec.seq_len, spec.batch, spec.lengths.as_deref())
         .map_err(|e| e.to_string())?;
-    let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
-    let y = empty(&x, &[t, b, arch.dirs() * arch.output_size()]);
-    let h_n = empty(&x, &[cells, b, arch.output_size()]);
-    let c_n = empty(&x, &[cells, b, arch.cell_state_size()]);
+    let shapes = ResultShapes::of(spec);
+    let y = empty(&x, &shapes.y);
+    let h_n = empty(&x, &shapes.h_n);
+    let c_n = shapes.c_n.map(|shape| empty(&x, &shape));
     let probability = if spec.dropout_active() {
         spec.dropout as f32
     } else {
@@ -163,9 +186,13 @@ pub(crate) fn forward(
     let space = weight_space(plan, &weights);
     trace.mark("cuDNN state");
 
-    let [c_in, c_out] = cell_state_or_x(spec, [&c0, &c_n], &x);
-    let (pinned, [x_at, y_at, hx_at, cx_at, hy_at, cy_at, space_at, canonical]) =
-        Pinned::addresses([&x, &y, &h0, c_in, &h_n, c_out, &space, &weights])?;
+    let cell_state = match (&c0, &c_n) {
+        (Some(c0), Some(c_n)) => Some([c0, c_n]),
+        (None, None) => None,
+        _ => return Err("an LSTM's forward needs c0 (a GRU has none)".into()),
+    };
+    let (pinned, [x_at, y_at, hx_at, hy_at, space_at, canonical], [cx_at, cy_at]) =
+        Pinned::addresses([&x, &y, &h0, &h_n, &space, &weights], cell_state)?;
     let buffers = ForwardBuffers {
         x: x_at,
         y: y_at,
@@ -214,25 +241,31 @@ pub(crate) fn forward(
         )
     });
     Ok(CudnnForward {
-        outputs: [y, h_n, c_n],
+        outputs: [y, h_n],
+        c_n,
         saved,
     })
 }
 
-/// Backward through cuDNN from a training forward's `inputs` (`[x, weights, h0, c0]`),
-/// `residuals` (`[y, weight space]`), `tape`, and the output gradients `[dy, dh_n, dc_n]`.
-/// Returns the gradients of `[x, weights, h0, c0]`.
+/// Backward through cuDNN from a training forward's `inputs`, `residuals` (`[y, weight
+/// space]`), `tape`, and the upstream gradients. Returns the gradient of each input.
 pub(crate) fn backward(
-    inputs: [CudaTensor; 4],
+    inputs: CudaInputs,
     residuals: [CudaTensor; 2],
     tape: &CudnnTape,
-    output_grads: [CudaTensor; 3],
+    upstream: UpstreamGrads,
     spec: &LstmSpec,
-) -> Result<[CudaTensor; 4], String> {
+) -> Result<CudaInputs, String> {
     let mut trace = CallTrace::start("backward");
-    let [x, weights, h0, c0] = inputs.map(into_contiguous);
+    let LstmInputs {
+        input: x,
+        weights,
+        h0,
+        c0,
+    } = inputs.map(into_contiguous);
     let [y, space] = residuals.map(into_contiguous);
-    let [dy, dh_n, dc_n] = output_grads.map(into_contiguous);
+    let [dy, dh_n] = [upstream.dy, upstream.dh_n].map(into_contiguous);
+    let dc_n = upstream.dc_n.map(into_contiguous);
     let mut reserve = tape
         .reserve
         .lock()
@@ -242,7 +275,12 @@ pub(crate) fn backward(
     let elem = tape.data_type.size();
     let dx = empty(&x, x.meta.shape());
     let dh0 = empty(&h0, h0.meta.shape());
-    let dc0 = empty(&c0, c0.meta.shape());
+    let dc0 = c0.as_ref().map(|c0| empty(c0, c0.meta.shape()));
+    let cell_state = match (&c0, &dc_n, &dc0) {
+        (Some(c0), Some(dc_n), Some(dc0)) => Some([c0, dc_n, dc0]),
+        (None, None, None) => None,
+        _ => return Err("an LSTM's backward needs c0 and dc_n (a GRU neither)".into()),
+    };
     let dweights = empty(&weights, weights.meta.shape());
     trace.mark("allocate gradients");
 
@@ -265,23 +303,21 @@ pub(crate) fn backward(
             x_at,
             y_at,
             hx_at,
-            cx_at,
             space_at,
             dy_at,
             dhy_at,
-            dcy_at,
             dx_at,
             dhx_at,
-            dcx_at,
             dspace_at,
             canonical_grad,
         ],
-    ) = {
-        let [c0, dc_n, dc0] = cell_state_or_x(spec, [&c0, &dc_n, &dc0], &x);
-        Pinned::addresses([
-            &x, &y, &h0, c0, &space, &dy, &dh_n, dc_n, &dx, &dh0, dc0, &dspace, &dweights,
-        ])?
-    };
+        [cx_at, dcy_at, dcx_at],
+    ) = Pinned::addresses(
+        [
+            &x, &y, &h0, &space, &dy, &dh_n, &dx, &dh0, &dspace, &dweights,
+        ],
+        cell_state,
+    )?;
     let buffers = BackwardBuffers {
         x: x_at,
         y: y_at,
@@ -321,5 +357,10 @@ pub(crate) fn backward(
     .map_err(|e| e.to_string())?;
     drop(pinned);
     trace.finish(plan);
-    Ok([dx, dweights, dh0, dc0])
+    Ok(LstmInputs {
+        input: dx,
+        weights: dweights,
+        h0: dh0,
+        c0: dc0,
+    })
 }

@@ -29,20 +29,21 @@ macro_rules! impl_fused_cpu_backend {
                 input: burn::tensor::ops::FloatTensor<Self>,
                 weights: burn::tensor::ops::FloatTensor<Self>,
                 h0: burn::tensor::ops::FloatTensor<Self>,
-                c0: burn::tensor::ops::FloatTensor<Self>,
+                c0: Option<burn::tensor::ops::FloatTensor<Self>>,
                 spec: &$crate::op::spec::LstmSpec,
             ) -> $crate::op::io::LstmOutput<Self> {
-                $crate::kernels::fused_cpu::call::run::<Self>([input, weights, h0, c0], spec, false).0
+                let inputs = $crate::op::io::LstmInputs { input, weights, h0, c0 };
+                $crate::kernels::fused_cpu::call::run::<Self>(inputs, spec, false).0
             }
 
             fn lstm_forward_train(
                 input: burn::tensor::ops::FloatTensor<Self>,
                 weights: burn::tensor::ops::FloatTensor<Self>,
                 h0: burn::tensor::ops::FloatTensor<Self>,
-                c0: burn::tensor::ops::FloatTensor<Self>,
+                c0: Option<burn::tensor::ops::FloatTensor<Self>>,
                 spec: &$crate::op::spec::LstmSpec,
             ) -> ($crate::op::io::LstmOutput<Self>, $crate::op::io::LstmSaved<Self>) {
-                let inputs = [input, weights, h0, c0];
+                let inputs = $crate::op::io::LstmInputs { input, weights, h0, c0 };
                 let (output, saved) = $crate::kernels::fused_cpu::call::run::<Self>(inputs, spec, true);
                 (output, saved.expect("a training forward saves its residuals"))
             }

@@ -12,7 +12,7 @@ use super::cpu_threads;
 use super::host::{HostElement, HostTensors, device_tensor, recycle, to_host};
 use crate::kernels::portable::dropout_mask;
 use crate::op::choice::LstmKernel;
-use crate::op::io::{HostResiduals, LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::io::{HostResiduals, LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
 use crate::op::spec::LstmSpec;
 use crate::op::tensor::primitive;
 
@@ -26,6 +26,7 @@ struct HostCall<T> {
     /// packed by an earlier inference call.
     weights: Option<Vec<T>>,
     h0: Vec<T>,
+    /// Empty for a cell without a cell state (the GRU).
     c0: Vec<T>,
 }
 
@@ -83,15 +84,20 @@ struct Saved<T: HostElement> {
 
 /// Forward through the fused kernel in `T` (`f32` or `f64`).
 pub(crate) fn forward<B: HostTensors, T: HostElement>(
-    inputs: [FloatTensor<B>; 4],
+    inputs: LstmInputs<B>,
     spec: &LstmSpec,
     save: bool,
 ) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
-    let device = B::float_device(&inputs[0]);
+    let device = B::float_device(&inputs.input);
     // A training forward keeps its inputs for the backward; inference lets them go, so
     // a buffer built for this call alone moves to the host without a copy.
     let kept = save.then(|| inputs.clone());
-    let [x, w, h0, c0] = inputs;
+    let LstmInputs {
+        input: x,
+        weights: w,
+        h0,
+        c0,
+    } = inputs;
     let arch = &spec.arch;
     let masks: Vec<Vec<T>> = if spec.dropout_active() {
         let shape = [spec.seq_len, spec.batch, arch.dirs() * arch.output_size()];
@@ -111,7 +117,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
         .then(|| super::weights_cache::packed::<B, T>(&w, arch))
         .flatten();
     let read_in_place =
-        |kept: &[FloatTensor<B>; 4]| B::with_values::<T, ()>(&kept[1], |_| ()).is_some();
+        |kept: &LstmInputs<B>| B::with_values::<T, ()>(&kept.weights, |_| ()).is_some();
     // Inference reads the input where it is, through its strides: a batch-first input
     // (the module hands the op its transposed view) needs no sequence-major copy, nor
     // an input somebody else still holds. Padding is zeroed in a copy, and training
@@ -134,12 +140,12 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
             (None, _) => Some(to_host::<B, T, 1>(w)),
         },
         h0: to_host::<B, T, 3>(h0),
-        c0: to_host::<B, T, 3>(c0),
+        c0: c0.map(to_host::<B, T, 3>).unwrap_or_default(),
     };
     let mask_refs: Vec<&[T]> = masks.iter().map(Vec::as_slice).collect();
     let expect = "the module validated the call";
     let (outputs, tape) = match (&kept, &packed) {
-        (Some(kept), _) => host_call.with_weights::<B, _>(&kept[1], |weights| {
+        (Some(kept), _) => host_call.with_weights::<B, _>(&kept.weights, |weights| {
             let call = LstmCall {
                 dropout_masks: &mask_refs,
                 ..host_call.call(weights)
@@ -169,7 +175,9 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
     let output = LstmOutput {
         y: device_tensor::<B, T, 3>(y, [t, b, arch.dirs() * arch.output_size()], &device),
         h_n: device_tensor::<B, T, 3>(h_n, [cells, b, arch.output_size()], &device),
-        c_n: device_tensor::<B, T, 3>(c_n, [cells, b, arch.cell_state_size()], &device),
+        // The kernel's `c_n` is empty for a cell without a cell state (the GRU).
+        c_n: (arch.cell_state_size() > 0)
+            .then(|| device_tensor::<B, T, 3>(c_n, [cells, b, arch.cell_state_size()], &device)),
     };
     masks.into_iter().for_each(lstm_cpu::recycle_vec);
     let Some(tape) = tape else {
@@ -246,7 +254,7 @@ pub(crate) fn backward<B: HostTensors, T: HostElement>(
     saved: LstmSaved<B>,
     grads: LstmOutputGrads<B>,
 ) -> LstmGrads<B> {
-    let device = B::float_device(&saved.inputs[0]);
+    let device = B::float_device(&saved.inputs.input);
     let inputs = saved.inputs;
     let residuals = saved
         .host
@@ -262,9 +270,9 @@ pub(crate) fn backward<B: HostTensors, T: HostElement>(
     let (dy, dh_n, dc_n) = (
         to_host::<B, T, 3>(grads.dy),
         to_host::<B, T, 3>(grads.dh_n),
-        to_host::<B, T, 3>(grads.dc_n),
+        grads.dc_n.map(to_host::<B, T, 3>).unwrap_or_default(),
     );
-    let computed = host.with_weights::<B, _>(&inputs[1], |weights| {
+    let computed = host.with_weights::<B, _>(&inputs.weights, |weights| {
         lstm_cpu::backward(
             &host.call(weights),
             tape,
@@ -289,24 +297,30 @@ pub(crate) fn backward<B: HostTensors, T: HostElement>(
             .then(|| device_tensor::<B, T, 3>(computed.input, [t, b, arch.input_size], &device)),
         weights: device_tensor::<B, T, 1>(computed.weights, [arch.weight_count()], &device),
         h0: device_tensor::<B, T, 3>(computed.h0, [cells, b, arch.output_size()], &device),
-        c0: device_tensor::<B, T, 3>(computed.c0, [cells, b, arch.cell_state_size()], &device),
+        c0: (arch.cell_state_size() > 0).then(|| {
+            device_tensor::<B, T, 3>(computed.c0, [cells, b, arch.cell_state_size()], &device)
+        }),
     };
     host.recycle();
     // The call's own tensors (the flat parameter buffer, the transposed input) are held
     // by nobody else now: their memory serves the next call's buffers.
-    recycle::<B, T>(inputs);
+    recycle::<B, T>(
+        [inputs.input, inputs.weights, inputs.h0]
+            .into_iter()
+            .chain(inputs.c0),
+    );
     grads
 }
 
 /// A forward through the kernel [`super::choice`] picks for the input's dtype (which is
 /// not always the backend's element type: Burn's device settings decide).
 pub(crate) fn run<B: HostTensors>(
-    inputs: [FloatTensor<B>; 4],
+    inputs: LstmInputs<B>,
     spec: &LstmSpec,
     save: bool,
 ) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
     use burn::tensor::{DType, TensorMetadata};
-    let dtype = inputs[0].dtype();
+    let dtype = inputs.input.dtype();
     match (super::choice(dtype, spec).kernel, dtype) {
         (LstmKernel::FusedCpu, DType::F64) => forward::<B, f64>(inputs, spec, save),
         (LstmKernel::FusedCpu, _) => forward::<B, f32>(inputs, spec, save),
@@ -320,7 +334,7 @@ pub(crate) fn run_backward<B: HostTensors>(
     grads: LstmOutputGrads<B>,
 ) -> LstmGrads<B> {
     use burn::tensor::{DType, TensorMetadata};
-    match (saved.kernel, saved.inputs[0].dtype()) {
+    match (saved.kernel, saved.inputs.input.dtype()) {
         (LstmKernel::FusedCpu, DType::F64) => backward::<B, f64>(saved, grads),
         (LstmKernel::FusedCpu, _) => backward::<B, f32>(saved, grads),
         _ => crate::kernels::portable::backward::<B>(saved, grads),
@@ -437,14 +451,15 @@ mod tests {
         };
         let (h0, c0) = (state(4), state(5));
         let run = |x: Tensor<B, 3>| {
-            let inputs = [
-                primitive(x),
-                primitive(w.clone()),
-                primitive(h0.clone()),
-                primitive(c0.clone()),
-            ];
+            let inputs = LstmInputs {
+                input: primitive(x),
+                weights: primitive(w.clone()),
+                h0: primitive(h0.clone()),
+                c0: Some(primitive(c0.clone())),
+            };
             let (out, _) = forward::<B, f32>(inputs, &spec, false);
-            [out.y, out.h_n, out.c_n].map(|o| tensor::<B, 3>(o).to_data().to_vec::<f32>().unwrap())
+            let c_n = out.c_n.expect("an LSTM returns c_n");
+            [out.y, out.h_n, c_n].map(|o| tensor::<B, 3>(o).to_data().to_vec::<f32>().unwrap())
         };
         let contiguous_features: Tensor<B, 3> = Tensor::from_data(features.to_data(), place);
         for (got, want, what) in [

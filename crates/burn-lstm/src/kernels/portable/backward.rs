@@ -29,9 +29,8 @@ use crate::op::tensor::tensor;
 pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B>) -> LstmGrads<B> {
     let spec = saved.spec.clone();
     let arch = &spec.arch;
-    let [x, w, _, _] = saved.inputs.clone();
-    let x = tensor::<B, 3>(x);
-    let w = tensor::<B, 1>(w);
+    let x = tensor::<B, 3>(saved.inputs.input.clone());
+    let w = tensor::<B, 1>(saved.inputs.weights.clone());
     let device = x.device();
     let dtype = x.dtype();
     let affine = GateAffine::<B>::new(arch.hidden_size, &device, dtype);
@@ -39,7 +38,7 @@ pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B
     let affine_slope = affine.scale.clone() * affine.scale.clone();
     let masks = step_masks::<B>(&spec, &device, dtype);
     let dh_n = tensor::<B, 3>(grads.dh_n);
-    let dc_n = tensor::<B, 3>(grads.dc_n);
+    let dc_n = tensor::<B, 3>(grads.dc_n.expect("an LSTM's upstream gradients hold dc_n"));
     backprop_layers(saved, grads.dy, |input, residuals, layer, direction, dy| {
         let cell = layer * arch.dirs() + direction;
         let weights = CellMatrices::new(&w, arch, &arch.direction_layout(layer, direction));

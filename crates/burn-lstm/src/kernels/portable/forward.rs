@@ -1,26 +1,25 @@
 //! Forward pass of the portable kernel.
 
-use burn::tensor::{Tensor, backend::Backend, ops::FloatTensor};
+use burn::tensor::{Tensor, backend::Backend};
 
 use super::residuals::CellResiduals;
 use super::stack::{DirectionRun, run_layers};
 use super::steps::{index_leading, stack_steps, time_index};
 use super::weights::{CellWeights, GateAffine, step_masks};
-use crate::op::io::{LstmOutput, LstmSaved};
+use crate::op::io::{LstmInputs, LstmOutput, LstmSaved};
 use crate::op::spec::LstmSpec;
 use crate::op::tensor::tensor;
 
 /// Runs the layer stack. With `save`, also returns the residuals of the backward.
 pub(crate) fn forward<B: Backend>(
-    inputs: [FloatTensor<B>; 4],
+    inputs: LstmInputs<B>,
     spec: &LstmSpec,
     save: bool,
 ) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
-    let [x, w, h0, c0] = inputs.clone();
-    let x = tensor::<B, 3>(x);
-    let w = tensor::<B, 1>(w);
-    let h0 = tensor::<B, 3>(h0);
-    let c0 = tensor::<B, 3>(c0);
+    let x = tensor::<B, 3>(inputs.input.clone());
+    let w = tensor::<B, 1>(inputs.weights.clone());
+    let h0 = tensor::<B, 3>(inputs.h0.clone());
+    let c0 = tensor::<B, 3>(inputs.c0.clone().expect("an LSTM's inputs hold c0"));
     let arch = &spec.arch;
     let device = x.device();
     // Constants take the input's dtype (Burn's device default may differ, see docs/numerics.md).

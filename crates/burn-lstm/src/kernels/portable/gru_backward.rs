@@ -27,14 +27,13 @@ use super::weights::step_masks;
 use crate::op::io::{LstmGrads, LstmOutputGrads, LstmSaved};
 use crate::op::tensor::tensor;
 
-/// Gradients of the op's inputs from the upstream gradients of its outputs (`dc_n` is
-/// empty for a GRU, and so is the returned `c0` gradient).
+/// Gradients of the op's inputs from the upstream gradients of its outputs (a GRU has no
+/// cell state: no `dc_n`, no `c0` gradient).
 pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B>) -> LstmGrads<B> {
     let spec = saved.spec.clone();
     let arch = &spec.arch;
-    let [x, w, _, _] = saved.inputs.clone();
-    let x = tensor::<B, 3>(x);
-    let w = tensor::<B, 1>(w);
+    let x = tensor::<B, 3>(saved.inputs.input.clone());
+    let w = tensor::<B, 1>(saved.inputs.weights.clone());
     let masks = step_masks::<B>(&spec, &x.device(), x.dtype());
     let dh_n = tensor::<B, 3>(grads.dh_n);
     backprop_layers(saved, grads.dy, |input, residuals, layer, direction, dy| {

@@ -12,13 +12,13 @@
 
 use core::ops::Range;
 
-use burn::tensor::{Tensor, backend::Backend, ops::FloatTensor};
+use burn::tensor::{Tensor, backend::Backend};
 
 use super::gru_residuals::GruCellResiduals;
 use super::stack::{DirectionRun, run_layers};
 use super::steps::{index_leading, stack_steps, time_index};
 use super::weights::{matrix, row_major, step_masks};
-use crate::op::io::{LstmOutput, LstmSaved};
+use crate::op::io::{LstmInputs, LstmOutput, LstmSaved};
 use crate::op::spec::{DirectionLayout, LstmArch, LstmSpec};
 use crate::op::tensor::tensor;
 
@@ -50,16 +50,15 @@ impl<B: Backend> GruWeights<B> {
 }
 
 /// Runs the layer stack of GRU cells. With `save`, also returns the residuals of the
-/// backward. `c0` is empty (`[cells, B, 0]`) and so is the returned `c_n`.
+/// backward. A GRU has no cell state: no `c0`, no `c_n`.
 pub(crate) fn forward<B: Backend>(
-    inputs: [FloatTensor<B>; 4],
+    inputs: LstmInputs<B>,
     spec: &LstmSpec,
     save: bool,
 ) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
-    let [x, w, h0, _] = inputs.clone();
-    let x = tensor::<B, 3>(x);
-    let w = tensor::<B, 1>(w);
-    let h0 = tensor::<B, 3>(h0);
+    let x = tensor::<B, 3>(inputs.input.clone());
+    let w = tensor::<B, 1>(inputs.weights.clone());
+    let h0 = tensor::<B, 3>(inputs.h0.clone());
     let arch = &spec.arch;
     let masks = step_masks::<B>(spec, &x.device(), x.dtype());
     run_layers(inputs, spec, save, |layer_input, layer, direction| {

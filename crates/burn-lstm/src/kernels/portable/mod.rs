@@ -26,17 +26,17 @@ mod stack;
 mod steps;
 mod weights;
 
-use burn::tensor::{backend::Backend, ops::FloatTensor};
+use burn::tensor::backend::Backend;
 
 pub(crate) use precision::{backward, forward};
 pub(crate) use stack::dropout_mask;
 
-use crate::op::io::{LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::io::{LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
 use crate::op::spec::{CellKind, LstmSpec};
 
 /// The forward of the call's cell, in the inputs' own float type.
 fn same_dtype_forward<B: Backend>(
-    inputs: [FloatTensor<B>; 4],
+    inputs: LstmInputs<B>,
     spec: &LstmSpec,
     save: bool,
 ) -> (LstmOutput<B>, Option<LstmSaved<B>>) {

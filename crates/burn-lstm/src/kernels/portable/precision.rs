@@ -4,7 +4,7 @@
 //! or bf16 (8), each step's rounding adds up along the sequence, and a bf16 `c` stops
 //! moving once an update is smaller than half its last place. cuDNN keeps the same
 //! rule for half data (`CUDNN_DATA_FLOAT` math precision, as PyTorch configures it). So
-//! a half call widens its four inputs to f32 once, runs the kernel in f32 (products,
+//! a half call widens its inputs to f32 once, runs the kernel in f32 (products,
 //! gate math, states and residuals) and rounds only the results back to the inputs'
 //! type: the outputs and, in the backward, the gradients. The training forward keeps the
 //! caller's half inputs (what it saves is the f32 residuals) and the backward widens
@@ -15,7 +15,7 @@
 use burn::tensor::{DType, FloatDType, TensorMetadata, backend::Backend, ops::FloatTensor};
 
 use super::{same_dtype_backward, same_dtype_forward};
-use crate::op::io::{LstmGrads, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::io::{LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
 use crate::op::spec::LstmSpec;
 
 /// Whether `dtype` is a half type this module widens to f32.
@@ -33,11 +33,11 @@ fn cast<B: Backend>(tensor: FloatTensor<B>, dtype: DType) -> FloatTensor<B> {
 
 /// The portable forward; a half call runs in f32 (see the module docs).
 pub(crate) fn forward<B: Backend>(
-    inputs: [FloatTensor<B>; 4],
+    inputs: LstmInputs<B>,
     spec: &LstmSpec,
     save: bool,
 ) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
-    let dtype = inputs[0].dtype();
+    let dtype = inputs.input.dtype();
     if !is_half(dtype) {
         return same_dtype_forward::<B>(inputs, spec, save);
     }
@@ -46,7 +46,7 @@ pub(crate) fn forward<B: Backend>(
     let output = LstmOutput {
         y: cast::<B>(output.y, dtype),
         h_n: cast::<B>(output.h_n, dtype),
-        c_n: cast::<B>(output.c_n, dtype),
+        c_n: output.c_n.map(|c_n| cast::<B>(c_n, dtype)),
     };
     // The caller's inputs, not their f32 copies: the backward widens them again.
     let saved = saved.map(|saved| LstmSaved { inputs, ..saved });
@@ -56,7 +56,7 @@ pub(crate) fn forward<B: Backend>(
 /// The portable backward; a half call (half saved inputs) runs in f32 and returns
 /// gradients in the inputs' type.
 pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B>) -> LstmGrads<B> {
-    let dtype = saved.inputs[0].dtype();
+    let dtype = saved.inputs.input.dtype();
     if !is_half(dtype) {
         return same_dtype_backward::<B>(saved, grads);
     }
@@ -68,7 +68,7 @@ pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B
     let grads = LstmOutputGrads {
         dy: wide(grads.dy),
         dh_n: wide(grads.dh_n),
-        dc_n: wide(grads.dc_n),
+        dc_n: grads.dc_n.map(wide),
         input_required: grads.input_required,
     };
     let narrow = |t| cast::<B>(t, dtype);
@@ -77,6 +77,6 @@ pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B
         input: result.input.map(narrow),
         weights: narrow(result.weights),
         h0: narrow(result.h0),
-        c0: narrow(result.c0),
+        c0: result.c0.map(narrow),
     }
 }

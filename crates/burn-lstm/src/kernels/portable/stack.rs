@@ -10,7 +10,7 @@ use super::residuals::{self, CellResidualTensors, LayerResiduals};
 use super::steps::stack_steps;
 use super::weights::zero_padding;
 use crate::op::choice::LstmKernel;
-use crate::op::io::{LstmGrads, LstmOutput, LstmSaved};
+use crate::op::io::{LstmGrads, LstmInputs, LstmOutput, LstmSaved};
 use crate::op::spec::LstmSpec;
 use crate::op::tensor::{primitive, tensor};
 
@@ -26,16 +26,16 @@ pub(super) struct DirectionRun<B: Backend, C> {
     pub residuals: Option<C>,
 }
 
-/// Runs the layer stack of `inputs` (`[input, weights, h0, c0]`): each (layer, direction)
+/// Runs the layer stack of `inputs`: each (layer, direction)
 /// through `run_direction(layer_input, layer, direction)`. With `save`, also returns the
 /// residuals of the backward.
 pub(super) fn run_layers<B: Backend, C: CellResidualTensors<B>>(
-    inputs: [FloatTensor<B>; 4],
+    inputs: LstmInputs<B>,
     spec: &LstmSpec,
     save: bool,
     mut run_direction: impl FnMut(&Tensor<B, 3>, usize, usize) -> DirectionRun<B, C>,
 ) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
-    let x = tensor::<B, 3>(inputs[0].clone());
+    let x = tensor::<B, 3>(inputs.input.clone());
     let arch = &spec.arch;
     let device = x.device();
     // Constants take the input's dtype (Burn's device default may differ, see docs/numerics.md).
@@ -78,16 +78,12 @@ pub(super) fn run_layers<B: Backend, C: CellResidualTensors<B>>(
         layer_input = output;
     }
 
-    let c_n = if arch.cell_state_size() == 0 {
-        // No cell state (a GRU): `c_n` is empty, `[cells, B, 0]`.
-        Tensor::zeros([arch.cells(), spec.batch, 0], (&device, dtype))
-    } else {
-        Tensor::stack::<3>(c_n, 0)
-    };
+    // A cell without a cell state (the GRU) has no `c_n`.
+    let c_n = (!c_n.is_empty()).then(|| primitive(Tensor::stack::<3>(c_n, 0)));
     let output = LstmOutput {
         y: primitive(layer_input),
         h_n: primitive(Tensor::stack::<3>(h_n, 0)),
-        c_n: primitive(c_n),
+        c_n,
     };
     let saved = save.then(|| LstmSaved {
         spec: spec.clone(),
@@ -205,16 +201,11 @@ pub(super) fn backprop_layers<B: Backend, C: CellResidualTensors<B>>(
             .collect(),
         0,
     );
-    let [_, _, _, c0] = saved.inputs;
     LstmGrads {
         input: Some(primitive(d_output)),
         weights: primitive(weights_grad),
         h0: primitive(stack_steps(dh0)),
-        c0: if arch.cell_state_size() == 0 {
-            // No cell state (a GRU): the gradient of the empty `c0` is empty too.
-            c0
-        } else {
-            primitive(stack_steps(dc0))
-        },
+        // A cell without a cell state (the GRU) has no `c0`.
+        c0: (arch.cell_state_size() > 0).then(|| primitive(stack_steps(dc0))),
     }
 }
