@@ -2,8 +2,8 @@
 # Builds, on this machine (Rust, no GPU), what the GPU machine (GPU, no Rust) runs:
 # the cuDNN test binaries, lstm-bench and the train/infer examples with `--features cuda`,
 # the golden cases and the
-# peer script, packed (xz: the stripped binaries are ~120 MB, over the 64 MiB a device
-# call carries) into .device/kit.tar.xz beside gpu-run.sh (.device/ is git-ignored).
+# peer script, packed (xz: the binaries are ~120 MB without debug info, over the 64 MiB a
+# device call carries) into .device/kit.tar.xz beside gpu-run.sh (.device/ is git-ignored).
 # Then, with the device tool:
 #   run(command="bash .device/gpu-run.sh all", carry=[".device"])
 set -euo pipefail
@@ -24,10 +24,17 @@ done
 # The train and infer examples with cuDNN (`gpu-run.sh example`).
 cargo build --release -p lstm-examples --features cuda --example train --example infer
 cp target/release/examples/train target/release/examples/infer "$out/bin/"
-strip "$out"/bin/*
+# Debug info goes, symbol names stay: a panic's backtrace on the GPU machine (gpu-run.sh
+# sets RUST_BACKTRACE=1) names its functions. If the packed kit would pass the 64 MiB a
+# device call carries, the symbols go too (said below).
+strip --strip-debug "$out"/bin/*
 cp crates/burn-lstm/tests/fixtures/golden/*.safetensors "$out/golden/"
 peers="${PEERS:-../shared/peers/lstm_peers.py}"
 [ -f "$peers" ] && cp "$peers" "$out/"
+if [ "$(tar -C "$out" -cf - . | xz -T0 -6 | wc -c)" -gt $((60 * 1024 * 1024)) ]; then
+  echo "gpu-kit: with symbol names the kit passes 60 MiB: stripping them (no readable backtraces)"
+  strip "$out"/bin/*
+fi
 tar -C "$out" -cf - . | xz -T0 -6 > .device/kit.tar.xz
 cp benchmarks/gpu-run.sh .device/
 du -sh .device

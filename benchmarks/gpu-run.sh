@@ -10,6 +10,10 @@
 #                                    where the binding's host time goes, phase by phase
 #   bash .device/gpu-run.sh example  the train example on CUDA (cuDNN, a fallback panics),
 #                                    then the infer example on CPU from its checkpoint
+#   bash .device/gpu-run.sh ab       each cuDNN setting that waits for a GPU run, off and
+#                                    on in the same call, with cudnn-raw and PyTorch beside
+#                                    it: JSON lines prefixed `ab <setting>=<value>` (about
+#                                    6 minutes with the default $AB_SHAPES)
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): CELL (lstm, or gru: lstm-bench switches the unverified CUDNN_GRU
 # path on; IMPLS="cudnn portable burn-lstm" then, cudnn-raw is LSTM only),
@@ -31,6 +35,8 @@ export LSTM_GOLDEN_DIR="$PWD/$kit/golden"
 # A cuDNN failure panics instead of falling back to the (slow on a fresh GPU, correct)
 # portable kernel.
 export BURN_LSTM_CUDNN_STRICT=1
+# A panic names its place (the kit keeps symbol names, gpu-kit.sh).
+export RUST_BACKTRACE=1
 results="${OUT:-/tmp}/gpu-results.txt"
 log() { tee -a "$results"; }
 
@@ -46,12 +52,14 @@ if [ "$phase" = tests ] || [ "$phase" = all ]; then
   # The portable kernel's golden run on Cuda is slow (CubeCL autotunes every new matmul
   # shape); SKIP names tests to leave out.
   # Each test in its own process and time limit, so that one hang does not hide the rest.
+  # CUDA_LAUNCH_BLOCKING=1: a failed kernel launch is reported by the call that made it,
+  # not by a later synchronisation.
   for test in $("$kit/bin/cudnn" --ignored --list 2>/dev/null | sed -n 's/: test$//p'); do
     [ -n "${SKIP:-}" ] && [[ "$test" == *"$SKIP"* ]] && continue
-    timeout "${TEST_TIMEOUT:-240}" "$kit/bin/cudnn" --ignored --nocapture --exact "$test" 2>&1 | log
+    CUDA_LAUNCH_BLOCKING=1 timeout "${TEST_TIMEOUT:-240}" "$kit/bin/cudnn" --ignored --nocapture --exact "$test" 2>&1 | log
     echo "exit ${PIPESTATUS[0]} $test" | log
   done
-  timeout "${TEST_TIMEOUT:-240}" "$kit/bin/cudnn_f64" --ignored --nocapture 2>&1 | log
+  CUDA_LAUNCH_BLOCKING=1 timeout "${TEST_TIMEOUT:-240}" "$kit/bin/cudnn_f64" --ignored --nocapture 2>&1 | log
 fi
 
 # PyTorch's peer script, with cuDNN's TF32 switched as asked ($1: 1 or 0).
@@ -107,6 +115,28 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
         echo "tf32 $(LSTM_BENCH_TF32=1 timeout 120 "$kit/bin/lstm-bench" --impl "$impl" "${flags[@]}" 2>&1 | tail -1)" | log
       done
       [ "${TORCH:-1}" = 1 ] && echo "tf32 $(torch_peer 1 --impl torch "${flags[@]}" 2>&1 | tail -1)" | log
+    done
+  done
+fi
+
+if [ "$phase" = ab ]; then
+  # Each setting off and on in one call, same machine, same warm GPU, PyTorch beside it.
+  # Settings: BURN_LSTM_CUDNN_ALGO (standard, the default, against auto: PyTorch's
+  # algorithm choice, the same for cudnn-raw). f16 runs with BURN_LSTM_CUDNN_HALF=1.
+  IFS=';' read -r -a shapes <<<"${AB_SHAPES:-1 100 128 1;16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}"
+  for dtype in ${AB_DTYPES:-f32 f16}; do
+    for mode in infer train; do
+      for shape in "${shapes[@]}"; do
+        read -r b t h l <<<"$shape"
+        flags=(--device cuda --dtype "$dtype" --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --iters "${ITERS:-20}")
+        for algo in standard auto; do
+          for impl in cudnn cudnn-raw; do
+            [ "$impl" = cudnn-raw ] && [ "$dtype" != f32 ] && continue
+            echo "ab algo=$algo $(BURN_LSTM_CUDNN_HALF=1 BURN_LSTM_CUDNN_ALGO=$algo timeout 60 "$kit/bin/lstm-bench" --impl "$impl" "${flags[@]}" 2>&1 | tail -1)" | log
+          done
+        done
+        [ "${TORCH:-1}" = 1 ] && echo "ab torch $(torch_peer 0 --impl torch "${flags[@]}" 2>&1 | tail -1)" | log
+      done
     done
   done
 fi

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use cudnn_rnn::{
-    BackwardBuffers, CudnnHandle, DataType, DeviceBuffer, DropoutState, ForwardBuffers, Lstm,
-    MathMode, RnnConfig, SeqShape,
+    AlgoCall, BackwardBuffers, CudnnHandle, DataType, DeviceBuffer, DeviceProps, DropoutState,
+    ForwardBuffers, Lstm, MathMode, RnnAlgo, RnnConfig, SeqShape, choose_algo,
 };
 
 use crate::args::{Args, Mode};
@@ -41,7 +41,7 @@ pub fn build(args: &Args) -> Result<Call, String> {
     } else {
         MathMode::Fma
     };
-    let config = RnnConfig {
+    let mut config = RnnConfig {
         cell: cudnn_rnn::RnnCell::Lstm,
         input_size: args.input,
         hidden_size: args.hidden,
@@ -51,10 +51,12 @@ pub fn build(args: &Args) -> Result<Call, String> {
         bias: true,
         data_type: DataType::F32,
         math,
+        algo: RnnAlgo::Standard,
     };
+    let shape = SeqShape::full(args.seq, args.batch).map_err(|e| e.to_string())?;
+    config.algo = algorithm(&handle, &config, &shape, matches!(args.mode, Mode::Train))?;
     let dropout = DropoutState::new(&handle, 0.0, 0).map_err(|e| e.to_string())?;
     let lstm = Lstm::new(&handle, config.clone(), &dropout).map_err(|e| e.to_string())?;
-    let shape = SeqShape::full(args.seq, args.batch).map_err(|e| e.to_string())?;
     let stream = handle.stream().clone();
     let (t, b) = (args.seq, args.batch);
     let y_len = t * b * config.dirs() * args.hidden;
@@ -113,4 +115,27 @@ pub fn build(args: &Args) -> Result<Call, String> {
         }
         handle.synchronize().expect("stream synchronisation");
     }))
+}
+
+/// The algorithm the op through Burn would run (same variable, same rules):
+/// `BURN_LSTM_CUDNN_ALGO` = `auto` (PyTorch's choice), an algorithm's name, or unset
+/// (standard). The choice is printed to stderr.
+fn algorithm(
+    handle: &CudnnHandle,
+    config: &RnnConfig,
+    shape: &SeqShape,
+    training: bool,
+) -> Result<RnnAlgo, String> {
+    let policy = std::env::var("BURN_LSTM_CUDNN_ALGO").unwrap_or_default();
+    let algo = match policy.trim() {
+        "" | "standard" => RnnAlgo::Standard,
+        "auto" => {
+            let props = DeviceProps::of(handle).map_err(|e| e.to_string())?;
+            let choice = choose_algo(&AlgoCall::new(config, shape, training, props));
+            eprintln!("cudnn-raw: algorithm {}", choice.reason);
+            choice.algo
+        }
+        name => name.parse::<RnnAlgo>().map_err(|e| e.to_string())?,
+    };
+    Ok(algo)
 }

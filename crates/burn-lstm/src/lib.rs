@@ -36,8 +36,9 @@ mod op;
 pub use error::LstmError;
 #[cfg(feature = "cuda")]
 pub use kernels::cudnn::{
-    CudnnMath, cudnn_empty_rows, cudnn_gru, cudnn_half, cudnn_math, cudnn_runtime_errors,
-    set_cudnn_empty_rows, set_cudnn_gru, set_cudnn_half, set_cudnn_math,
+    CudnnAlgo, CudnnMath, CudnnRnnAlgo, cudnn_algo, cudnn_empty_rows, cudnn_gru, cudnn_half,
+    cudnn_math, cudnn_runtime_errors, set_cudnn_algo, set_cudnn_empty_rows, set_cudnn_gru,
+    set_cudnn_half, set_cudnn_math,
 };
 pub use kernels::fused_cpu::{
     CpuCacheUsage, cpu_cache_usage, cpu_threads, release_cpu_buffers, set_cpu_threads,

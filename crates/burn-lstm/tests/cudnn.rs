@@ -305,6 +305,35 @@ fn golden_cases_through_cudnn_on_fused_cuda() {
 /// cases, 2.4e-2 on `medium` (20 steps, 2 layers, hidden 128: sums of 192 rounded
 /// products, carried through the recurrence). The bound is 5e-2; the printed lines give
 /// the real errors.
+/// Every golden case (LSTM and GRU) with each algorithm the policy can pick: PyTorch's
+/// automatic choice and each persistent algorithm forced. A call an algorithm refuses
+/// (cuDNN's own refusal included) runs on the standard algorithm with the reason logged,
+/// never as an error: no runtime fallback to the portable kernel is allowed.
+#[test]
+#[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
+fn golden_cases_through_cudnn_with_each_algorithm() {
+    use burn_lstm::{CudnnAlgo, CudnnRnnAlgo, set_cudnn_algo};
+    use common::gru_golden_check::run_all_gru;
+    assert!(gpu_usable(), "cuDNN does not run here");
+    let _lock = GRU.lock().unwrap_or_else(|e| e.into_inner());
+    burn_lstm::set_cudnn_gru(true);
+    for policy in [
+        CudnnAlgo::Auto,
+        CudnnAlgo::Forced(CudnnRnnAlgo::PersistStatic),
+        CudnnAlgo::Forced(CudnnRnnAlgo::PersistStaticSmallH),
+    ] {
+        set_cudnn_algo(policy);
+        let label = format!("f32-{policy:?}");
+        with_math(CudnnMath::Fma, || {
+            run_all::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, &label, 1e-4);
+            run_all_gru::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, &label, 3e-4);
+        });
+    }
+    set_cudnn_algo(CudnnAlgo::Standard);
+    burn_lstm::set_cudnn_gru(false);
+    assert_no_runtime_fallback();
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn golden_cases_through_cudnn_in_tf32() {

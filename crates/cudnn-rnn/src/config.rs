@@ -2,6 +2,7 @@
 
 use cudarc::cudnn::sys;
 
+use crate::algo::RnnAlgo;
 use crate::error::{CudnnRnnError, Result};
 use crate::library::CudnnVersion;
 
@@ -121,7 +122,7 @@ impl RnnCell {
 }
 
 /// The architecture of an LSTM or GRU layer stack (cuDNN `CUDNN_LSTM` / `CUDNN_GRU`,
-/// linear input, standard algorithm).
+/// linear input) and the algorithm that runs it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RnnConfig {
     /// The cell.
@@ -143,6 +144,10 @@ pub struct RnnConfig {
     pub data_type: DataType,
     /// `f32` math mode.
     pub math: MathMode,
+    /// cuDNN's algorithm ([`RnnAlgo::Standard`] unless a caller asks for another, for
+    /// instance what [`choose_algo`](crate::choose_algo) picks). One descriptor serves a
+    /// training forward and the backward that reads its reserve space, so both run it.
+    pub algo: RnnAlgo,
 }
 
 impl RnnConfig {
@@ -165,7 +170,8 @@ impl RnnConfig {
         self.num_layers * self.dirs()
     }
 
-    /// Checks what cuDNN requires of the layer stack, with named errors.
+    /// Checks what cuDNN requires of the layer stack and of its algorithm
+    /// ([`RnnAlgo::check_config`]), with named errors.
     pub fn validate(&self) -> Result<()> {
         for (argument, value) in [
             ("input_size", self.input_size),
@@ -193,7 +199,7 @@ impl RnnConfig {
                 self.proj_size,
             ));
         }
-        Ok(())
+        self.algo.check_config(self)
     }
 
     pub(crate) fn math_type(&self) -> sys::cudnnMathType_t {
@@ -221,6 +227,7 @@ mod tests {
             bias: true,
             data_type,
             math,
+            algo: RnnAlgo::Standard,
         }
     }
 

@@ -10,6 +10,10 @@
 //!   name it had before the GRU), its weight-space layout read from
 //!   `cudnnGetRNNWeightParams` ([`WeightSpaceLayout`]), `forward` (inference or training
 //!   with a [`ReserveSpace`]) and `backward` (data, then weights).
+//! - [`RnnAlgo`] ([`RnnConfig::algo`], standard by default) and [`choose_algo`]: the
+//!   persistent-kernel algorithm PyTorch's `get_algo` would run an [`AlgoCall`] with on a
+//!   device ([`DeviceProps`]), as a pure function with the reason in words
+//!   ([`AlgoChoice`]).
 //! - [`SeqShape`]: sequence length, batch and right-padded row lengths (zero-length rows
 //!   are refused before cuDNN sees them).
 //! - [`CopyPlan`]: merged device copies between the weight space and another layout.
@@ -17,6 +21,7 @@
 //! libcuda and libcudnn are loaded at run time (cudarc's dynamic loading): the crate
 //! builds without CUDA, and a missing library is an error, never a panic.
 
+mod algo;
 mod config;
 mod descriptor;
 mod dropout;
@@ -28,6 +33,10 @@ mod shape;
 mod status;
 mod weights;
 
+pub use algo::{
+    AlgoCall, AlgoChoice, DeviceProps, RnnAlgo, SMALL_H_BACKWARD_MAX_HIDDEN,
+    SMALL_H_FORWARD_MAX_HIDDEN, choose_algo,
+};
 pub use config::{DataType, MathMode, RnnCell, RnnConfig};
 pub use dropout::DropoutState;
 pub use error::{CudnnRnnError, Result};

@@ -118,9 +118,9 @@ pub struct Lstm {
 }
 
 impl Lstm {
-    /// Configures an LSTM (`cudnnSetRNNDescriptor_v8`: standard algorithm, linear input,
-    /// padded I/O) and reads its weight-space layout. A data type the loaded cuDNN does
-    /// not run in an RNN (bf16 before 9.13, [`DataType::minimum_cudnn`]) is an
+    /// Configures an LSTM (`cudnnSetRNNDescriptor_v8`: the config's algorithm, linear
+    /// input, padded I/O) and reads its weight-space layout. A data type the loaded cuDNN
+    /// does not run in an RNN (bf16 before 9.13, [`DataType::minimum_cudnn`]) is an
     /// [`CudnnRnnError::InvalidArgument`](crate::CudnnRnnError::InvalidArgument) naming both
     /// versions.
     pub fn new(handle: &CudnnHandle, config: RnnConfig, dropout: &DropoutState) -> Result<Self> {
@@ -172,7 +172,9 @@ impl Lstm {
     }
 
     /// Runs `cudnnRNNForward`. With `training`, returns the reserve space the backward
-    /// needs. Work is queued on the handle's stream; the caller synchronises.
+    /// needs. Work is queued on the handle's stream; the caller synchronises. Row lengths
+    /// that vary are refused on a persistent algorithm
+    /// ([`RnnAlgo::check_shape`](crate::RnnAlgo::check_shape)).
     ///
     /// # Safety
     /// Every buffer must be a live device allocation of the handle's context, not written
@@ -184,6 +186,7 @@ impl Lstm {
         buffers: &ForwardBuffers,
         training: bool,
     ) -> Result<Option<ReserveSpace>> {
+        self.config.algo.check_shape(shape)?;
         let sizes = self.sizes(shape);
         let buffers = &self.without_cell_state(*buffers);
         for (name, buffer, bytes) in [
@@ -484,7 +487,7 @@ fn set_descriptor(desc: &RnnDescriptor, config: &RnnConfig, dropout: &DropoutSta
     check("cudnnSetRNNDescriptor_v8", unsafe {
         sys::cudnnSetRNNDescriptor_v8(
             desc.raw(),
-            sys::cudnnRNNAlgo_t::CUDNN_RNN_ALGO_STANDARD,
+            config.algo.cudnn(),
             config.cell.cudnn(),
             bias,
             direction,

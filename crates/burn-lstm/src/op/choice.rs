@@ -32,6 +32,9 @@ pub struct KernelChoice {
     pub kernel: LstmKernel,
     /// Why a faster kernel for this device does not run (`None`: this is the fastest one).
     pub fallback_reason: Option<String>,
+    /// How the kernel runs this call, where it has a choice of its own (cuDNN: which of
+    /// its RNN algorithms, and why).
+    pub detail: Option<String>,
 }
 
 impl KernelChoice {
@@ -40,6 +43,15 @@ impl KernelChoice {
         Self {
             kernel,
             fallback_reason: None,
+            detail: None,
+        }
+    }
+
+    /// This choice with `detail` ([`Self::detail`]).
+    pub fn with_detail(self, detail: impl Into<String>) -> Self {
+        Self {
+            detail: Some(detail.into()),
+            ..self
         }
     }
 
@@ -60,15 +72,20 @@ impl KernelChoice {
         Self {
             kernel,
             fallback_reason: Some(reason.into()),
+            detail: None,
         }
     }
 }
 
 impl fmt::Display for KernelChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.kernel)?;
+        if let Some(detail) = &self.detail {
+            write!(f, " [{detail}]")?;
+        }
         match &self.fallback_reason {
-            None => write!(f, "{}", self.kernel),
-            Some(reason) => write!(f, "{} (fallback: {reason})", self.kernel),
+            None => Ok(()),
+            Some(reason) => write!(f, " (fallback: {reason})"),
         }
     }
 }

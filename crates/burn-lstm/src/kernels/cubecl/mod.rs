@@ -128,7 +128,11 @@ fn cudnn_forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement
         ops,
         runtime_cast::{from_cuda, to_cuda},
     };
-    match ops::forward(inputs.clone().map(to_cuda::<R>), spec, save) {
+    match ops::forward(
+        inputs.clone().map::<ops::CudaBackend>(to_cuda::<R>),
+        spec,
+        save,
+    ) {
         Ok(result) => {
             let [y, h_n] = result.outputs.map(from_cuda::<R>);
             let c_n = result.c_n.map(from_cuda::<R>);
@@ -187,7 +191,7 @@ fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
     );
     let result = match (tape, saved.residuals.as_slice()) {
         (Some(tape), [y, space]) => ops::backward(
-            saved.inputs.clone().map(to_cuda::<R>),
+            saved.inputs.clone().map::<ops::CudaBackend>(to_cuda::<R>),
             [y.clone(), space.clone()].map(to_cuda::<R>),
             tape,
             ops::UpstreamGrads {
@@ -201,7 +205,7 @@ fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
     };
     match result {
         Ok(computed) => {
-            let computed = computed.map(from_cuda::<R>);
+            let computed = computed.map::<CubeBackend<R, F, I, BT>>(from_cuda::<R>);
             LstmGrads {
                 input: Some(computed.input),
                 weights: computed.weights,

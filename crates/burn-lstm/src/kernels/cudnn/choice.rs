@@ -4,10 +4,11 @@ use core::any::TypeId;
 
 use burn::tensor::DType;
 use cubecl_cuda::{CudaDevice, CudaRuntime};
-use cudnn_rnn::{DataType, MathMode};
+use cudnn_rnn::{DataType, MathMode, SeqShape};
 
+use crate::kernels::cudnn::algo::{AlgoPick, cudnn_algo, pick};
 use crate::kernels::cudnn::device::{device, rnn_config};
-use crate::kernels::cudnn::settings::{cudnn_empty_rows, cudnn_gru, cudnn_half};
+use crate::kernels::cudnn::settings::{cudnn_empty_rows, cudnn_gru, cudnn_half, cudnn_math};
 use crate::op::choice::{KernelChoice, LstmKernel};
 use crate::op::spec::{CellKind, LstmSpec};
 
@@ -95,9 +96,29 @@ pub(crate) fn choice<R: 'static, D: 'static>(
     }
     // The device is up, so cuDNN was loaded and checked: this reads the cached version.
     match cudnn_rnn::check_cudnn().and_then(|v| data_type.check_supported_by(v)) {
-        Ok(()) => KernelChoice::fastest(LstmKernel::Cudnn),
+        Ok(()) => {
+            let choice = KernelChoice::fastest(LstmKernel::Cudnn);
+            match algorithm(cuda_device.index, spec, data_type) {
+                Some(pick) => choice.with_detail(format!("algorithm {}", pick.reason)),
+                None => choice,
+            }
+        }
         Err(e) => portable(format!("cuDNN cannot run this element type: {e}")),
     }
+}
+
+/// The algorithm the policy picks for `spec` on GPU `ordinal` (`None` for a batch
+/// cuDNN's sequence descriptor refuses: its empty rows run around cuDNN, whose call
+/// then has fewer rows).
+fn algorithm(ordinal: usize, spec: &LstmSpec, data_type: DataType) -> Option<AlgoPick> {
+    let shape = SeqShape::new(spec.seq_len, spec.batch, spec.lengths.as_deref()).ok()?;
+    let props = device(ordinal)
+        .ok()?
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .props();
+    let config = rnn_config(&spec.arch, data_type, cudnn_math());
+    Some(pick(cudnn_algo(), &config, &shape, spec.training, props))
 }
 
 #[cfg(test)]

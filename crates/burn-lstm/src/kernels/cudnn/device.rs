@@ -7,7 +7,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudnn_rnn::{
-    CudnnHandle, CudnnRnnError, DataType, DropoutState, Lstm, MathMode, RnnCell, RnnConfig,
+    CudnnHandle, CudnnRnnError, DataType, DeviceProps, DropoutState, Lstm, MathMode, RnnAlgo,
+    RnnCell, RnnConfig,
 };
 
 use crate::kernels::cudnn::weights::WeightPlan;
@@ -33,28 +34,42 @@ pub(crate) struct DeviceCudnn {
     /// configured with an older generation: setting it on every call would make cuDNN
     /// redo its per-descriptor set-up each time.
     dropout_generation: u64,
+    /// One configured LSTM per configuration, the algorithm included (a training
+    /// forward's reserve space is read by the backward of the same one).
     lstms: HashMap<RnnConfig, PreparedLstm>,
+    /// What the automatic algorithm choice reads of the device; `None` when the driver
+    /// did not say (the choice is then the standard algorithm).
+    props: Option<DeviceProps>,
 }
 
 impl DeviceCudnn {
     fn new(ordinal: usize) -> Result<Self, CudnnRnnError> {
         let handle = CudnnHandle::for_device(ordinal)?;
         let dropout = DropoutState::new(&handle, 0.0, DEFAULT_DROPOUT_SEED)?;
+        let props = DeviceProps::of(&handle).ok();
         Ok(Self {
             handle,
             dropout,
             dropout_generation: 0,
             lstms: HashMap::new(),
+            props,
         })
     }
 
-    /// The LSTM for `arch` with inter-layer dropout `probability` (0 for inference) and,
-    /// when given, a generator restarted from `seed`.
+    /// The device's compute capability and SM count, if the driver gave them.
+    pub(crate) fn props(&self) -> Option<DeviceProps> {
+        self.props
+    }
+
+    /// The LSTM for `arch` on algorithm `algo` with inter-layer dropout `probability` (0
+    /// for inference) and, when given, a generator restarted from `seed`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn lstm(
         &mut self,
         arch: &LstmArch,
         data_type: DataType,
         math: MathMode,
+        algo: RnnAlgo,
         probability: f32,
         seed: Option<u64>,
     ) -> Result<(&CudnnHandle, &PreparedLstm), String> {
@@ -69,7 +84,10 @@ impl DeviceCudnn {
                 .map_err(|e| e.to_string())?;
             self.dropout_generation += 1;
         }
-        let config = rnn_config(arch, data_type, math);
+        let config = RnnConfig {
+            algo,
+            ..rnn_config(arch, data_type, math)
+        };
         if !self.lstms.contains_key(&config) {
             let lstm = Lstm::new(&self.handle, config.clone(), &self.dropout)
                 .map_err(|e| e.to_string())?;
@@ -93,7 +111,7 @@ impl DeviceCudnn {
     }
 }
 
-/// The cuDNN description of `arch`.
+/// The cuDNN description of `arch` on the standard algorithm.
 pub(crate) fn rnn_config(arch: &LstmArch, data_type: DataType, math: MathMode) -> RnnConfig {
     RnnConfig {
         cell: match arch.cell {
@@ -108,6 +126,7 @@ pub(crate) fn rnn_config(arch: &LstmArch, data_type: DataType, math: MathMode) -
         bias: arch.bias,
         data_type,
         math,
+        algo: RnnAlgo::Standard,
     }
 }
 

@@ -3,6 +3,8 @@
 //! - [`device`]: one cuDNN handle, dropout state and configured LSTMs per GPU, created on
 //!   first use; a device where cuDNN cannot run is remembered with the reason.
 //! - [`choice`]: whether a call runs on cuDNN, and why not.
+//! - [`algo`]: which of cuDNN's RNN algorithms a call runs (a policy, PyTorch's
+//!   heuristics under `auto`), and why.
 //! - [`weights`]: the copy plan from the canonical flat parameters to cuDNN's weight space.
 //! - [`ops`]: forward and backward on `CubeTensor<CudaRuntime>`: raw device pointers from
 //!   CubeCL, CubeCL synchronised before the cuDNN call and cuDNN's stream after it.
@@ -10,6 +12,7 @@
 //! On Burn's fused backend (`burn::backend::Cuda`) the op runs as one custom fusion
 //! operation that calls this one (`op/fusion.rs`).
 
+pub(crate) mod algo;
 pub(crate) mod choice;
 pub(crate) mod device;
 pub(crate) mod ops;
@@ -18,7 +21,9 @@ mod settings;
 mod trace;
 pub(crate) mod weights;
 
+pub use algo::{CudnnAlgo, cudnn_algo, set_cudnn_algo};
 pub use cudnn_rnn::MathMode as CudnnMath;
+pub use cudnn_rnn::RnnAlgo as CudnnRnnAlgo;
 pub use device::cudnn_runtime_errors;
 pub use settings::{
     cudnn_empty_rows, cudnn_gru, cudnn_half, cudnn_math, set_cudnn_empty_rows, set_cudnn_gru,

@@ -14,11 +14,13 @@ use burn_cubecl::{
 };
 use cubecl_cuda::CudaRuntime;
 use cudnn_rnn::{
-    BackwardBuffers, DataType, DeviceBuffer, ForwardBuffers, MathMode, ReserveSpace, SeqShape,
+    BackwardBuffers, DataType, DeviceBuffer, ForwardBuffers, MathMode, ReserveSpace, RnnAlgo,
+    SeqShape,
 };
 
+use crate::kernels::cudnn::algo::{AlgoPick, cudnn_algo, pick};
 use crate::kernels::cudnn::choice::data_type;
-use crate::kernels::cudnn::device::device;
+use crate::kernels::cudnn::device::{device, log_fallback_once, rnn_config};
 use crate::kernels::cudnn::settings::cudnn_math;
 use crate::kernels::cudnn::trace::CallTrace;
 use crate::kernels::cudnn::weights::WeightPlan;
@@ -38,11 +40,13 @@ pub(crate) type CudaBackend = CubeBackend<CudaRuntime, f32, i32, u8>;
 pub(crate) type CudaInputs = LstmInputs<CudaBackend>;
 
 /// What a training forward keeps in host memory for its backward: cuDNN's reserve space
-/// (taken by the backward) and the settings the backward must configure cuDNN with.
+/// (taken by the backward) and the settings the backward must configure cuDNN with,
+/// the forward's algorithm included (the reserve space is laid out for it).
 pub(crate) struct CudnnTape {
     reserve: Mutex<Option<ReserveSpace>>,
     data_type: DataType,
     math: MathMode,
+    algo: RnnAlgo,
     probability: f32,
 }
 
@@ -145,11 +149,44 @@ fn sync_cubecl(tensor: &CudaTensor) -> Result<(), String> {
         .map_err(|e| format!("synchronising CubeCL before cuDNN: {e:?}"))
 }
 
-/// Forward through cuDNN; `save` keeps what [`backward`] needs.
+/// Forward through cuDNN; `save` keeps what [`backward`] needs. The algorithm is the
+/// policy's pick ([`cudnn_algo`]); where cuDNN refuses a persistent one at run time,
+/// the call runs again on the standard algorithm and the reason is logged once.
 pub(crate) fn forward(
     inputs: CudaInputs,
     spec: &LstmSpec,
     save: bool,
+) -> Result<CudnnForward, String> {
+    let inputs = inputs.map::<CudaBackend>(into_contiguous);
+    let data_type = data_type(inputs.input.dtype)
+        .ok_or_else(|| format!("cuDNN cannot run {:?}", inputs.input.dtype))?;
+    let shape = SeqShape::new(spec.seq_len, spec.batch, spec.lengths.as_deref())
+        .map_err(|e| e.to_string())?;
+    let props = device(inputs.input.device.index)?
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .props();
+    let config = rnn_config(&spec.arch, data_type, cudnn_math());
+    let pick = pick(cudnn_algo(), &config, &shape, save, props);
+    if pick.algo == RnnAlgo::Standard {
+        return forward_with(inputs, spec, save, &pick);
+    }
+    forward_with(inputs.clone(), spec, save, &pick).or_else(|refusal| {
+        let standard = AlgoPick {
+            algo: RnnAlgo::Standard,
+            reason: format!("standard: cuDNN refused {} ({refusal})", pick.algo),
+        };
+        log_fallback_once(&format!("cuDNN algorithm {}", standard.reason));
+        forward_with(inputs, spec, save, &standard)
+    })
+}
+
+/// [`forward`] on the algorithm of `pick`.
+fn forward_with(
+    inputs: CudaInputs,
+    spec: &LstmSpec,
+    save: bool,
+    pick: &AlgoPick,
 ) -> Result<CudnnForward, String> {
     let mut trace = CallTrace::start(if save {
         "forward (training)"
@@ -161,7 +198,7 @@ pub(crate) fn forward(
         weights,
         h0,
         c0,
-    } = inputs.map(into_contiguous);
+    } = inputs;
     let data_type = data_type(x.dtype).ok_or_else(|| format!("cuDNN cannot run {:?}", x.dtype))?;
     let elem = data_type.size();
     let arch = &spec.arch;
@@ -181,7 +218,14 @@ pub(crate) fn forward(
 
     let device = device(x.device.index)?;
     let mut device = device.lock().unwrap_or_else(|e| e.into_inner());
-    let (handle, prepared) = device.lstm(arch, data_type, math, probability, spec.dropout_seed)?;
+    let (handle, prepared) = device.lstm(
+        arch,
+        data_type,
+        math,
+        pick.algo,
+        probability,
+        spec.dropout_seed,
+    )?;
     let plan = &prepared.plan;
     let space = weight_space(plan, &weights);
     trace.mark("cuDNN state");
@@ -227,7 +271,7 @@ pub(crate) fn forward(
     })()
     .map_err(|e| e.to_string())?;
     drop(pinned);
-    trace.finish(plan);
+    trace.finish(plan, &pick.reason);
 
     let saved = reserve.map(|reserve| {
         (
@@ -236,6 +280,7 @@ pub(crate) fn forward(
                 reserve: Mutex::new(Some(reserve)),
                 data_type,
                 math,
+                algo: pick.algo,
                 probability,
             },
         )
@@ -262,7 +307,7 @@ pub(crate) fn backward(
         weights,
         h0,
         c0,
-    } = inputs.map(into_contiguous);
+    } = inputs.map::<CudaBackend>(into_contiguous);
     let [y, space] = residuals.map(into_contiguous);
     let [dy, dh_n] = [upstream.dy, upstream.dh_n].map(into_contiguous);
     let dc_n = upstream.dc_n.map(into_contiguous);
@@ -290,6 +335,7 @@ pub(crate) fn backward(
         &spec.arch,
         tape.data_type,
         tape.math,
+        tape.algo,
         tape.probability,
         None,
     )?;
@@ -356,7 +402,7 @@ pub(crate) fn backward(
     })()
     .map_err(|e| e.to_string())?;
     drop(pinned);
-    trace.finish(plan);
+    trace.finish(plan, tape.algo.name());
     Ok(LstmInputs {
         input: dx,
         weights: dweights,

@@ -38,9 +38,10 @@ impl CallTrace {
         }
     }
 
-    /// Prints the phases on one line, with how the call copied the parameters between
-    /// the canonical layout and cuDNN's weight space (`plan`).
-    pub fn finish(self, plan: &WeightPlan) {
+    /// Prints the phases on one line, with the algorithm and why (`algo`) and how the
+    /// call copied the parameters between the canonical layout and cuDNN's weight space
+    /// (`plan`).
+    pub fn finish(self, plan: &WeightPlan, algo: &str) {
         if self.last.is_some() {
             let phases: Vec<String> = self
                 .phases
@@ -48,7 +49,7 @@ impl CallTrace {
                 .map(|(name, ms)| format!("{name} {ms:.3} ms"))
                 .collect();
             eprintln!(
-                "burn-lstm cuDNN {}: {} (weight copy: {})",
+                "burn-lstm cuDNN {}: {} (algorithm: {algo}; weight copy: {})",
                 self.label,
                 phases.join(", "),
                 if plan.identity {
