@@ -60,6 +60,8 @@ if [ "$phase" = tests ] || [ "$phase" = all ]; then
     echo "exit ${PIPESTATUS[0]} $test" | log
   done
   CUDA_LAUNCH_BLOCKING=1 timeout "${TEST_TIMEOUT:-240}" "$kit/bin/cudnn_f64" --ignored --nocapture 2>&1 | log
+  # PyTorch's own half-precision error on the same cases (beside the half tests' lines).
+  timeout 120 python3 crates/burn-lstm/tests/pytorch_half_error.py "$kit/golden" 2>&1 | log
 fi
 
 # PyTorch's peer script, with cuDNN's TF32 switched as asked ($1: 1 or 0).

@@ -153,14 +153,6 @@ fn half_models_on_cuda_name_the_switch() {
 /// Set in the child process of a half-precision GPU test: the Cuda device's float type.
 const CUDA_FLOAT_VAR: &str = "BURN_LSTM_TEST_CUDA_FLOAT";
 
-/// Provisional bound of cuDNN's own half-precision error (units of roundoff of the half
-/// type, against the exact answer on the rounded inputs; `common::half_check`): not yet
-/// measured on a GPU. The portable kernel rounds each result once (at most 0.9u
-/// measured); cuDNN also keeps the activations between layers, and its gate
-/// pre-activations in the reserve space, in the data type, so more roundings are
-/// expected. To be replaced by the measured figure (docs/numerics.md).
-const CUDNN_HALF_KERNEL_ULPS: f64 = 8.0;
-
 /// Every golden case through cuDNN on `Autodiff<Cuda<F>>`, in a child process whose
 /// Cuda device computes in `F` (Burn keeps one float type per device and process), with
 /// the half path switched on.
@@ -183,7 +175,8 @@ fn golden_cases_through_cudnn_in_half<F: burn_cubecl::FloatElement>(name: &str, 
         &device,
         dtype,
         (name, "cuda", "cudnn"),
-        CUDNN_HALF_KERNEL_ULPS,
+        // cuDNN keeps its states in the half type between steps and layers.
+        common::half_check::KernelBound::HalfStates,
     );
     assert_no_runtime_fallback();
 }

@@ -34,19 +34,23 @@ pub fn set_cudnn_math(mode: MathMode) {
     MATH.store(value, Ordering::Relaxed);
 }
 
-/// A process-wide switch for a cuDNN path not yet verified on a GPU: off unless its
-/// environment variable is `1`, until [`OptInSwitch::set`] decides.
+/// A process-wide switch for a cuDNN path: its environment variable (`1` on, anything
+/// else off) decides until [`OptInSwitch::set`] does; unset, `default_on`. A path not yet
+/// verified on a GPU is off by default; a GPU run that verifies it flips its
+/// `default_on` (one line each, below).
 struct OptInSwitch {
     /// 0: unset (read `variable`), 1: off, 2: on.
     state: AtomicU8,
     variable: &'static str,
+    default_on: bool,
 }
 
 impl OptInSwitch {
-    const fn new(variable: &'static str) -> Self {
+    const fn new(variable: &'static str, default_on: bool) -> Self {
         Self {
             state: AtomicU8::new(0),
             variable,
+            default_on,
         }
     }
 
@@ -54,7 +58,10 @@ impl OptInSwitch {
         match self.state.load(Ordering::Relaxed) {
             1 => false,
             2 => true,
-            _ => std::env::var(self.variable).is_ok_and(|v| v == "1"),
+            _ => match std::env::var(self.variable) {
+                Ok(value) => value == "1",
+                Err(_) => self.default_on,
+            },
         }
     }
 
@@ -64,7 +71,7 @@ impl OptInSwitch {
     }
 }
 
-static EMPTY_ROWS: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_EMPTY_ROWS");
+static EMPTY_ROWS: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_EMPTY_ROWS", false);
 
 /// Whether a batch with rows of length 0 runs on cuDNN, those rows taken out before the
 /// call and put back after (`kernels/empty_rows.rs`). Off by default: that path has not
@@ -82,7 +89,7 @@ pub fn set_cudnn_empty_rows(enabled: bool) {
     EMPTY_ROWS.set(enabled);
 }
 
-static GRU: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_GRU");
+static GRU: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_GRU", false);
 
 /// Whether a GRU (`CudnnCompatibleGru`) runs on cuDNN (`CUDNN_GRU`) on the Cuda backend.
 /// Off by default: that path has not yet run on a GPU, so a GRU there runs the verified
@@ -99,7 +106,7 @@ pub fn set_cudnn_gru(enabled: bool) {
     GRU.set(enabled);
 }
 
-static HALF: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_HALF");
+static HALF: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_HALF", false);
 
 /// Whether f16 and bf16 models (`Cuda<f16>`, `Cuda<bf16>`) run on cuDNN (half data,
 /// f32 math on tensor cores, as PyTorch runs them). Off by default: that path has not
