@@ -10,10 +10,12 @@
 #                                    where the binding's host time goes, phase by phase
 #   bash .device/gpu-run.sh example  the train example on CUDA (cuDNN, a fallback panics),
 #                                    then the infer example on CPU from its checkpoint
-#   bash .device/gpu-run.sh ab       each cuDNN setting that waits for a GPU run, off and
-#                                    on in the same call, with cudnn-raw and PyTorch beside
-#                                    it: JSON lines prefixed `ab <setting>=<value>` (about
-#                                    6 minutes with the default $AB_SHAPES)
+#   bash .device/gpu-run.sh ab       each cuDNN setting that waits for a GPU run (algorithm
+#                                    policy, event ordering, GPU weight cache, call reuse),
+#                                    off and on
+#                                    in the same call, with cudnn-raw and PyTorch beside it:
+#                                    JSON lines prefixed `ab <variant>` (AB_SHAPES,
+#                                    AB_DTYPES; about 7 minutes with the defaults)
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): CELL (lstm, or gru: lstm-bench switches the unverified CUDNN_GRU
 # path on; IMPLS="cudnn portable burn-lstm" then, cudnn-raw is LSTM only),
@@ -122,21 +124,35 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
 fi
 
 if [ "$phase" = ab ]; then
-  # Each setting off and on in one call, same machine, same warm GPU, PyTorch beside it.
-  # Settings: BURN_LSTM_CUDNN_ALGO (standard, the default, against auto: PyTorch's
-  # algorithm choice, the same for cudnn-raw). f16 runs with BURN_LSTM_CUDNN_HALF=1.
+  # Each setting that waits for a GPU run, off and on, in one call: same machine, same
+  # warm GPU, PyTorch beside it. A variant is a list of settings; `default` sets none.
+  # cudnn-raw reads BURN_LSTM_CUDNN_ALGO too (the floor the op through Burn can reach).
+  # f16 runs with BURN_LSTM_CUDNN_HALF=1, and only the default and `all` variants.
   IFS=';' read -r -a shapes <<<"${AB_SHAPES:-1 100 128 1;16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}"
+  variants=(
+    "default:"
+    "algo=auto:BURN_LSTM_CUDNN_ALGO=auto"
+    "events=1:BURN_LSTM_CUDNN_EVENTS=1"
+    "cache=1:BURN_LSTM_GPU_WEIGHT_CACHE=1"
+    "reuse=1:BURN_LSTM_CUDNN_REUSE=1"
+    "all:BURN_LSTM_CUDNN_ALGO=auto BURN_LSTM_CUDNN_EVENTS=1 BURN_LSTM_GPU_WEIGHT_CACHE=1 BURN_LSTM_CUDNN_REUSE=1"
+  )
   for dtype in ${AB_DTYPES:-f32 f16}; do
     for mode in infer train; do
       for shape in "${shapes[@]}"; do
         read -r b t h l <<<"$shape"
         flags=(--device cuda --dtype "$dtype" --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --iters "${ITERS:-20}")
-        for algo in standard auto; do
-          for impl in cudnn cudnn-raw; do
-            [ "$impl" = cudnn-raw ] && [ "$dtype" != f32 ] && continue
-            echo "ab algo=$algo $(BURN_LSTM_CUDNN_HALF=1 BURN_LSTM_CUDNN_ALGO=$algo timeout 60 "$kit/bin/lstm-bench" --impl "$impl" "${flags[@]}" 2>&1 | tail -1)" | log
-          done
+        for variant in "${variants[@]}"; do
+          name=${variant%%:*}
+          [ "$dtype" != f32 ] && [ "$name" != default ] && [ "$name" != all ] && continue
+          read -r -a settings <<<"${variant#*:}"
+          echo "ab $name $(env BURN_LSTM_CUDNN_HALF=1 "${settings[@]}" timeout 60 "$kit/bin/lstm-bench" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
         done
+        if [ "$dtype" = f32 ]; then
+          for algo in standard auto; do
+            echo "ab raw-algo=$algo $(BURN_LSTM_CUDNN_ALGO=$algo timeout 60 "$kit/bin/lstm-bench" --impl cudnn-raw "${flags[@]}" 2>&1 | tail -1)" | log
+          done
+        fi
         [ "${TORCH:-1}" = 1 ] && echo "ab torch $(torch_peer 0 --impl torch "${flags[@]}" 2>&1 | tail -1)" | log
       done
     done

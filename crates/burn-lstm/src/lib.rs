@@ -34,11 +34,14 @@ mod module;
 mod op;
 
 pub use error::LstmError;
+#[cfg(feature = "cubecl")]
+pub use kernels::cubecl::flat_cache::{gpu_weight_cache, set_gpu_weight_cache};
 #[cfg(feature = "cuda")]
 pub use kernels::cudnn::{
-    CudnnAlgo, CudnnMath, CudnnRnnAlgo, cudnn_algo, cudnn_empty_rows, cudnn_gru, cudnn_half,
-    cudnn_math, cudnn_runtime_errors, set_cudnn_algo, set_cudnn_empty_rows, set_cudnn_gru,
-    set_cudnn_half, set_cudnn_math,
+    CudnnAlgo, CudnnMath, CudnnRnnAlgo, cudnn_algo, cudnn_empty_rows, cudnn_events, cudnn_gru,
+    cudnn_half, cudnn_math, cudnn_reuse, cudnn_runtime_errors, set_cudnn_algo,
+    set_cudnn_empty_rows, set_cudnn_events, set_cudnn_gru, set_cudnn_half, set_cudnn_math,
+    set_cudnn_reuse,
 };
 pub use kernels::fused_cpu::{
     CpuCacheUsage, cpu_cache_usage, cpu_threads, release_cpu_buffers, set_cpu_threads,

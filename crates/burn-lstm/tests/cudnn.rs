@@ -10,8 +10,11 @@
 //! backward, on the plain and the fused Cuda backend, and one checkpoint giving the same
 //! outputs on NdArray and on Cuda; the golden cases again in TF32; a larger bidirectional,
 //! projected, right-padded stack against the fused CPU kernel; 10,000 training calls
-//! with flat device memory; several host threads calling one module at once; and cuDNN's
-//! inter-layer dropout masks (rate, scaling, the backward using the forward's masks).
+//! with flat device memory; several host threads calling one module at once; cuDNN's
+//! inter-layer dropout masks (rate, scaling, the backward using the forward's masks);
+//! the golden cases with each cuDNN algorithm the policy can pick; and the paths that wait
+//! for a GPU run (event ordering, the GPU weight cache, the automatic algorithm) under
+//! CubeCL work from several threads.
 //!
 //! The half-precision golden tests (f16, bf16) run in a child process each, with the
 //! cuDNN half path switched on (`BURN_LSTM_CUDNN_HALF=1`, unverified until they pass on
@@ -723,5 +726,100 @@ fn gru_golden_cases_through_cudnn_when_switched_on() {
         run_all_gru::<Autodiff<PlainCuda>>("cuda-plain", LstmKernel::Cudnn, "f32", 3e-4);
     });
     burn_lstm::set_cudnn_gru(false);
+    assert_no_runtime_fallback();
+}
+
+/// The paths that wait for a GPU run, all on (event ordering, the GPU weight cache, the
+/// automatic algorithm, call reuse), under load: several host threads, each writing the op's input
+/// with a CubeCL kernel right before the call and reading its results with another right
+/// after, inference on the fused backend (the weight cache's path) and training every
+/// fifth call; every value is checked against the fused CPU kernel on the same input.
+/// The settings go back to their defaults after.
+#[test]
+#[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
+fn cubecl_work_around_the_op_from_several_threads_sees_every_value_with_the_new_paths_on() {
+    use burn_lstm::{
+        CudnnAlgo, set_cudnn_algo, set_cudnn_events, set_cudnn_reuse, set_gpu_weight_cache,
+    };
+    // Read when the GPU's cuDNN state is created: first, in this test's own process
+    // (gpu-run.sh runs each test alone).
+    set_cudnn_reuse(true);
+    assert!(gpu_usable(), "cuDNN does not run here");
+    let _math = MATH.lock().unwrap_or_else(|e| e.into_inner());
+    set_cudnn_math(CudnnMath::Fma);
+    set_cudnn_events(true);
+    set_gpu_weight_cache(true);
+    set_cudnn_algo(CudnnAlgo::Auto);
+
+    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+    let dir = std::env::temp_dir().join(format!("burn-lstm-stress-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("model");
+    let config = CudnnCompatibleLstmConfig::new(16, 64).with_num_layers(2);
+    config
+        .init::<Flex>(&Default::default())
+        .save_file(&path, &recorder)
+        .expect("save");
+    let cuda = CudaDevice::default();
+    let on_cuda = config
+        .load_checkpoint::<Cuda, _>(&path, &recorder, &cuda)
+        .expect("load on CUDA");
+    let training = config
+        .load_checkpoint::<Autodiff<Cuda>, _>(&path, &recorder, &cuda)
+        .expect("load on CUDA for training");
+    let on_flex = config
+        .load_checkpoint::<Flex, _>(&path, &recorder, &Default::default())
+        .expect("load on Flex");
+    let shape = [4, 12, 16];
+    let base = uniform(shape.iter().product(), 1.0, 7);
+    // What CubeCL computes around the op, and the same on the CPU.
+    let scale = |call: usize| 0.5 + (call % 7) as f32 * 0.25;
+    let reference = |call: usize| {
+        let k = scale(call);
+        let x = tensor::<Flex, 3>(&base, shape) * k + k;
+        let (y, state) = on_flex.forward(x, None);
+        (to_f64(y * 2.0 - 1.0), to_f64(state.hidden))
+    };
+    let expected: Vec<_> = (0..7).map(reference).collect();
+    let training_expected = y_and_input_grad(&training, &base, shape);
+    std::thread::scope(|scope| {
+        for thread in 0..4 {
+            let (model, training, base, expected, training_expected) = (
+                on_cuda.clone(),
+                training.clone(),
+                &base,
+                &expected,
+                &training_expected,
+            );
+            scope.spawn(move || {
+                for call in 0..40 {
+                    let id = thread * 1000 + call;
+                    if call % 5 == 4 {
+                        let (y, dx) = y_and_input_grad(&training, base, shape);
+                        let errors = (
+                            rel_err(&y, &training_expected.0),
+                            rel_err(&dx, &training_expected.1),
+                        );
+                        assert!(
+                            errors.0 < 1e-4 && errors.1 < 1e-4,
+                            "call {id}: training {errors:?}"
+                        );
+                        continue;
+                    }
+                    let k = scale(call);
+                    let x = tensor::<Cuda, 3>(base, shape) * k + k;
+                    let (y, state) = model.forward(x, None);
+                    let (y, h_n) = (to_f64(y * 2.0 - 1.0), to_f64(state.hidden));
+                    let (y_ref, h_ref) = &expected[call % 7];
+                    let errors = (rel_err(&y, y_ref), rel_err(&h_n, h_ref));
+                    assert!(errors.0 < 1e-4 && errors.1 < 1e-4, "call {id}: {errors:?}");
+                }
+            });
+        }
+    });
+    set_cudnn_events(false);
+    set_gpu_weight_cache(false);
+    set_cudnn_algo(CudnnAlgo::Standard);
+    set_cudnn_reuse(false);
     assert_no_runtime_fallback();
 }

@@ -1,27 +1,79 @@
-//! A cuDNN handle bound to one CUDA stream, freed on drop.
+//! A cuDNN handle bound to one CUDA stream, freed on drop, with the per-call reuse
+//! switches ([`CallReuse`]) and the work-space pool they may turn on.
 
+use std::cell::{RefCell, RefMut};
 use std::sync::Arc;
 
 use cudarc::cudnn::sys;
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 
 use crate::error::{CudnnRnnError, Result};
 use crate::library::{check_cudnn, driver_present};
+use crate::reuse::{CallReuse, next_capacity};
 use crate::status::check;
 
 /// A cuDNN handle whose work runs on one CUDA stream.
 ///
 /// cuDNN handles are not thread-safe: the handle may move between threads (`Send`) but
 /// is not shared (`!Sync`); callers serialise its use (burn-lstm keeps one per device
-/// behind a mutex).
+/// in its `DeviceCudnn`, behind an `Arc<Mutex<_>>` whose guard is held while a forward
+/// or backward is queued).
+///
+/// # Work-space pool
+///
+/// With [`CallReuse::work_pool`] on, the handle keeps one work-space buffer, grown (never
+/// shrunk) to the largest size a call has needed ([`next_capacity`]), and lends it to
+/// every [`Lstm`](crate::Lstm) call made with it. Reuse is sound because:
+///
+/// - cuDNN's work space is scratch for one call only: nothing in it is read by a later
+///   call (what a backward needs of its forward is in the reserve space, which is never
+///   pooled);
+/// - every call that uses it is queued on this handle's one stream, so a later call's
+///   kernels start only after an earlier call's kernels have finished with the buffer
+///   (stream order), whether or not the host has synchronised in between;
+/// - the buffer is lent by a `RefCell` borrow held for the whole call, and the handle is
+///   `!Sync`, so two calls cannot hold it at once from one thread or from two;
+/// - a buffer replaced by a bigger one is freed with cudarc's `cuMemFreeAsync` on this
+///   stream (or after a stream synchronisation without stream-ordered allocation), so the
+///   free happens after the kernels already queued on it.
+///
+/// None of this needs the host to synchronise between calls: a caller that orders the
+/// handle's stream against other streams with events instead keeps it sound, as long as
+/// it queues every call of this handle on the handle's stream (as this crate does).
+///
+/// The pool is dropped when the switch is turned off ([`CudnnHandle::set_call_reuse`]),
+/// by [`CudnnHandle::release_work_pool`], and with the handle.
 #[derive(Debug)]
 pub struct CudnnHandle {
     raw: sys::cudnnHandle_t,
     stream: Arc<CudaStream>,
+    reuse: CallReuse,
+    /// The pooled work space ([`CallReuse::work_pool`]); `None` until a call needs it.
+    work_pool: RefCell<Option<CudaSlice<u8>>>,
+}
+
+/// A work space lent to one call: allocated for it, or the handle's pool.
+pub(crate) enum WorkSpace<'a> {
+    /// Allocated for this call, freed (stream-ordered) when dropped.
+    Call(CudaSlice<u8>),
+    /// The handle's pool, held for the call.
+    Pool(RefMut<'a, CudaSlice<u8>>),
+}
+
+impl WorkSpace<'_> {
+    /// The buffer.
+    pub(crate) fn slice_mut(&mut self) -> &mut CudaSlice<u8> {
+        match self {
+            Self::Call(slice) => slice,
+            Self::Pool(slice) => slice,
+        }
+    }
 }
 
 // SAFETY: a cuDNN handle may be used from any thread as long as it is used by one thread
-// at a time, which `&mut`/`!Sync` and the callers' locks guarantee.
+// at a time, which `&mut`/`!Sync` and the callers' locks guarantee. The other fields are
+// `Send` themselves (the stream, and the pooled `CudaSlice` inside a `RefCell`, which
+// keeps the handle `!Sync`).
 unsafe impl Send for CudnnHandle {}
 
 impl CudnnHandle {
@@ -57,12 +109,87 @@ impl CudnnHandle {
         let mut raw = core::ptr::null_mut();
         // SAFETY: the library is loaded and checked; `raw` is a valid out-pointer.
         check("cudnnCreate", unsafe { sys::cudnnCreate(&mut raw) })?;
-        let handle = Self { raw, stream };
+        let handle = Self {
+            raw,
+            stream,
+            reuse: CallReuse::OFF,
+            work_pool: RefCell::new(None),
+        };
         // SAFETY: both the handle and the stream are alive.
         check("cudnnSetStream", unsafe {
             sys::cudnnSetStream(handle.raw, handle.stream.cu_stream() as sys::cudaStream_t)
         })?;
         Ok(handle)
+    }
+
+    /// The per-call reuse switches (all off unless set).
+    pub fn call_reuse(&self) -> CallReuse {
+        self.reuse
+    }
+
+    /// Sets the per-call reuse switches for every later call made with this handle.
+    /// Turning [`CallReuse::work_pool`] off frees the pooled work space (stream-ordered).
+    pub fn set_call_reuse(&mut self, reuse: CallReuse) {
+        self.reuse = reuse;
+        if !reuse.work_pool {
+            self.release_work_pool();
+        }
+    }
+
+    /// This handle with the per-call reuse switches `reuse` ([`Self::set_call_reuse`]).
+    pub fn with_call_reuse(mut self, reuse: CallReuse) -> Self {
+        self.set_call_reuse(reuse);
+        self
+    }
+
+    /// Bytes of the pooled work space (0 when there is none).
+    pub fn work_pool_bytes(&self) -> usize {
+        self.work_pool
+            .try_borrow()
+            .map_or(0, |pool| pool.as_ref().map_or(0, |buffer| buffer.len()))
+    }
+
+    /// Frees the pooled work space (stream-ordered); the next call that uses the pool
+    /// allocates it again.
+    pub fn release_work_pool(&mut self) {
+        *self.work_pool.get_mut() = None;
+    }
+
+    /// A work space of at least `bytes` bytes (at least 1) for one call on this handle's
+    /// stream: the pool, grown first if it is smaller, when [`CallReuse::work_pool`] is
+    /// on; otherwise a new allocation. Uninitialised: cuDNN writes its work space before
+    /// reading it.
+    pub(crate) fn work_space(&self, bytes: usize) -> Result<WorkSpace<'_>> {
+        if !self.reuse.work_pool {
+            // SAFETY: cuDNN writes its work space before reading it; the memory is not
+            // read from the host.
+            let buffer = unsafe { self.stream.alloc::<u8>(bytes.max(1)) }
+                .map_err(|e| CudnnRnnError::driver("cuMemAlloc (work space)", e))?;
+            return Ok(WorkSpace::Call(buffer));
+        }
+        let mut pool = self.work_pool.try_borrow_mut().map_err(|_| {
+            CudnnRnnError::invalid(
+                "handle",
+                "a handle whose work-space pool no other call holds",
+                "a pool in use",
+            )
+        })?;
+        let current = pool.as_ref().map_or(0, |buffer| buffer.len());
+        if let Some(capacity) = next_capacity(current, bytes) {
+            // Free the old buffer first (stream-ordered, after the calls queued on it) so
+            // that its memory can serve the new one.
+            *pool = None;
+            // SAFETY: as above; the pool is only ever used as cuDNN work space.
+            let buffer = unsafe { self.stream.alloc::<u8>(capacity) }
+                .map_err(|e| CudnnRnnError::driver("cuMemAlloc (work-space pool)", e))?;
+            log::debug!("cuDNN work-space pool: {current} -> {capacity} bytes");
+            *pool = Some(buffer);
+        }
+        RefMut::filter_map(pool, Option::as_mut)
+            .map(WorkSpace::Pool)
+            .map_err(|_| {
+                CudnnRnnError::invalid("work_pool", "a pooled work space", "none allocated")
+            })
     }
 
     /// The stream every call of this handle runs on.

@@ -16,7 +16,13 @@
 //!   ([`AlgoChoice`]).
 //! - [`SeqShape`]: sequence length, batch and right-padded row lengths (zero-length rows
 //!   are refused before cuDNN sees them).
+//! - [`wait_for_context`] / [`context_waits_for`]: this crate's stream ordered against
+//!   the context's other streams with events, not host synchronisation.
 //! - [`CopyPlan`]: merged device copies between the weight space and another layout.
+//! - [`CallReuse`]: per-call host work a handle and its LSTMs may keep between calls (a
+//!   grow-only work-space pool, [`next_capacity`]; call descriptors and temp-space sizes
+//!   cached per [`CallKey`]; a null `devSeqLengths` for full-length rows), each switch
+//!   off by default.
 //!
 //! libcuda and libcudnn are loaded at run time (cudarc's dynamic loading): the crate
 //! builds without CUDA, and a missing library is an error, never a panic.
@@ -29,6 +35,8 @@ mod error;
 mod handle;
 mod library;
 mod lstm;
+mod ordering;
+mod reuse;
 mod shape;
 mod status;
 mod weights;
@@ -43,5 +51,9 @@ pub use error::{CudnnRnnError, Result};
 pub use handle::CudnnHandle;
 pub use library::{CudnnVersion, REQUIRED_CUDNN_MAJOR, check_cudnn, driver_present};
 pub use lstm::{BackwardBuffers, DeviceBuffer, ForwardBuffers, Lstm, ReserveSpace};
+pub use ordering::{context_waits_for, wait_for_context};
+pub use reuse::{
+    CALL_CACHE_CAPACITY, CallKey, CallReuse, WORK_POOL_GRANULE, needs_dev_lengths, next_capacity,
+};
 pub use shape::SeqShape;
 pub use weights::{CopyPlan, CopyRun, WeightKind, WeightRegion, WeightSpaceLayout};

@@ -7,15 +7,23 @@
 //! someone else's allocator (CubeCL's in burn-lstm); every size is checked against the
 //! shape before cuDNN sees it. Work space, reserve space and the device copy of the
 //! lengths are allocated here on the handle's stream.
+//!
+//! The handle's [`CallReuse`](crate::CallReuse) switches (all off by default) let a call
+//! take its work space from the handle's pool, its descriptors and temp-space sizes from
+//! this `Lstm`'s cache ([`Lstm::cached_calls`]), and give cuDNN a null `devSeqLengths`
+//! for full-length rows.
+
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cudarc::cudnn::sys;
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, result as driver};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, result as driver};
 
 use crate::config::{DataType, RnnCell, RnnConfig};
 use crate::descriptor::{RnnDataDescriptor, RnnDescriptor, TensorDescriptor};
 use crate::dropout::DropoutState;
 use crate::error::{CudnnRnnError, Result};
 use crate::handle::CudnnHandle;
+use crate::reuse::{CALL_CACHE_CAPACITY, CallCache, CallKey, needs_dev_lengths};
 use crate::shape::SeqShape;
 use crate::status::check;
 use crate::weights::WeightSpaceLayout;
@@ -89,11 +97,17 @@ pub struct BackwardBuffers {
 }
 
 /// What a training forward leaves for its backward: cuDNN's reserve space, the device
-/// copy of the lengths, and the shape.
+/// copy of the lengths (none when the forward gave cuDNN a null `devSeqLengths`,
+/// [`CallReuse::null_dev_lengths`](crate::CallReuse::null_dev_lengths); a backward that
+/// needs them uploads them then), and the shape.
+///
+/// The reserve space is allocated per training forward, never pooled: it lives from the
+/// forward to its backward, several forwards may be outstanding at once, and it is freed
+/// (stream-ordered) with this value.
 #[derive(Debug)]
 pub struct ReserveSpace {
     reserve: CudaSlice<u8>,
-    dev_lengths: CudaSlice<i32>,
+    dev_lengths: Option<CudaSlice<i32>>,
     shape: SeqShape,
 }
 
@@ -110,11 +124,20 @@ impl ReserveSpace {
 }
 
 /// A cuDNN LSTM descriptor for one architecture, with its weight-space layout.
+///
+/// With [`CallReuse::descriptor_cache`](crate::CallReuse::descriptor_cache) on, it also
+/// keeps, per [`CallKey`] (sequence length, batch, every row's length, training or
+/// inference), the call's data and state descriptors and its
+/// `cudnnGetRNNTempSpaceSizes` result, at most [`CALL_CACHE_CAPACITY`] of them, least
+/// recently used out. The cached sizes are those of the device of the handle the entry was
+/// made with: use an `Lstm` with handles of one device (as with the handle it was made
+/// with, whose device its weight layout was read on).
 #[derive(Debug)]
 pub struct Lstm {
     desc: RnnDescriptor,
     config: RnnConfig,
     layout: WeightSpaceLayout,
+    calls: Mutex<CallCache<CallKey, Arc<CallPlan>>>,
 }
 
 impl Lstm {
@@ -148,12 +171,26 @@ impl Lstm {
             desc,
             config,
             layout,
+            calls: Mutex::new(CallCache::new(CALL_CACHE_CAPACITY)),
         })
     }
 
-    /// Points the descriptor at `dropout` again (after its rate changed).
+    /// Points the descriptor at `dropout` again (after its rate changed). Empties the
+    /// descriptor cache: the temp-space sizes were queried with the old descriptor.
     pub fn set_dropout(&mut self, dropout: &DropoutState) -> Result<()> {
+        self.clear_call_cache();
         set_descriptor(&self.desc, &self.config, dropout)
+    }
+
+    /// Calls whose descriptors and temp-space sizes are cached (0 unless
+    /// [`CallReuse::descriptor_cache`](crate::CallReuse::descriptor_cache) is on).
+    pub fn cached_calls(&self) -> usize {
+        self.lock_calls().len()
+    }
+
+    /// Drops the cached descriptors (a call in flight keeps its own until it returns).
+    pub fn clear_call_cache(&self) {
+        self.lock_calls().clear();
     }
 
     /// The architecture.
@@ -201,15 +238,11 @@ impl Lstm {
             check_buffer(name, buffer, bytes)?;
         }
         handle.bind_to_thread()?;
-        let descs = self.call_descriptors(shape)?;
-        let mode = if training {
-            sys::cudnnForwardMode_t::CUDNN_FWD_MODE_TRAINING
-        } else {
-            sys::cudnnForwardMode_t::CUDNN_FWD_MODE_INFERENCE
-        };
-        let (work_bytes, reserve_bytes) = self.temp_sizes(handle, &descs, mode)?;
+        let plan = self.call_plan(handle, shape, training)?;
+        let (descs, work_bytes, reserve_bytes) = (&plan.descs, plan.work_bytes, plan.reserve_bytes);
+        let mode = forward_mode(training);
         let stream = handle.stream();
-        let mut work = scratch(handle, work_bytes, "cuMemAlloc (work space)")?;
+        let mut work = handle.work_space(work_bytes)?;
         let mut reserve = if training {
             Some(scratch(
                 handle,
@@ -219,12 +252,15 @@ impl Lstm {
         } else {
             None
         };
-        let dev_lengths = stream
-            .clone_htod(shape.lengths())
-            .map_err(|e| CudnnRnnError::driver("cuMemcpyHtoD (lengths)", e))?;
+        let dev_lengths = if needs_dev_lengths(handle.call_reuse(), shape) {
+            Some(upload_lengths(stream, shape)?)
+        } else {
+            None
+        };
         {
-            let (lengths_ptr, _s1) = dev_lengths.device_ptr(stream);
-            let (work_ptr, _s2) = work.device_ptr_mut(stream);
+            let lengths = dev_lengths.as_ref().map(|l| l.device_ptr(stream));
+            let lengths_ptr = lengths.as_ref().map_or(0, |(ptr, _)| *ptr);
+            let (work_ptr, _s2) = work.slice_mut().device_ptr_mut(stream);
             let (reserve_ptr, reserve_len) = match reserve.as_mut() {
                 Some(r) => {
                     let len = r.len();
@@ -232,8 +268,12 @@ impl Lstm {
                 }
                 None => (0, 0),
             };
-            // SAFETY: descriptors match the shape, buffers were size-checked above, and the
-            // caller guarantees they are live device memory.
+            // SAFETY: descriptors match the shape (built for it, or cached under a key
+            // equal to it), buffers were size-checked above, and the caller guarantees
+            // they are live device memory. The work space holds at least `work_bytes`
+            // and no other call uses it before this one's kernels finish (stream order,
+            // see `CudnnHandle`). A null `devSeqLengths` is passed only for full-length
+            // rows, as PyTorch passes it.
             check("cudnnRNNForward", unsafe {
                 sys::cudnnRNNForward(
                     handle.raw(),
@@ -299,12 +339,8 @@ impl Lstm {
             check_buffer(name, buffer, bytes)?;
         }
         handle.bind_to_thread()?;
-        let descs = self.call_descriptors(&shape)?;
-        let (work_bytes, reserve_bytes) = self.temp_sizes(
-            handle,
-            &descs,
-            sys::cudnnForwardMode_t::CUDNN_FWD_MODE_TRAINING,
-        )?;
+        let plan = self.call_plan(handle, &shape, true)?;
+        let (descs, work_bytes, reserve_bytes) = (&plan.descs, plan.work_bytes, plan.reserve_bytes);
         if reserve_bytes > reserve.reserve.len() {
             return Err(CudnnRnnError::invalid(
                 "reserve",
@@ -314,7 +350,7 @@ impl Lstm {
         }
         let stream = handle.stream();
         let cu_stream = stream.cu_stream();
-        let mut work = scratch(handle, work_bytes, "cuMemAlloc (work space)")?;
+        let mut work = handle.work_space(work_bytes)?;
         // SAFETY: the caller guarantees both buffers; the sizes were checked.
         unsafe {
             driver::memset_d8_async(buffers.dx.ptr, 0, sizes.x, cu_stream)
@@ -323,11 +359,22 @@ impl Lstm {
                 })
                 .map_err(|e| CudnnRnnError::driver("cuMemsetD8Async (gradients)", e))?;
         }
+        let use_dev_lengths = needs_dev_lengths(handle.call_reuse(), &shape);
+        if use_dev_lengths && reserve.dev_lengths.is_none() {
+            // The forward passed a null pointer, and this call may not.
+            reserve.dev_lengths = Some(upload_lengths(stream, &shape)?);
+        }
         let reserve_len = reserve.reserve.len();
-        let (lengths_ptr, _s1) = reserve.dev_lengths.device_ptr(stream);
-        let (work_ptr, _s2) = work.device_ptr_mut(stream);
+        let lengths = reserve
+            .dev_lengths
+            .as_ref()
+            .filter(|_| use_dev_lengths)
+            .map(|l| l.device_ptr(stream));
+        let lengths_ptr = lengths.as_ref().map_or(0, |(ptr, _)| *ptr);
+        let (work_ptr, _s2) = work.slice_mut().device_ptr_mut(stream);
         let (reserve_ptr, _s3) = reserve.reserve.device_ptr_mut(stream);
-        // SAFETY: as in `forward`; the reserve space comes from the matching forward.
+        // SAFETY: as in `forward`; the reserve space comes from the matching forward, and
+        // the work space is held until both backward calls are queued.
         check("cudnnRNNBackwardData_v8", unsafe {
             sys::cudnnRNNBackwardData_v8(
                 handle.raw(),
@@ -418,6 +465,44 @@ impl Lstm {
         }
     }
 
+    fn lock_calls(&self) -> MutexGuard<'_, CallCache<CallKey, Arc<CallPlan>>> {
+        // A panic while the lock was held left the cache consistent (its operations do
+        // not panic midway), so a poisoned lock is used as is.
+        self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The descriptors and temp-space sizes of a call of `shape`: from the cache when
+    /// [`CallReuse::descriptor_cache`](crate::CallReuse::descriptor_cache) is on (made and
+    /// kept on a miss), made for this call otherwise.
+    fn call_plan(
+        &self,
+        handle: &CudnnHandle,
+        shape: &SeqShape,
+        training: bool,
+    ) -> Result<Arc<CallPlan>> {
+        if !handle.call_reuse().descriptor_cache {
+            return self.new_plan(handle, shape, training).map(Arc::new);
+        }
+        if let Some(plan) = self.lock_calls().find(|k| k.matches(shape, training)) {
+            return Ok(Arc::clone(plan));
+        }
+        let plan = Arc::new(self.new_plan(handle, shape, training)?);
+        self.lock_calls()
+            .insert(CallKey::new(shape, training), Arc::clone(&plan));
+        Ok(plan)
+    }
+
+    fn new_plan(&self, handle: &CudnnHandle, shape: &SeqShape, training: bool) -> Result<CallPlan> {
+        let descs = self.call_descriptors(shape)?;
+        let (work_bytes, reserve_bytes) =
+            self.temp_sizes(handle, &descs, forward_mode(training))?;
+        Ok(CallPlan {
+            descs,
+            work_bytes,
+            reserve_bytes,
+        })
+    }
+
     fn call_descriptors(&self, shape: &SeqShape) -> Result<CallDescriptors> {
         let c = &self.config;
         let layers = c.pseudo_layers() as i32;
@@ -465,6 +550,21 @@ struct Sizes {
     c: usize,
 }
 
+/// What a call needs besides its buffers, kept per [`CallKey`] by the descriptor cache.
+/// cuDNN only reads these descriptors during a call (host side), so one entry may serve
+/// calls one after another, and an entry evicted while a call holds it lives until that
+/// call returns (`Arc`). `cudnnSetRNNDataDescriptor` copies the lengths array into the
+/// descriptor (PyTorch's `rnn_descriptor` passes a local vector it frees right after), so
+/// an entry does not borrow the shape it was made for; the key holds its own copy.
+#[derive(Debug)]
+struct CallPlan {
+    descs: CallDescriptors,
+    /// `cudnnGetRNNTempSpaceSizes`: work space, then reserve space (0 for inference).
+    work_bytes: usize,
+    reserve_bytes: usize,
+}
+
+#[derive(Debug)]
 struct CallDescriptors {
     x: RnnDataDescriptor,
     y: RnnDataDescriptor,
@@ -530,6 +630,22 @@ fn data_descriptor(
         )
     })?;
     Ok(desc)
+}
+
+/// `CUDNN_FWD_MODE_TRAINING` or `CUDNN_FWD_MODE_INFERENCE`.
+fn forward_mode(training: bool) -> sys::cudnnForwardMode_t {
+    if training {
+        sys::cudnnForwardMode_t::CUDNN_FWD_MODE_TRAINING
+    } else {
+        sys::cudnnForwardMode_t::CUDNN_FWD_MODE_INFERENCE
+    }
+}
+
+/// The row lengths in device memory (`devSeqLengths`), queued on `stream`.
+fn upload_lengths(stream: &Arc<CudaStream>, shape: &SeqShape) -> Result<CudaSlice<i32>> {
+    stream
+        .clone_htod(shape.lengths())
+        .map_err(|e| CudnnRnnError::driver("cuMemcpyHtoD (lengths)", e))
 }
 
 /// Uninitialised device memory of `bytes` bytes (at least 1) on the handle's stream.

@@ -74,6 +74,14 @@ impl SeqShape {
     pub fn lengths(&self) -> &[i32] {
         &self.lengths
     }
+
+    /// Whether every row is valid for all [`SeqShape::max_seq_len`] steps (the lengths do
+    /// not vary), however the shape was made.
+    pub fn is_full(&self) -> bool {
+        self.lengths
+            .iter()
+            .all(|&len| len as usize == self.max_seq_len)
+    }
 }
 
 #[cfg(test)]
@@ -96,5 +104,14 @@ mod tests {
         let shape = SeqShape::new(4, 2, Some(&[4, 2])).unwrap();
         assert_eq!(shape.lengths(), &[4, 2]);
         assert_eq!(SeqShape::full(3, 2).unwrap().lengths(), &[3, 3]);
+    }
+
+    #[test]
+    fn full_rows_are_recognised_however_given() {
+        assert!(SeqShape::full(4, 3).unwrap().is_full());
+        assert!(SeqShape::new(4, 2, Some(&[4, 4])).unwrap().is_full());
+        assert!(!SeqShape::new(4, 2, Some(&[4, 3])).unwrap().is_full());
+        assert!(!SeqShape::new(4, 1, Some(&[1])).unwrap().is_full());
+        assert!(SeqShape::new(1, 1, Some(&[1])).unwrap().is_full());
     }
 }

@@ -11,9 +11,11 @@
 //! - `dispatch.rs` (feature `dispatch`): Burn's `Dispatch` backend.
 //! - `empty_rows.rs`: rows of length 0 taken out of a call and put back, for a kernel
 //!   that refuses them (cuDNN).
+//! - `identity_cache.rs`: what was derived from unchanged parameters (the flat buffer,
+//!   cuDNN's weight space), kept while they stay unchanged.
 
 #[cfg(feature = "cubecl")]
-mod cubecl;
+pub(crate) mod cubecl;
 #[cfg(feature = "cuda")]
 pub(crate) mod cudnn;
 #[cfg(feature = "dispatch")]
@@ -23,5 +25,8 @@ mod dispatch;
 pub(crate) mod empty_rows;
 pub(crate) mod flex;
 pub(crate) mod fused_cpu;
+// Used by the CubeCL and cuDNN glue (features `cubecl`, `cuda`) and by its own tests.
+#[cfg_attr(not(feature = "cubecl"), allow(dead_code))]
+pub(crate) mod identity_cache;
 mod ndarray;
 pub(crate) mod portable;

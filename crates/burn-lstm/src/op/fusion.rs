@@ -15,13 +15,43 @@ use burn_fusion::{
     Fusion, FusionBackend, FusionRuntime,
     stream::{Operation, OperationStreams},
 };
-use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorIr};
+use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorId, TensorIr};
 
 use crate::op::choice::LstmKernel;
 use crate::op::contract::LstmBackend;
 use crate::op::io::{HostResiduals, LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
 use crate::op::shapes::ResultShapes;
 use crate::op::spec::LstmSpec;
+
+thread_local! {
+    /// The fusion id of the flat parameter buffer of the forward operation executing on
+    /// this thread (set around the inner backend's call). Equal ids name equal values
+    /// (fusion ids are never reused), so the cuDNN op keys its weight-space cache on it.
+    static EXECUTING_WEIGHTS: std::cell::Cell<Option<TensorId>> = const { std::cell::Cell::new(None) };
+}
+
+/// The fusion id of the flat parameter buffer of the forward operation this thread is
+/// executing, if any (see `EXECUTING_WEIGHTS`).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) fn executing_weights_id() -> Option<TensorId> {
+    EXECUTING_WEIGHTS.with(|id| id.get())
+}
+
+/// Sets `EXECUTING_WEIGHTS` for as long as it lives (cleared on unwinding too).
+struct ExecutingWeights;
+
+impl ExecutingWeights {
+    fn set(id: TensorId) -> Self {
+        EXECUTING_WEIGHTS.with(|executing| executing.set(Some(id)));
+        Self
+    }
+}
+
+impl Drop for ExecutingWeights {
+    fn drop(&mut self) {
+        EXECUTING_WEIGHTS.with(|executing| executing.set(None));
+    }
+}
 
 /// The inner backend's saved state, filled when the forward operation executes.
 struct SavedSlot<B: Backend>(Mutex<Option<LstmSaved<B>>>);
@@ -54,8 +84,12 @@ impl<B: FusionBackend + LstmBackend> Operation<B::FusionRuntime> for ForwardOp<B
             .map(|t| handles.get_float_tensor::<B>(t));
         let [input, weights, h0] = [(); 3].map(|_| inputs.next().expect("three inputs"));
         let c0 = inputs.next();
+        let weights_id = self.desc.inputs[1].id;
         let output = match &self.slot {
-            None => B::lstm_forward(input, weights, h0, c0, &self.spec),
+            None => {
+                let _executing = ExecutingWeights::set(weights_id);
+                B::lstm_forward(input, weights, h0, c0, &self.spec)
+            }
             Some(slot) => {
                 let (output, saved) = B::lstm_forward_train(input, weights, h0, c0, &self.spec);
                 *slot.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(saved);

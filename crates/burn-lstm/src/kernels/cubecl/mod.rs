@@ -6,6 +6,8 @@ use burn::tensor::ops::FloatTensorOps;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 use burn_fusion::{Fusion, FusionBackend};
 
+pub(crate) mod flat_cache;
+
 use crate::kernels::portable;
 use crate::op::choice::{KernelChoice, LstmKernel};
 use crate::op::contract::LstmBackend;
@@ -242,6 +244,12 @@ fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
 impl<B: FusionBackend + LstmBackend> LstmBackend for Fusion<B> {
     fn lstm_kernel(device: &Self::Device, spec: &LstmSpec) -> KernelChoice {
         B::lstm_kernel(device, spec)
+    }
+
+    /// Untracked parameters (inference; autodiff joins tracked ones itself) may reuse the
+    /// flat buffer of an earlier call (`flat_cache.rs`, behind its switch).
+    fn lstm_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
+        flat_cache::flat_weights::<B>(parts)
     }
 
     fn lstm_forward(

@@ -7,11 +7,17 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudnn_rnn::{
-    CudnnHandle, CudnnRnnError, DataType, DeviceProps, DropoutState, Lstm, MathMode, RnnAlgo,
-    RnnCell, RnnConfig,
+    CallReuse, CudnnHandle, CudnnRnnError, DataType, DeviceProps, DropoutState, Lstm, MathMode,
+    RnnAlgo, RnnCell, RnnConfig,
 };
 
+use burn_ir::TensorId;
+
+use crate::kernels::cubecl::flat_cache::{MAX_ENTRIES, limit_bytes};
+use crate::kernels::cudnn::ops::CudaTensor;
+use crate::kernels::cudnn::settings::cudnn_reuse;
 use crate::kernels::cudnn::weights::WeightPlan;
+use crate::kernels::identity_cache::IdentityCache;
 use crate::op::spec::{CellKind, LstmArch};
 
 /// The seed of the dropout generator when the call gives none.
@@ -40,11 +46,20 @@ pub(crate) struct DeviceCudnn {
     /// What the automatic algorithm choice reads of the device; `None` when the driver
     /// did not say (the choice is then the standard algorithm).
     props: Option<DeviceProps>,
+    /// Inference's weight spaces, by the fusion id of the flat buffer they were copied
+    /// from and the configuration: `(flat buffer, weight space)`, the buffer held so its
+    /// memory is neither reused nor written in place (`kernels/identity_cache.rs`).
+    pub(crate) spaces: IdentityCache<(TensorId, RnnConfig), (CudaTensor, CudaTensor)>,
 }
 
 impl DeviceCudnn {
     fn new(ordinal: usize) -> Result<Self, CudnnRnnError> {
-        let handle = CudnnHandle::for_device(ordinal)?;
+        let reuse = if cudnn_reuse() {
+            CallReuse::ALL
+        } else {
+            CallReuse::OFF
+        };
+        let handle = CudnnHandle::for_device(ordinal)?.with_call_reuse(reuse);
         let dropout = DropoutState::new(&handle, 0.0, DEFAULT_DROPOUT_SEED)?;
         let props = DeviceProps::of(&handle).ok();
         Ok(Self {
@@ -53,6 +68,7 @@ impl DeviceCudnn {
             dropout_generation: 0,
             lstms: HashMap::new(),
             props,
+            spaces: IdentityCache::new(MAX_ENTRIES, limit_bytes()),
         })
     }
 

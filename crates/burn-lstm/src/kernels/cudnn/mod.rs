@@ -16,6 +16,7 @@ pub(crate) mod algo;
 pub(crate) mod choice;
 pub(crate) mod device;
 pub(crate) mod ops;
+mod ordering;
 pub(crate) mod runtime_cast;
 mod settings;
 mod trace;
@@ -26,6 +27,7 @@ pub use cudnn_rnn::MathMode as CudnnMath;
 pub use cudnn_rnn::RnnAlgo as CudnnRnnAlgo;
 pub use device::cudnn_runtime_errors;
 pub use settings::{
-    cudnn_empty_rows, cudnn_gru, cudnn_half, cudnn_math, set_cudnn_empty_rows, set_cudnn_gru,
-    set_cudnn_half, set_cudnn_math,
+    cudnn_empty_rows, cudnn_events, cudnn_gru, cudnn_half, cudnn_math, cudnn_reuse,
+    set_cudnn_empty_rows, set_cudnn_events, set_cudnn_gru, set_cudnn_half, set_cudnn_math,
+    set_cudnn_reuse,
 };

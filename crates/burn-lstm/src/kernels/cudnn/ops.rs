@@ -1,13 +1,13 @@
 //! The cuDNN op on `CubeTensor<CudaRuntime>`.
 //!
-//! Interop with CubeCL: the tensors' device addresses come from CubeCL's resources (kept
-//! alive until cuDNN's stream has finished). CubeCL's stream is not public, so the call
-//! synchronises CubeCL before cuDNN reads anything and cuDNN's stream before CubeCL reads
-//! the results: two host round trips per call (docs/cudnn.md).
+//! Interop with CubeCL: the tensors' device addresses come from CubeCL's resources.
+//! CubeCL's stream is not public, so the call is ordered against CubeCL's work by
+//! `ordering.rs`: two host synchronisations (the default), or events on the GPU context
+//! (`BURN_LSTM_CUDNN_EVENTS=1`).
 
 use std::sync::Mutex;
 
-use burn::tensor::{Shape, backend::Backend};
+use burn::tensor::Shape;
 use burn_cubecl::{
     CubeBackend, kernel::into_contiguous, ops::numeric::empty_device_contiguous_dtype,
     tensor::CubeTensor,
@@ -15,15 +15,18 @@ use burn_cubecl::{
 use cubecl_cuda::CudaRuntime;
 use cudnn_rnn::{
     BackwardBuffers, DataType, DeviceBuffer, ForwardBuffers, MathMode, ReserveSpace, RnnAlgo,
-    SeqShape,
+    RnnConfig, SeqShape,
 };
 
+use crate::kernels::cubecl::flat_cache::gpu_weight_cache;
 use crate::kernels::cudnn::algo::{AlgoPick, cudnn_algo, pick};
 use crate::kernels::cudnn::choice::data_type;
 use crate::kernels::cudnn::device::{device, log_fallback_once, rnn_config};
+use crate::kernels::cudnn::ordering::Ordering;
 use crate::kernels::cudnn::settings::cudnn_math;
 use crate::kernels::cudnn::trace::CallTrace;
 use crate::kernels::cudnn::weights::WeightPlan;
+use crate::op::fusion::executing_weights_id;
 use crate::op::io::LstmInputs;
 use crate::op::shapes::ResultShapes;
 use crate::op::spec::LstmSpec;
@@ -143,12 +146,6 @@ impl Pinned {
     }
 }
 
-/// Waits for every queued CubeCL kernel on `tensor`'s device.
-fn sync_cubecl(tensor: &CudaTensor) -> Result<(), String> {
-    <CudaBackend as Backend>::sync(&tensor.device)
-        .map_err(|e| format!("synchronising CubeCL before cuDNN: {e:?}"))
-}
-
 /// Forward through cuDNN; `save` keeps what [`backward`] needs. The algorithm is the
 /// policy's pick ([`cudnn_algo`]); where cuDNN refuses a persistent one at run time,
 /// the call runs again on the standard algorithm and the reason is logged once.
@@ -218,6 +215,22 @@ fn forward_with(
 
     let device = device(x.device.index)?;
     let mut device = device.lock().unwrap_or_else(|e| e.into_inner());
+    // Inference on a flat buffer whose weight space an earlier call copied (the GPU
+    // weight cache, on the fused backend) skips the copy.
+    let space_key = (!save && gpu_weight_cache())
+        .then(executing_weights_id)
+        .flatten()
+        .map(|id| {
+            let config = RnnConfig {
+                algo: pick.algo,
+                ..rnn_config(arch, data_type, math)
+            };
+            (id, config)
+        });
+    let cached_space = space_key
+        .as_ref()
+        .and_then(|key| device.spaces.get(key))
+        .map(|(_, space)| space.clone());
     let (handle, prepared) = device.lstm(
         arch,
         data_type,
@@ -227,7 +240,8 @@ fn forward_with(
         spec.dropout_seed,
     )?;
     let plan = &prepared.plan;
-    let space = weight_space(plan, &weights);
+    let copy_weights = !plan.identity && cached_space.is_none();
+    let space = cached_space.unwrap_or_else(|| weight_space(plan, &weights));
     trace.mark("cuDNN state");
 
     let cell_state = match (&c0, &c_n) {
@@ -247,31 +261,43 @@ fn forward_with(
         weights: space_at,
     };
     trace.mark("buffer addresses");
-    sync_cubecl(&x)?;
-    trace.mark("wait for CubeCL");
+    let ordering = Ordering::of_settings().before(&x, handle)?;
+    trace.mark(ordering.before_mark());
     let reserve = (|| {
         // SAFETY: every buffer is a live CubeCL allocation of this device (kept alive by
-        // `pinned`) that CubeCL has finished writing (synchronised above), and nothing
-        // else writes them before the stream synchronisation below.
+        // `pinned` until the call's work is ordered) whose CubeCL writes come first
+        // (`ordering.before`: the host waited for them, or cuDNN's stream waits for
+        // them), and whatever CubeCL queues on them later comes after this call's work
+        // (`ordering.after`: the host waits for it, or the context's later work waits).
         unsafe {
-            if !plan.identity {
+            if copy_weights {
                 if plan.has_gaps {
                     handle.zero(buffers.weights)?;
                 }
                 plan.to_cudnn
                     .copy(handle.stream(), canonical.ptr, buffers.weights.ptr, elem)?;
             }
-            trace.mark("queue weight copy");
+            trace.mark(if copy_weights {
+                "queue weight copy"
+            } else {
+                "weight space reused"
+            });
             let reserve = prepared.lstm.forward(handle, &shape, &buffers, save)?;
             trace.mark("queue cuDNN");
-            handle.synchronize()?;
-            trace.mark("wait for cuDNN");
+            ordering.after(handle)?;
+            trace.mark(ordering.after_mark());
             Ok::<_, cudnn_rnn::CudnnRnnError>(reserve)
         }
     })()
     .map_err(|e| e.to_string())?;
     drop(pinned);
     trace.finish(plan, &pick.reason);
+    if let (Some(key), true) = (space_key, copy_weights) {
+        let bytes = byte_len(&space);
+        device
+            .spaces
+            .insert(key, (weights.clone(), space.clone()), bytes);
+    }
 
     let saved = reserve.map(|reserve| {
         (
@@ -379,8 +405,8 @@ pub(crate) fn backward(
         dweights: dspace_at,
     };
     trace.mark("buffer addresses");
-    sync_cubecl(&x)?;
-    trace.mark("wait for CubeCL");
+    let ordering = Ordering::of_settings().before(&x, handle)?;
+    trace.mark(ordering.before_mark());
     (|| {
         // SAFETY: as in `forward`.
         unsafe {
@@ -395,8 +421,8 @@ pub(crate) fn backward(
                 )?;
             }
             trace.mark("queue weight copy");
-            handle.synchronize()?;
-            trace.mark("wait for cuDNN");
+            ordering.after(handle)?;
+            trace.mark(ordering.after_mark());
             Ok::<_, cudnn_rnn::CudnnRnnError>(())
         }
     })()

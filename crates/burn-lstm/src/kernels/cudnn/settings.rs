@@ -106,6 +106,43 @@ pub fn set_cudnn_gru(enabled: bool) {
     GRU.set(enabled);
 }
 
+static EVENTS: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_EVENTS", false);
+
+/// Whether a cuDNN call is ordered against CubeCL's work with events instead of two host
+/// synchronisations (before: wait for CubeCL; after: wait for cuDNN). With events the
+/// host waits for nothing: cuDNN's stream waits for everything submitted to the GPU
+/// context before the call (`cuCtxRecordEvent`), and everything submitted after it waits
+/// for cuDNN's work (`cuCtxWaitEvent`); needs a CUDA 12.5 driver or newer (older: the
+/// host synchronisations, with the reason logged once). Off by default: not yet verified
+/// on a GPU. `BURN_LSTM_CUDNN_EVENTS=1` turns it on until [`set_cudnn_events`] is called.
+pub fn cudnn_events() -> bool {
+    EVENTS.get()
+}
+
+/// Turns event ordering of cuDNN calls on or off for calls that start after this one
+/// (see [`cudnn_events`]).
+pub fn set_cudnn_events(enabled: bool) {
+    EVENTS.set(enabled);
+}
+
+static REUSE: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_REUSE", false);
+
+/// Whether each GPU's cuDNN state keeps what a call can reuse (cudnn-rnn's
+/// [`CallReuse`](cudnn_rnn::CallReuse): one grow-only work space per stream, call
+/// descriptors and temp sizes cached per shape, no device copy of the row lengths when
+/// every row is full, as PyTorch passes none). Read when a GPU's cuDNN state is created
+/// (its first call). Off by default: not yet verified on a GPU.
+/// `BURN_LSTM_CUDNN_REUSE=1` turns it on until [`set_cudnn_reuse`] is called.
+pub fn cudnn_reuse() -> bool {
+    REUSE.get()
+}
+
+/// Turns call reuse on or off for GPUs whose cuDNN state is created after this call (see
+/// [`cudnn_reuse`]).
+pub fn set_cudnn_reuse(enabled: bool) {
+    REUSE.set(enabled);
+}
+
 static HALF: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_HALF", false);
 
 /// Whether f16 and bf16 models (`Cuda<f16>`, `Cuda<bf16>`) run on cuDNN (half data,

@@ -1,0 +1,105 @@
+//! On Burn's fused backends (`burn::backend::Cuda`, `Wgpu`), inference reuses the flat
+//! parameter buffer built from a module's parameters while they are unchanged, keyed on
+//! the parameters' fusion tensor ids (`kernels/identity_cache.rs` says why an entry is
+//! never stale). The buffer then keeps its own id from call to call, which is what lets
+//! the cuDNN op reuse the weight space it copied from it (`kernels/cudnn/ops.rs`).
+//!
+//! Off unless `BURN_LSTM_GPU_WEIGHT_CACHE=1` or [`set_gpu_weight_cache`] turns it on,
+//! until a GPU run verifies it (`gpu-run.sh tests` and `ab`). At most
+//! [`MAX_ENTRIES`] modules and `BURN_LSTM_WEIGHT_CACHE_MIB` (default 512) of buffers.
+
+use std::any::Any;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use burn::tensor::{TensorMetadata, ops::FloatTensor};
+use burn_fusion::{Fusion, FusionBackend};
+use burn_ir::TensorId;
+
+use crate::kernels::identity_cache::IdentityCache;
+use crate::op::contract::LstmBackend;
+
+/// Most modules whose flat buffer is kept.
+pub(crate) const MAX_ENTRIES: usize = 8;
+
+/// 0: unset (read `BURN_LSTM_GPU_WEIGHT_CACHE`), 1: off, 2: on.
+static SWITCH: AtomicU8 = AtomicU8::new(0);
+
+/// Whether inference on a GPU backend keeps derived copies of unchanged parameters (the
+/// flat buffer on the fused backends, cuDNN's weight space). Off by default (not yet
+/// verified on a GPU); `BURN_LSTM_GPU_WEIGHT_CACHE=1` turns it on until
+/// [`set_gpu_weight_cache`] is called.
+pub fn gpu_weight_cache() -> bool {
+    match SWITCH.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => std::env::var("BURN_LSTM_GPU_WEIGHT_CACHE").is_ok_and(|v| v == "1"),
+    }
+}
+
+/// Turns the GPU weight cache on or off for calls that start after this one (see
+/// [`gpu_weight_cache`]); turning it off empties it.
+pub fn set_gpu_weight_cache(enabled: bool) {
+    SWITCH.store(if enabled { 2 } else { 1 }, Ordering::Relaxed);
+    if !enabled {
+        entries().clear();
+    }
+}
+
+/// Most bytes kept: `BURN_LSTM_WEIGHT_CACHE_MIB` (the CPU cache's variable), else 512 MiB.
+pub(crate) fn limit_bytes() -> usize {
+    std::env::var("BURN_LSTM_WEIGHT_CACHE_MIB")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(512)
+        .saturating_mul(1 << 20)
+}
+
+/// A module's parameters, by identity: each part's id, in order.
+type Key = Vec<TensorId>;
+
+static ENTRIES: Mutex<Option<IdentityCache<Key, Box<dyn Any + Send + Sync>>>> = Mutex::new(None);
+
+fn entries() -> CacheGuard {
+    CacheGuard(ENTRIES.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+struct CacheGuard(
+    std::sync::MutexGuard<'static, Option<IdentityCache<Key, Box<dyn Any + Send + Sync>>>>,
+);
+
+impl CacheGuard {
+    fn cache(&mut self) -> &mut IdentityCache<Key, Box<dyn Any + Send + Sync>> {
+        self.0
+            .get_or_insert_with(|| IdentityCache::new(MAX_ENTRIES, limit_bytes()))
+    }
+
+    fn clear(&mut self) {
+        if let Some(cache) = self.0.as_mut() {
+            cache.clear();
+        }
+    }
+}
+
+/// The flat buffer of `parts` (untracked parameters: inference), the one built for the
+/// same parameters before when the cache is on.
+pub(crate) fn flat_weights<B: FusionBackend + LstmBackend>(
+    parts: Vec<FloatTensor<Fusion<B>>>,
+) -> FloatTensor<Fusion<B>> {
+    if !gpu_weight_cache() {
+        return crate::op::flat_weights::concatenate::<Fusion<B>>(parts);
+    }
+    let key: Key = parts.iter().map(|part| part.id).collect();
+    let mut guard = entries();
+    if let Some(flat) = guard
+        .cache()
+        .get(&key)
+        .and_then(|flat| flat.downcast_ref::<FloatTensor<Fusion<B>>>())
+    {
+        return flat.clone();
+    }
+    let flat = crate::op::flat_weights::concatenate::<Fusion<B>>(parts);
+    let bytes = flat.shape().num_elements() * flat.dtype().size();
+    guard.cache().insert(key, Box::new(flat.clone()), bytes);
+    flat
+}
