@@ -187,7 +187,12 @@ fn backward_cell<T: Real>(
     let mut d_projected = with_proj(rows * p);
     let mut d_unprojected = with_proj(batch * h);
     let mut unprojected = with_proj(rows * h);
-    let shared = |v: &mut [T]| Shared(v.as_mut_ptr());
+    fn shared<T>(v: &mut [T]) -> Shared<'_, T> {
+        // SAFETY: each member writes its own units (`own`) or projected columns (`cols`)
+        // of these per-step buffers and reads other members' parts only after the step's
+        // barrier; `unprojected` and `d_projected` rows are each written by one member.
+        unsafe { Shared::new(v) }
+    }
     let (dh_s, dc_s, dproj_s, du_s, u_s) = (
         shared(&mut d_hidden),
         shared(&mut d_cell),
@@ -254,6 +259,9 @@ fn backward_cell<T: Real>(
                 if let Some(cols) = &cols {
                     for b in my_rows.clone() {
                         let n = cols.len();
+                        // SAFETY: this member's projected columns of row `b`, in bounds of
+                        // `[T·B, P]` and `[2·B, P]`; no other member touches them before
+                        // the barrier below.
                         unsafe {
                             let dst = dproj_s.slice((t * batch + b) * p + cols.start, n);
                             if valid(t, b) {
@@ -270,6 +278,7 @@ fn backward_cell<T: Real>(
                 }
                 sync();
                 for b in my_rows.clone() {
+                    // SAFETY: this member's units of row `b` of `du` (`[B, H]`).
                     unsafe { du_s.slice(b * h + own.start, nu).fill(T::ZERO) };
                 }
                 // SAFETY: dĥ of step t is complete (barrier above); this member writes
@@ -289,6 +298,10 @@ fn backward_cell<T: Real>(
             for b in my_rows.clone() {
                 let row = (t * batch + b) * g4;
                 let at = (t * batch + b) * h + own.start;
+                // SAFETY: every slice below is this member's units of row `b` of its
+                // buffer (in bounds by the buffers' `[·, H]` / `[·, G·H]` shapes), read or
+                // written by no other member before the next barrier; the previous step's
+                // `dh` and `dc` were completed before the last barrier.
                 unsafe {
                     if !valid(t, b) {
                         // No gradient from this step reaches the weight products.
@@ -342,6 +355,9 @@ fn backward_cell<T: Real>(
             sync();
             if let (Some(cols), Some(packed_hh)) = (&cols, &packed_hh) {
                 for b in my_rows.clone() {
+                    // SAFETY: this member's columns of row `b` of the next step's `dh`;
+                    // `direct` and the gate gradients it reads were completed before the
+                    // barrier above.
                     unsafe {
                         let dst = dh_s.slice(next + b * p + cols.start, cols.len());
                         if valid(t, b) && gru {
@@ -393,6 +409,9 @@ fn backward_cell<T: Real>(
     let layout = grads.layout;
     let in_size = w.input_size;
     let d_weights = grads.d_weights.as_mut_ptr();
+    // SAFETY: the team above has finished; every `A` is the whole tape (`[T·B, G·H]`, read
+    // transposed through its strides), every `C` a parameter block of `d_weights` at its
+    // layout offset with room for `rows × ldc` values (the layout's sizes).
     unsafe {
         // dW_ih = dzᵀ · X, dW_hh = dzᵀ · H_prev: A(i, k) = dz[k, i].
         let x = PackedB::pack_all_on(threads, rows, in_size, input, in_size, 1);

@@ -326,7 +326,9 @@ fn run<T: Real>(
         // layer's is the call's output (the others are read a value at a time, by the
         // next layer's projection: their alignment does not matter).
         let mut output = Buffer::output_for_overwrite(rows * dims.dirs * p);
-        let output_s = Shared(output.as_mut_ptr());
+        // SAFETY: each direction's members write their own rows of their direction's
+        // columns (`forward_cell`); nothing reads `output` until both directions are done.
+        let output_s = unsafe { Shared::new(&mut output[..]) };
         // One direction's recurrence on `threads` threads, writing its columns of
         // `output` and its final states `h_n`, `c_n` (this cell's slices); its tape when
         // training.
@@ -352,7 +354,22 @@ fn run<T: Real>(
                 tanh_cell: Buffer::for_overwrite(rows * s),
                 recurrent_new: Buffer::for_overwrite(if gru { rows * h } else { 0 }),
             });
-            let gates = cell_tape.as_mut().map(|t| Shared(t.gates.as_mut_ptr()));
+            let (gates, tape, recurrent_new) = match cell_tape.as_mut() {
+                // SAFETY: `forward_cell`'s members write the tape's entries of their own
+                // units of each step, and nothing reads the tape before the backward.
+                Some(t) => unsafe {
+                    (
+                        Some(Shared::new(&mut t.gates[..])),
+                        Some((
+                            Shared::new(&mut t.cell_prev[..]),
+                            Shared::new(&mut t.hidden_prev[..]),
+                            Shared::new(&mut t.tanh_cell[..]),
+                        )),
+                        Some(Shared::new(&mut t.recurrent_new[..])),
+                    )
+                },
+                None => (None, None, None),
+            };
             forward_cell(
                 &CellRun {
                     dims,
@@ -371,16 +388,8 @@ fn run<T: Real>(
                     h_n,
                     c_n,
                     gates,
-                    tape: cell_tape.as_mut().map(|t| {
-                        (
-                            Shared(t.cell_prev.as_mut_ptr()),
-                            Shared(t.hidden_prev.as_mut_ptr()),
-                            Shared(t.tanh_cell.as_mut_ptr()),
-                        )
-                    }),
-                    recurrent_new: cell_tape
-                        .as_mut()
-                        .map(|t| Shared(t.recurrent_new.as_mut_ptr())),
+                    tape,
+                    recurrent_new,
                 },
             );
             cell_tape
@@ -464,17 +473,17 @@ pub(crate) struct CellRun<'a, T: Real> {
 /// Where one (layer, direction) writes.
 struct CellOut<'a, T> {
     /// The layer's output `[T, B, dirs * H_out]` (this direction's columns).
-    y: Shared<T>,
+    y: Shared<'a, T>,
     h_n: &'a mut [T],
     c_n: &'a mut [T],
     /// Training: the tape's `[T, B, 4H]` gate activations. Inference keeps only a few
     /// steps' pre-activations at a time.
-    gates: Option<Shared<T>>,
+    gates: Option<Shared<'a, T>>,
     /// Training: `cell_prev`, `hidden_prev`, `tanh_cell` (the first and last empty for a
     /// GRU).
-    tape: Option<(Shared<T>, Shared<T>, Shared<T>)>,
+    tape: Option<(Shared<'a, T>, Shared<'a, T>, Shared<'a, T>)>,
     /// Training a GRU: `W_hn h + b_hn` of every step, `[T, B, H]`.
-    recurrent_new: Option<Shared<T>>,
+    recurrent_new: Option<Shared<'a, T>>,
 }
 
 /// The rows of a chunk's input projection (`steps` steps of `batch` rows, gates `g4`
@@ -651,19 +660,25 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     } else {
         chunk * batch * g4
     });
-    let chunk_s = Shared(chunk_gates.as_mut_ptr());
+    // SAFETY: a chunk's projection writes rows split between the members, which the
+    // steps read after the barrier that ends the projection.
+    let chunk_s = unsafe { Shared::new(&mut chunk_gates[..]) };
     let mut hidden = vec![T::ZERO; 2 * batch * p];
     hidden[..batch * p].copy_from_slice(h0);
     let mut cell = c0.to_vec();
     let mut unprojected = vec![T::ZERO; if projection { batch * h } else { 0 }];
     // GRU: `W_hh h + b_hh` of the current step, `[B, 3H]` in the gates' columns.
     let mut recurrent = vec![T::ZERO; if gru { batch * g4 } else { 0 }];
-    let (hidden_s, cell_s, unproj_s, recurrent_s) = (
-        Shared(hidden.as_mut_ptr()),
-        Shared(cell.as_mut_ptr()),
-        Shared(unprojected.as_mut_ptr()),
-        Shared(recurrent.as_mut_ptr()),
-    );
+    // SAFETY: each member writes its own units (`own`) or projected columns (`cols`) of
+    // the step's state, and reads the whole previous state only after the step's barrier.
+    let (hidden_s, cell_s, unproj_s, recurrent_s) = unsafe {
+        (
+            Shared::new(&mut hidden[..]),
+            Shared::new(&mut cell[..]),
+            Shared::new(&mut unprojected[..]),
+            Shared::new(&mut recurrent[..]),
+        )
+    };
     let valid = |t: usize, b: usize| lengths.is_none_or(|l| t < l[b]);
     let y_at = |t: usize, b: usize| (t * batch + b) * dirs * p + direction * p;
 
@@ -729,7 +744,8 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
         // This member's chunk of pre-activations, `[steps, nb, G]` (see `own_chunks`).
         let mut own_chunk =
             Buffer::<T>::for_overwrite(if own_chunks { chunk * nb * g4 } else { 0 });
-        let own_chunk_s = Shared(own_chunk.as_mut_ptr());
+        // SAFETY: this member's own buffer: no other member holds it.
+        let own_chunk_s = unsafe { Shared::new(&mut own_chunk[..]) };
         // Inference's `tanh(c)` (LSTM) or `W_hn h + b_hn` (GRU) of a row, not kept.
         let mut scratch_row = vec![T::ZERO; nu];
         let mut first = 0;
@@ -818,6 +834,10 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                 for b in rows.clone() {
                     let row = row_at(t, b);
                     let c_at = b * h + own.start;
+                    // SAFETY: every slice below is this member's units of row `b` (in
+                    // bounds of its buffer's `[·, H]` / `[·, G·H]` / `[·, P]` shape),
+                    // touched by no other member before the next barrier; the step's gate
+                    // products were completed before the last barrier.
                     unsafe {
                         if gru {
                             if valid(t, b) {
@@ -871,6 +891,8 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                 }
                 if let (Some(packed_hr), Some(cols)) = (packed_hr, &own_h) {
                     for b in rows.clone() {
+                        // SAFETY: this member's projected columns of row `b` of the next
+                        // state, which no other member touches before the barrier.
                         unsafe {
                             hidden_s
                                 .slice(next + b * p + cols.start, cols.len())
@@ -894,6 +916,9 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
                 if let Some(cols) = &own_h {
                     for b in rows.clone() {
                         let n = cols.len();
+                        // SAFETY: this member's columns of row `b` in the states, `y` and
+                        // the tape (in bounds by their shapes), which no other member
+                        // touches before the step's barrier.
                         unsafe {
                             let h_prev = hidden_s.slice(prev + b * p + cols.start, n);
                             let h_next = hidden_s.slice(next + b * p + cols.start, n);

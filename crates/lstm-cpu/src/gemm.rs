@@ -18,7 +18,7 @@ use core::ops::Range;
 use crate::buffers::Buffer;
 use crate::real::{Real, fmadd};
 use crate::simd::{self, Isa};
-use crate::team::{Shared, run_team};
+use crate::team::{Shared, SharedPtr, run_team};
 
 /// Columns of a packed panel: two vector registers of `T`.
 pub(crate) fn panel<T>() -> usize {
@@ -285,7 +285,9 @@ impl<T: Real> PackedB<T> {
             .min(data.len() * core::mem::size_of::<T>() / (256 << 10))
             .max(1);
         let parts = crate::team::split_aligned(panels.len(), threads, 1);
-        let data_s = Shared(data.as_mut_ptr());
+        // SAFETY: each member writes only its own panels; nothing reads `data` until the
+        // team is done.
+        let data_s = unsafe { Shared::new(&mut data[..]) };
         run_team(parts.len(), |member| {
             for p in parts[member.id].clone() {
                 // SAFETY: each member writes only its own panels.
@@ -397,6 +399,15 @@ fn segments<'a>(
 }
 
 /// Arguments of one micro-kernel call.
+///
+/// The micro-kernels' contract (every `unsafe fn` here that takes one says "a valid
+/// `Micro`"): `a` covers `A(i, k) = a[i * rs + k * cs]` for the call's rows and
+/// `k < depth`; `b` points at `depth` packed rows of `nr` values (the panel's width
+/// rounded up to a whole panel); `c` covers `C(i, n) = c[i * ldc + n]` for the call's
+/// rows and `n < width` (or, with pieces, each piece's columns), written by nobody else
+/// during the call; `bias`, when not null, holds `width` values (or the pieces');
+/// `pieces` points at `pieces_len` pieces; `prefetch` is null or inside `B`'s data (it is
+/// only prefetched, which never faults).
 #[derive(Clone, Copy)]
 struct Micro<T> {
     depth: usize,
@@ -439,6 +450,7 @@ pub(crate) unsafe fn gemm<'b, T: Real>(
     c: *mut T,
     ldc: usize,
 ) {
+    // SAFETY: this function's contract is `gemm_into`'s, without a bias.
     unsafe { gemm_into(rows, a, rs, cs, b.into(), None, c, ldc) }
 }
 
@@ -460,6 +472,7 @@ pub(crate) unsafe fn gemm_bias<'b, T: Real>(
     c: *mut T,
     ldc: usize,
 ) {
+    // SAFETY: this function's contract is `gemm_into`'s, with a bias of every column.
     unsafe { gemm_into(rows, a, rs, cs, b.into(), Some(bias), c, ldc) }
 }
 
@@ -514,10 +527,14 @@ pub(crate) unsafe fn gemm_bias_grouped<'b, T: Real>(
     ldc: usize,
 ) {
     assert!(groups.rows > 0, "a row group holds at least one row");
+    // SAFETY: this function's contract is `gemm_rows`'s, with a bias of every column.
     unsafe { gemm_rows(rows, groups, a, rs, cs, b.into(), Some(bias), c, ldc) }
 }
 
 /// [`gemm`], or [`gemm_bias`] with `bias`.
+///
+/// # Safety
+/// As [`gemm`] (and [`gemm_bias`] for `bias`).
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_into<T: Real>(
     rows: usize,
@@ -529,10 +546,15 @@ unsafe fn gemm_into<T: Real>(
     c: *mut T,
     ldc: usize,
 ) {
+    // SAFETY: one group holding every row is the plain layout `gemm_into`'s caller
+    // promised for rows 0..rows.
     unsafe { gemm_rows(0..rows, RowGroups::ONE, a, rs, cs, b, bias, c, ldc) }
 }
 
 /// [`gemm_into`] over rows `rows` in `groups` ([`gemm_bias_grouped`]).
+///
+/// # Safety
+/// As [`gemm_bias_grouped`] (with or without a bias).
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_rows<T: Real>(
     rows: Range<usize>,
@@ -634,6 +656,7 @@ unsafe fn gemm_rows<T: Real>(
                 }
                 (a_block.as_ptr(), 1, ROW_BLOCK)
             } else {
+                // SAFETY: column k0 < depth of A, inside the caller's A.
                 (unsafe { a.add(k0 * cs) }, rs, cs)
             };
             // A tile of panel `q` starting at row `row` (`a_tile` into this block's A)
@@ -674,6 +697,7 @@ unsafe fn gemm_rows<T: Real>(
                 let tile = |p: usize| tile_at(p, m0, a_tile, true);
                 while first_panel + 1 < b.panels.len() {
                     let (p, q) = (tile(first_panel), tile(first_panel + 1));
+                    // SAFETY: `tile_at` makes valid `Micro`s of the block's rows.
                     unsafe { micro_pair::<T>(block_rows, isa, p, q) };
                     first_panel += 2;
                 }
@@ -682,6 +706,7 @@ unsafe fn gemm_rows<T: Real>(
                 let tile = |p: usize| tile_at(p, m0, a_tile, true);
                 while first_panel + 2 < b.panels.len() {
                     let panels = [0, 1, 2].map(|q| tile(first_panel + q));
+                    // SAFETY: `tile_at` makes valid `Micro`s of the block's rows.
                     unsafe { micro_triple::<T>(block_rows, isa, panels) };
                     first_panel += 3;
                 }
@@ -732,20 +757,25 @@ unsafe fn gemm_rows<T: Real>(
                 for &(i, r, a_tile, c_tile) in tiles {
                     let args = Micro {
                         depth,
+                        // SAFETY: the tile's first row, inside this block's A.
                         a: unsafe { a_at.add(a_tile) },
                         rs: a_rs,
                         cs: a_cs,
                         b: bp,
+                        // SAFETY: the tile's first row and the panel's first column, inside
+                        // the caller's C.
                         c: unsafe { c.add(c_tile + panel.col) },
                         ldc,
                         width: panel.width,
                         prefetch: match next {
+                            // SAFETY: the next block's offset, inside `B`'s data.
                             Some(offset) if i == 0 && prefetch => unsafe {
                                 b.data.as_ptr().add(offset)
                             },
                             _ => core::ptr::null(),
                         },
                         bias: match bias {
+                            // SAFETY: the bias holds a value for every packed column.
                             Some(bias) if k0 == 0 => unsafe { bias.as_ptr().add(panel.col) },
                             _ => core::ptr::null(),
                         },
@@ -753,6 +783,7 @@ unsafe fn gemm_rows<T: Real>(
                         pieces_len: panel.pieces.1 - panel.pieces.0,
                         first_tile: i == 0,
                     };
+                    // SAFETY: `args` is a valid `Micro` of the tile's `r` rows (above).
                     unsafe { micro::<T>(r, isa, nr, args) };
                 }
                 let second = (p - first_panel) % 2 == 1;
@@ -762,8 +793,10 @@ unsafe fn gemm_rows<T: Real>(
                     let row = m0 + full_rows;
                     let tile = |q: usize| tile_at(q, row, a_row(row), false);
                     if second {
+                        // SAFETY: `tile_at` makes valid `Micro`s of the two rows.
                         unsafe { micro_pair::<T>(2, isa, tile(p - 1), tile(p)) };
                     } else {
+                        // SAFETY: as above.
                         unsafe { micro::<T>(2, isa, nr, tile(p)) };
                     }
                 }
@@ -835,6 +868,8 @@ pub(crate) unsafe fn par_gemm<'b, T: Real>(
         Store::Overwrite => vec![T::ZERO; packed_end(&b)],
     };
     let bias = (store == Store::Overwrite).then_some(&zeros[..]);
+    // SAFETY: this function's contract is `par_gemm_into`'s; `zeros` covers every packed
+    // column.
     unsafe { par_gemm_into(threads, rows, a, rs, cs, b, bias, c, ldc) }
 }
 
@@ -866,7 +901,8 @@ unsafe fn par_gemm_into<T: Real>(
     // Below ~2 M multiply-adds a thread costs more than it gives.
     let threads = threads.min(work / (1 << 21)).max(1);
     let parts = crate::team::split_aligned(rows, threads, kernel_rows());
-    let (a, c) = (Shared(a as *mut T), Shared(c));
+    // SAFETY: the members only read `A`, and each writes only its own rows of `C`.
+    let (a, c) = unsafe { (SharedPtr::new(a as *mut T), SharedPtr::new(c)) };
     run_team(parts.len(), |member| {
         let range = parts[member.id].clone();
         // SAFETY: each member writes only its rows of C.
@@ -891,6 +927,8 @@ const AVX512: u8 = 2;
 
 #[inline(always)]
 unsafe fn micro<T: Real>(rows: usize, isa: Isa, panel: usize, args: Micro<T>) {
+    // SAFETY: `args` is a valid `Micro` (the caller's promise) and `isa` was reported by
+    // the CPU; each arm's kernel reads and writes only what `args` covers.
     unsafe {
         match (isa, panel) {
             (Isa::Avx512, 32) => rows_dispatch::<T, 32, AVX512>(rows, args),
@@ -912,8 +950,8 @@ unsafe fn micro_pair<T: Real>(rows: usize, isa: Isa, left: Micro<T>, right: Micr
     {
         use crate::vector::{F32x8, F32x16, F64x4, F64x8};
         let f32 = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
-        // SAFETY (all arms): `isa` names a feature set the CPU reported, and the element
-        // type matches the vector's.
+        // SAFETY: (all arms) `isa` names a feature set the CPU reported, the element type
+        // matches the vector's, and the `Micro`s are valid (the caller's promise).
         unsafe {
             match (isa, f32, rows) {
                 (Isa::Avx512, true, 2) => pair_avx512::<F32x16, 2>(left.cast(), right.cast()),
@@ -944,8 +982,8 @@ unsafe fn micro_triple<T: Real>(rows: usize, isa: Isa, panels: [Micro<T>; 3]) {
     {
         use crate::vector::{F32x8, F64x4};
         let f32 = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
-        // SAFETY (all arms): `isa` names a feature set the CPU reported, and the element
-        // type matches the vector's.
+        // SAFETY: (all arms) `isa` names a feature set the CPU reported, the element type
+        // matches the vector's, and the `Micro`s are valid (the caller's promise).
         unsafe {
             match (isa, f32, rows) {
                 (Isa::Avx2, true, 3) => triple_avx2::<F32x8, 3>(panels.map(|p| p.cast())),
@@ -965,6 +1003,8 @@ unsafe fn micro_triple<T: Real>(rows: usize, isa: Isa, panels: [Micro<T>; 3]) {
 
 #[inline(always)]
 unsafe fn rows_dispatch<T: Real, const NR: usize, const ISA: u8>(rows: usize, args: Micro<T>) {
+    // SAFETY: `args` is a valid `Micro` of `rows` rows and ISA was reported by the CPU
+    // (the caller's promise); each arm is the same kernel for a fixed row count.
     unsafe {
         match rows {
             1 => kernel::<T, 1, NR, ISA>(args),
@@ -985,8 +1025,8 @@ unsafe fn kernel<T: Real, const MR: usize, const NR: usize, const ISA: u8>(args:
     {
         use crate::vector::{F32x8, F32x16, F64x4, F64x8};
         let f32 = core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>();
-        // SAFETY (all arms): ISA names a feature set the CPU reported, and the element
-        // type matches the vector's.
+        // SAFETY: (all arms) ISA names a feature set the CPU reported, the element type
+        // matches the vector's, and `args` is a valid `Micro` (the caller's promise).
         unsafe {
             match (ISA, f32) {
                 (AVX512, true) => return kernel_avx512::<F32x16, MR>(args.cast()),
@@ -997,18 +1037,23 @@ unsafe fn kernel<T: Real, const MR: usize, const NR: usize, const ISA: u8>(args:
             }
         }
     }
+    // SAFETY: `args` is a valid `Micro` (the caller's promise); plain Rust arithmetic.
     unsafe { kernel_body::<T, MR, NR, false>(args) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn kernel_avx512<S: crate::vector::Vector, const MR: usize>(args: Micro<S::E>) {
+    // SAFETY: compiled for AVX-512 (S's set), run only where the CPU has it, on a valid
+    // `Micro` (the caller's promise).
     unsafe { vector_body::<S, MR>(args) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn kernel_avx2<S: crate::vector::Vector, const MR: usize>(args: Micro<S::E>) {
+    // SAFETY: compiled for AVX2+FMA (S's set), run only where the CPU has them, on a
+    // valid `Micro` (the caller's promise).
     unsafe { vector_body::<S, MR>(args) }
 }
 
@@ -1018,6 +1063,8 @@ unsafe fn pair_avx512<S: crate::vector::Vector, const MR: usize>(
     left: Micro<S::E>,
     right: Micro<S::E>,
 ) {
+    // SAFETY: compiled for S's instruction set, run only where the CPU has it, on valid
+    // `Micro`s (the caller's promise).
     unsafe { pair_body::<S, MR>(left, right) }
 }
 
@@ -1027,12 +1074,16 @@ unsafe fn pair_avx2<S: crate::vector::Vector, const MR: usize>(
     left: Micro<S::E>,
     right: Micro<S::E>,
 ) {
+    // SAFETY: compiled for S's instruction set, run only where the CPU has it, on valid
+    // `Micro`s (the caller's promise).
     unsafe { pair_body::<S, MR>(left, right) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn triple_avx2<S: crate::vector::Vector, const MR: usize>(panels: [Micro<S::E>; 3]) {
+    // SAFETY: compiled for AVX2+FMA, run only where the CPU has them, on valid `Micro`s
+    // (the caller's promise).
     unsafe { triple_body::<S, MR>(panels) }
 }
 
@@ -1054,8 +1105,8 @@ unsafe fn prefetch_c<S: crate::vector::Vector>(m: &Micro<S::E>, rows: usize) {
     }
     let last = 2 * S::LANES - 1;
     for i in 0..rows {
-        // SAFETY: a prefetch never faults.
         let row = m.c.wrapping_add(i * m.ldc);
+        // SAFETY: a prefetch never faults (the address need not be valid).
         unsafe {
             _mm_prefetch::<_MM_HINT_T0>(row as *const i8);
             _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(last) as *const i8);
@@ -1089,6 +1140,9 @@ unsafe fn prefetch_row<S: crate::vector::Vector>(next: *const S::E, offset: usiz
 unsafe fn vector_body<S: crate::vector::Vector, const MR: usize>(m: Micro<S::E>) {
     let lanes = S::LANES;
     let nr = 2 * lanes;
+    // SAFETY: on S's instruction set (inlined into its `target_feature` caller); loads
+    // of A's MR rows and B's `depth` packed rows of `nr`, stores of C's rows, all within
+    // the valid `Micro` `m`.
     unsafe {
         prefetch_c::<S>(&m, MR);
         let mut acc = [[S::zero(); 2]; MR];
@@ -1163,6 +1217,7 @@ unsafe fn pair_body<S: crate::vector::Vector, const MR: usize>(
 ) {
     let lanes = S::LANES;
     let nr = 2 * lanes;
+    // SAFETY: as in `vector_body`, for each of the two valid `Micro`s.
     unsafe {
         prefetch_c::<S>(&left, MR);
         prefetch_c::<S>(&right, MR);
@@ -1211,6 +1266,7 @@ unsafe fn pair_body<S: crate::vector::Vector, const MR: usize>(
 unsafe fn triple_body<S: crate::vector::Vector, const MR: usize>(panels: [Micro<S::E>; 3]) {
     let lanes = S::LANES;
     let [first, middle, last] = panels;
+    // SAFETY: as in `vector_body`, for each of the three valid `Micro`s.
     unsafe {
         for panel in &panels {
             prefetch_c::<S>(panel, MR);
@@ -1234,6 +1290,8 @@ unsafe fn triple_tile<S: crate::vector::Vector, const MR: usize>(
     b: [(*const S::E, usize); 3],
 ) -> [[S::V; 3]; MR] {
     let nr = 2 * S::LANES;
+    // SAFETY: on S's instruction set; `a` covers the tile's MR rows over `depth` and each
+    // of `b` its panel's `depth` packed rows (the caller's valid `Micro`s).
     unsafe {
         let mut acc = [[S::zero(); 3]; MR];
         for k in 0..m.depth {
@@ -1258,6 +1316,7 @@ unsafe fn triple_tile<S: crate::vector::Vector, const MR: usize>(
 #[inline(always)]
 unsafe fn store_row<S: crate::vector::Vector>(m: &Micro<S::E>, i: usize, low: S::V, high: S::V) {
     let lanes = S::LANES;
+    // SAFETY: row `i` of the valid `Micro` `m`'s C, its `width` columns (or pieces).
     unsafe {
         let c = m.c.add(i * m.ldc);
         let base = if m.bias.is_null() {
@@ -1312,6 +1371,8 @@ unsafe fn load<T: Real, const NR: usize>(p: *const T) -> [T; NR] {
 #[inline(always)]
 unsafe fn kernel_body<T: Real, const MR: usize, const NR: usize, const FMA: bool>(m: Micro<T>) {
     let mut acc = [[T::ZERO; NR]; MR];
+    // SAFETY: reads of A's MR rows and B's packed rows, writes of C's rows, all within
+    // the valid `Micro` `m` (the caller's promise).
     unsafe {
         if MR == 1 {
             // Matrix-vector: four banks hide the FMA latency a single chain would expose.
@@ -1370,6 +1431,8 @@ unsafe fn kernel_body<T: Real, const MR: usize, const NR: usize, const FMA: bool
 /// `c` and `base` cover the columns of every piece of the panel.
 #[inline(always)]
 unsafe fn store_pieces<T: Real>(m: &Micro<T>, tile: &[T], c: *mut T, base: *const T) {
+    // SAFETY: `c` and `base` cover every piece's columns (the caller's promise), and the
+    // pieces lie within the tile's width.
     unsafe {
         if m.pieces_len == 0 {
             for (j, value) in tile.iter().enumerate().take(m.width) {
@@ -1441,6 +1504,7 @@ mod tests {
             .flat_map(|a| [(a, &packed), (a, &gathered)])
         {
             let mut c = vec![cast(1.0); m * n];
+            // SAFETY: the test's A, B and C are vectors of exactly the shapes passed.
             unsafe {
                 par_gemm(
                     threads,
@@ -1540,6 +1604,7 @@ mod tests {
             let packed = PackedB::pack(k, &[0..n / 3, n / 3..n], &bt, 1, k);
             let run = |store, start: f32| {
                 let mut c = vec![start; m * n];
+                // SAFETY: the test's A, B and C are vectors of exactly the shapes passed.
                 unsafe {
                     par_gemm(
                         threads,
@@ -1619,14 +1684,17 @@ mod tests {
         let gathered = PackedB::pack_groups(k, &[vec![0..split / 2, split..n - 3]], &bt, 1, k);
         let rest = PackedB::pack_groups(k, &[vec![split / 2..split, n - 3..n]], &bt, 1, k);
         let mut expected: Vec<T> = (0..m * n).map(|i| bias[i % n]).collect();
+        // SAFETY: the test's A, B and C are vectors of exactly the shapes passed.
         unsafe { gemm(m, a.as_ptr(), k, 1, &packed, expected.as_mut_ptr(), n) };
         let bits = |v: &[T]| v.iter().map(|&x| x.into().to_bits()).collect::<Vec<_>>();
         let mut got = vec![cast(f64::NAN); m * n];
+        // SAFETY: the test's A, B and C are vectors of exactly the shapes passed.
         unsafe { gemm_bias(m, a.as_ptr(), k, 1, &packed, &bias, got.as_mut_ptr(), n) };
         assert_eq!(bits(&got), bits(&expected), "{m}x{k}x{n}");
         // Gathered panels store each piece where it belongs, and only there.
         let mut got = vec![cast(f64::NAN); m * n];
         for b in [&gathered, &rest] {
+            // SAFETY: the test's A, B and C are vectors of exactly the shapes passed.
             unsafe { gemm_bias(m, a.as_ptr(), k, 1, b, &bias, got.as_mut_ptr(), n) };
         }
         assert_eq!(bits(&got), bits(&expected), "{m}x{k}x{n} gathered");
@@ -1661,6 +1729,7 @@ mod tests {
                 .flat_map(|i| stored[a_at(i)..a_at(i) + k].iter().copied())
                 .collect();
             let mut plain = vec![f32::NAN; rows * n];
+            // SAFETY: the test's A, B and C are vectors of exactly the shapes passed.
             unsafe {
                 gemm_bias(
                     rows,
@@ -1676,6 +1745,7 @@ mod tests {
             for range in [0..rows, 1..rows - 1, rows / 2..rows / 2 + 1] {
                 let mut got = vec![f32::NAN; per_group * ldc];
                 let at = got.as_mut_ptr();
+                // SAFETY: the test's A, B and C are vectors of exactly the shapes passed.
                 unsafe {
                     gemm_bias_grouped(
                         range.clone(),

@@ -67,6 +67,7 @@ fn fma_rounds(rounds: u64) -> (f32, f64) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn avx512_rounds<S: crate::vector::Vector<E = f32>>(rounds: u64) -> (f32, f64) {
+    // SAFETY: compiled for AVX-512, and the caller runs it only where the CPU has it.
     unsafe { vector_rounds::<S, 24>(rounds) }
 }
 
@@ -75,6 +76,7 @@ unsafe fn avx512_rounds<S: crate::vector::Vector<E = f32>>(rounds: u64) -> (f32,
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_rounds<S: crate::vector::Vector<E = f32>>(rounds: u64) -> (f32, f64) {
+    // SAFETY: compiled for AVX2+FMA, and the caller runs it only where the CPU has them.
     unsafe { vector_rounds::<S, 12>(rounds) }
 }
 
@@ -85,6 +87,8 @@ unsafe fn avx2_rounds<S: crate::vector::Vector<E = f32>>(rounds: u64) -> (f32, f
 unsafe fn vector_rounds<S: crate::vector::Vector<E = f32>, const CHAINS: usize>(
     rounds: u64,
 ) -> (f32, f64) {
+    // SAFETY: inlined into `avx512_rounds` / `avx2_rounds`, which run on `S`'s
+    // instruction set; register operations only, no memory.
     unsafe {
         let (a, b) = (S::splat(0.999_999), S::splat(1e-7));
         let mut chains = [S::splat(1.0); CHAINS];
@@ -124,7 +128,8 @@ pub fn gemm_gflops(m: usize, n: usize, k: usize, threads: usize, rounds: usize) 
     let a: Vec<f32> = (0..m * k).map(value).collect();
     let b: Vec<f32> = (0..k * n).map(|i| value(i + 1)).collect();
     let mut c = Buffer::<f32>::zeroed(m * n);
-    let c_s = Shared(c.as_mut_ptr());
+    // SAFETY: each member writes only its own columns of C; nobody reads C.
+    let c_s = unsafe { Shared::new(&mut c[..]) };
     let columns = split_aligned(n, threads.max(1), panel::<f32>());
     let seconds = std::sync::Mutex::new(0f64);
     run_team(columns.len(), |member| {

@@ -59,6 +59,7 @@ struct Sleeper {
 // SAFETY: the raw closure pointer in `job` is only dereferenced by a member of its job,
 // while the caller that published it waits for `remaining` to reach zero.
 unsafe impl Sync for State {}
+// SAFETY: as for `Sync`: the pointer is used only under that wait.
 unsafe impl Send for State {}
 
 struct Pool {

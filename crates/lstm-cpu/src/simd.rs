@@ -78,6 +78,7 @@ macro_rules! dispatch {
                 match crate::simd::isa() {
                     // SAFETY: the CPU reported these features.
                     crate::simd::Isa::Avx512 => return unsafe { avx512::<$t>($($arg),*) },
+                    // SAFETY: the CPU reported these features.
                     crate::simd::Isa::Avx2 => return unsafe { avx2::<$t>($($arg),*) },
                     crate::simd::Isa::Baseline => {}
                 }

@@ -5,38 +5,112 @@
 //! crossing, which is the whole step for small shapes; this one spins briefly and then
 //! yields, so an oversubscribed machine (tests running in parallel) still makes progress.
 
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A raw pointer shared by the members of a team. Each member writes a disjoint part
-/// (columns or rows it owns); reads of other members' parts are separated from their
-/// writes by [`Member::sync`].
-#[derive(Clone, Copy)]
-pub(crate) struct Shared<T>(pub *mut T);
+/// A mutable slice shared by the members of a team, for as long as `'a` borrows it.
+/// Each member writes a disjoint part (columns or rows it owns); a member reads another
+/// member's part only after a barrier ([`Member::sync`]) that follows the write.
+pub(crate) struct Shared<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _borrow: PhantomData<&'a mut [T]>,
+}
 
-// SAFETY: the pointer is only dereferenced under the disjointness and barrier discipline
-// documented on the type; every user states which part it owns.
-unsafe impl<T: Send> Send for Shared<T> {}
-unsafe impl<T: Send> Sync for Shared<T> {}
+impl<T> Clone for Shared<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
 
-impl<T> Shared<T> {
+impl<T> Copy for Shared<'_, T> {}
+
+// SAFETY: a `Shared` is made only by `Shared::new`, whose caller promises the
+// disjointness and barrier discipline above for every member it hands a copy to; under
+// it, members on other threads never access one element at the same time unless all
+// of them read it. `T: Send` because members write values of `T` on their own threads.
+unsafe impl<T: Send> Send for Shared<'_, T> {}
+// SAFETY: as for `Send`: shared references to a `Shared` only copy the pointer.
+unsafe impl<T: Send> Sync for Shared<'_, T> {}
+
+impl<'a, T> Shared<'a, T> {
+    /// `slice`, to be handed to the members of a team.
+    ///
+    /// # Safety
+    /// Until the last use of the result and of its copies, the members that hold one
+    /// write disjoint parts of `slice`, and a member reads a part another member wrote
+    /// only after a barrier that follows the write.
+    pub unsafe fn new(slice: &'a mut [T]) -> Self {
+        Self {
+            ptr: slice.as_mut_ptr(),
+            len: slice.len(),
+            _borrow: PhantomData,
+        }
+    }
+
     /// Pointer to element `offset`.
     ///
     /// # Safety
-    /// `offset` is inside the allocation the pointer came from.
+    /// `offset <= len`; what is done through the pointer follows the discipline of
+    /// [`Shared::new`].
     #[inline(always)]
     pub unsafe fn at(self, offset: usize) -> *mut T {
-        unsafe { self.0.add(offset) }
+        debug_assert!(offset <= self.len, "{offset} past {}", self.len);
+        // SAFETY: `offset <= len` (the caller's promise): inside the allocation or one past.
+        unsafe { self.ptr.add(offset) }
     }
 
-    /// `len` elements from `offset` as a mutable slice.
+    /// `len` elements from `offset`, for the rest of the borrow `'a`.
     ///
     /// # Safety
-    /// The range is inside the allocation and no other member touches it until the next
-    /// barrier.
+    /// The range is inside the slice, and no other member accesses it (or, if the
+    /// result is only read, writes it) until the next barrier.
     #[inline(always)]
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn slice(self, offset: usize, len: usize) -> &'static mut [T] {
-        unsafe { core::slice::from_raw_parts_mut(self.0.add(offset), len) }
+    pub unsafe fn slice(self, offset: usize, len: usize) -> &'a mut [T] {
+        debug_assert!(offset + len <= self.len, "{offset}+{len} past {}", self.len);
+        // SAFETY: in bounds of the borrowed slice (the caller's promise), which lives for
+        // `'a`; exclusive for as long as the caller uses it (the team's discipline).
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.add(offset), len) }
+    }
+}
+
+/// A raw pointer handed to the members of a team, for operands known only by pointer
+/// and strides (a GEMM's `A` and `C`). It hands out pointers, never references.
+pub(crate) struct SharedPtr<T>(*mut T);
+
+impl<T> Clone for SharedPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for SharedPtr<T> {}
+
+// SAFETY: made only by `SharedPtr::new`, whose caller promises the team's discipline
+// (disjoint writes, reads of others' writes after a barrier) for every access through it.
+unsafe impl<T: Send> Send for SharedPtr<T> {}
+// SAFETY: as for `Send`: shared references to a `SharedPtr` only copy the pointer.
+unsafe impl<T: Send> Sync for SharedPtr<T> {}
+
+impl<T> SharedPtr<T> {
+    /// `ptr`, to be handed to the members of a team.
+    ///
+    /// # Safety
+    /// Until the last use of the result and its copies, the members write disjoint
+    /// elements through it and read an element another member wrote only after a
+    /// barrier that follows the write.
+    pub unsafe fn new(ptr: *mut T) -> Self {
+        Self(ptr)
+    }
+
+    /// Pointer to element `offset`.
+    ///
+    /// # Safety
+    /// `offset` is inside the allocation the pointer came from (or one past it).
+    #[inline(always)]
+    pub unsafe fn at(self, offset: usize) -> *mut T {
+        // SAFETY: inside the allocation (the caller's promise).
+        unsafe { self.0.add(offset) }
     }
 }
 

@@ -15,7 +15,8 @@ use crate::real::Real;
 ///
 /// # Safety
 /// The methods use the instruction set's intrinsics: call them only from code compiled
-/// with (and running on a CPU with) that instruction set.
+/// with (and running on a CPU with) that instruction set. `load` reads and `store` writes
+/// `LANES` consecutive values at the pointer, which must be valid for that.
 pub(crate) trait Vector: Copy {
     type E: Real;
     type V: Copy;
@@ -43,26 +44,34 @@ macro_rules! vector {
             const LANES: usize = $lanes;
             #[inline(always)]
             unsafe fn zero() -> $v {
+                // SAFETY: the trait's contract: the caller runs on this instruction set.
                 unsafe { $zero() }
             }
             #[inline(always)]
             unsafe fn splat(x: $e) -> $v {
+                // SAFETY: the trait's contract: the caller runs on this instruction set.
                 unsafe { $splat(x) }
             }
             #[inline(always)]
             unsafe fn load(p: *const $e) -> $v {
+                // SAFETY: the trait's contract (instruction set, and `LANES` readable
+                // values at `p`; an unaligned load needs no alignment).
                 unsafe { $load(p) }
             }
             #[inline(always)]
             unsafe fn store(p: *mut $e, v: $v) {
+                // SAFETY: the trait's contract (instruction set, and `LANES` writable
+                // values at `p`; an unaligned store needs no alignment).
                 unsafe { $store(p, v) }
             }
             #[inline(always)]
             unsafe fn fma(a: $v, b: $v, c: $v) -> $v {
+                // SAFETY: the trait's contract: the caller runs on this instruction set.
                 unsafe { $fma(a, b, c) }
             }
             #[inline(always)]
             unsafe fn add(a: $v, b: $v) -> $v {
+                // SAFETY: the trait's contract: the caller runs on this instruction set.
                 unsafe { $add(a, b) }
             }
         }

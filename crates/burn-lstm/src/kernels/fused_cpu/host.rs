@@ -287,22 +287,40 @@ pub(crate) unsafe fn gather_into<E: Copy + Send + Sync>(
     unsafe { gather_into_on(threads, out, ptr, shape, strides) }
 }
 
-/// A pointer that may cross to the threads of [`lstm_cpu::run_parts`]: they read disjoint
-/// parts of the source and write disjoint parts of the destination.
-#[derive(Clone, Copy)]
-struct PartPointer<E>(*mut E);
-// SAFETY: see the type's documentation; every use states which part it touches.
-unsafe impl<E: Send> Send for PartPointer<E> {}
-unsafe impl<E: Send> Sync for PartPointer<E> {}
+use part_pointer::PartPointer;
 
-impl<E> PartPointer<E> {
-    /// The pointer `count` values further on (a method, so that closures capture the
-    /// whole `PartPointer` and not its raw field).
-    ///
-    /// # Safety
-    /// As `pointer::offset`.
-    unsafe fn offset(self, count: isize) -> *mut E {
-        unsafe { self.0.offset(count) }
+mod part_pointer {
+    /// A pointer that may cross to the threads of [`lstm_cpu::run_parts`]: they read
+    /// disjoint parts of the source and write disjoint parts of the destination. Made only
+    /// by the `unsafe` [`PartPointer::new`], which states that promise; it hands out
+    /// pointers, never references.
+    #[derive(Clone, Copy)]
+    pub(super) struct PartPointer<E>(*mut E);
+    // SAFETY: made only by `PartPointer::new`, whose caller promises that the threads
+    // touch disjoint parts through it; every use states which part it touches.
+    unsafe impl<E: Send> Send for PartPointer<E> {}
+    // SAFETY: as for `Send`: shared references only copy the pointer.
+    unsafe impl<E: Send> Sync for PartPointer<E> {}
+
+    impl<E> PartPointer<E> {
+        /// `ptr`, for the threads of one `run_parts` call.
+        ///
+        /// # Safety
+        /// Until the call ends, the threads read or write disjoint parts through it (a
+        /// part read by several is written by none).
+        pub(super) unsafe fn new(ptr: *mut E) -> Self {
+            Self(ptr)
+        }
+
+        /// The pointer `count` values further on (a method, so that closures capture the
+        /// whole `PartPointer` and not its raw field).
+        ///
+        /// # Safety
+        /// As `pointer::offset`.
+        pub(super) unsafe fn offset(self, count: isize) -> *mut E {
+            // SAFETY: the caller's promise (`pointer::offset`'s contract).
+            unsafe { self.0.offset(count) }
+        }
     }
 }
 
@@ -323,8 +341,14 @@ unsafe fn gather_into_on<E: Copy + Send + Sync>(
         return;
     }
     let start = out.len();
-    let dst = PartPointer(out.spare_capacity_mut().as_mut_ptr() as *mut E);
-    let src = PartPointer(ptr as *mut E);
+    // SAFETY: each part writes its own rows of the reserved capacity and only reads the
+    // source (below).
+    let (dst, src) = unsafe {
+        (
+            PartPointer::new(out.spare_capacity_mut().as_mut_ptr() as *mut E),
+            PartPointer::new(ptr as *mut E),
+        )
+    };
     // Parts of the first axis (a 0-D or 1-D array is one part).
     let (outer, outer_stride, inner_shape, inner_strides) = match shape {
         [] | [_] => (1, 0, shape, strides),
@@ -444,15 +468,18 @@ mod tests {
             let expected = reference(&base, shape, strides);
             for threads in [1, 2, 3, 1000] {
                 let mut out = vec![-1.0f32; 3];
+                // SAFETY: every view's largest offset is inside `base`.
                 unsafe { gather_into_on(threads, &mut out, base.as_ptr(), shape, strides) };
                 assert_eq!(&out[..3], &[-1.0; 3], "{shape:?} threads {threads}");
                 assert!(out[3..] == expected[..], "{shape:?} threads {threads}");
             }
         }
         let mut scalar = Vec::<f32>::new();
+        // SAFETY: a 0-D view reads one value, inside `base`.
         unsafe { gather_into_on(2, &mut scalar, base[7..].as_ptr(), &[], &[]) };
         assert_eq!(scalar, [base[7]], "a 0-D view");
         let mut empty = Vec::<f32>::new();
+        // SAFETY: an empty view reads nothing.
         unsafe { gather_into_on(2, &mut empty, base.as_ptr(), &[0, 5], &[5, 1]) };
         assert!(empty.is_empty());
     }
