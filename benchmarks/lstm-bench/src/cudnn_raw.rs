@@ -13,7 +13,7 @@ use cudnn_rnn::{
 };
 
 use crate::args::{Args, Mode};
-use crate::impls::{Call, Lcg};
+use crate::timed::{Call, Lcg};
 
 /// Device memory of `len` f32 values filled from a fixed pseudo-random sequence (never
 /// zeros), kept alive by the returned slice.

@@ -10,6 +10,7 @@ use burn_lstm::{LstmBackend, LstmKernel};
 
 use crate::args::{Args, Cell, CpuBackend, Device, Dtype, Mode};
 use crate::model::Layer;
+use crate::timed::{Call, Lcg};
 
 /// Implementations built into this binary.
 #[cfg(not(feature = "cuda"))]
@@ -24,24 +25,6 @@ pub const NAMES: &[&str] = &[
     "cudnn",
     "cudnn-raw",
 ];
-
-/// One timed call.
-pub type Call = Box<dyn FnMut()>;
-
-/// A 64-bit linear congruential generator: the same pseudo-random inputs in every run,
-/// without a random-number crate (the inputs of the benches that bypass Burn).
-pub struct Lcg(pub u64);
-
-impl Lcg {
-    /// The next value, uniform in `[-scale, scale)`.
-    pub fn uniform(&mut self, scale: f32) -> f32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
-    }
-}
 
 pub fn build(args: &Args) -> Result<Call, String> {
     let half = args.dtype != Dtype::F32;

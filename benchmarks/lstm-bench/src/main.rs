@@ -15,6 +15,7 @@ mod cudnn_raw;
 mod impls;
 mod model;
 mod stdout_line;
+mod timed;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 use cudarc::cudnn::sys::cudnnStatus_t;
 use thiserror::Error;
 
-use crate::library::CudnnVersion;
+use crate::version::CudnnVersion;
 
 /// Errors of the cuDNN RNN wrapper.
 #[derive(Debug, Error, Clone, PartialEq)]

@@ -37,13 +37,15 @@ mod library;
 mod lstm;
 mod ordering;
 mod reuse;
+mod rnn_algo;
 mod shape;
 mod status;
+mod version;
 mod weights;
 
 pub use algo::{
-    AlgoCall, AlgoChoice, DeviceProps, RnnAlgo, SMALL_H_BACKWARD_MAX_HIDDEN,
-    SMALL_H_FORWARD_MAX_HIDDEN, choose_algo,
+    AlgoCall, AlgoChoice, DeviceProps, SMALL_H_BACKWARD_MAX_HIDDEN, SMALL_H_FORWARD_MAX_HIDDEN,
+    choose_algo,
 };
 pub use config::{DataType, MathMode, RnnCell, RnnConfig};
 pub use dropout::DropoutState;
@@ -55,5 +57,6 @@ pub use ordering::{context_waits_for, wait_for_context};
 pub use reuse::{
     CALL_CACHE_CAPACITY, CallKey, CallReuse, WORK_POOL_GRANULE, needs_dev_lengths, next_capacity,
 };
+pub use rnn_algo::RnnAlgo;
 pub use shape::SeqShape;
 pub use weights::{CopyPlan, CopyRun, WeightKind, WeightRegion, WeightSpaceLayout};

@@ -30,7 +30,8 @@
 use crate::arch::CellKind;
 use crate::buffers::Buffer;
 use crate::call::{CallError, InputStrides, LstmCall, LstmGradients, OutputGrads};
-use crate::forward::{CellParams, CellRun, CellWeights, Dims, Split};
+use crate::cell_weights::CellWeights;
+use crate::forward::{CellParams, CellRun, Dims, Split};
 use crate::gemm::{PackedB, Store, gemm, par_gemm};
 use crate::real::Real;
 use crate::simd;

@@ -6,9 +6,10 @@
 
 use core::ops::Range;
 
-use crate::arch::{CellKind, DirectionLayout};
+use crate::arch::CellKind;
 use crate::buffers::Buffer;
 use crate::call::{CallError, InputStrides, LstmCall, LstmOutputs};
+use crate::cell_weights::CellWeights;
 use crate::gemm::{
     Packed, PackedB, RowGroups, gemm, gemm_bias, gemm_bias_grouped, kernel_rows, panel, tile_calls,
 };
@@ -31,11 +32,20 @@ pub fn forward_train<T: Real>(
         .map(|(outputs, tape)| (outputs, tape.expect("a training run keeps its tape")))
 }
 
-/// Inference with weights packed beforehand (see [`crate::forward_packed`]).
-pub(crate) fn run_packed<T: Real>(
+/// Inference with weights packed beforehand: the same results as [`forward`] on the
+/// flat parameters `packed` was made from. `call.weights` is not read (it may be empty);
+/// `packed` must be of `call.arch`.
+pub fn forward_packed<T: Real>(
     call: &LstmCall<'_, T>,
     packed: &PackedWeights<T>,
 ) -> Result<LstmOutputs<T>, CallError> {
+    if packed.arch() != call.arch {
+        return Err(CallError {
+            argument: "packed",
+            expected: format!("weights packed for {:?}", call.arch),
+            actual: format!("weights packed for {:?}", packed.arch()),
+        });
+    }
     run(call, false, Some(packed)).map(|(outputs, _)| outputs)
 }
 
@@ -45,56 +55,6 @@ pub(crate) fn run_packed<T: Real>(
 pub(crate) enum CellParams<'a, T: Real> {
     Flat(&'a CellWeights<'a, T>),
     Packed(&'a PackedCell<T>),
-}
-
-/// One (layer, direction)'s parameters.
-pub(crate) struct CellWeights<'a, T> {
-    pub w_ih: &'a [T],
-    pub w_hh: &'a [T],
-    pub bias: Option<(&'a [T], &'a [T])>,
-    pub w_hr: Option<&'a [T]>,
-    pub input_size: usize,
-}
-
-impl<'a, T> CellWeights<'a, T> {
-    pub fn new(flat: &'a [T], layout: &DirectionLayout) -> Self {
-        Self {
-            w_ih: &flat[layout.weight_ih.clone()],
-            w_hh: &flat[layout.weight_hh.clone()],
-            bias: layout
-                .bias_ih
-                .clone()
-                .zip(layout.bias_hh.clone())
-                .map(|(ih, hh)| (&flat[ih], &flat[hh])),
-            w_hr: layout.weight_hr.clone().map(|r| &flat[r]),
-            input_size: layout.input_size,
-        }
-    }
-}
-
-impl<T: Real> CellWeights<'_, T> {
-    /// The bias the input projection adds, `[gate_rows]` (zeros without biases): an
-    /// LSTM's `b_ih + b_hh` (both add to every gate), a GRU's `b_ih` alone (its `b_hn`
-    /// is multiplied by the reset gate, so `b_hh` goes with the recurrent product).
-    pub fn input_bias(&self, cell: CellKind, gate_rows: usize) -> Vec<T> {
-        match (self.bias, cell) {
-            (Some((b_ih, b_hh)), CellKind::Lstm) => {
-                b_ih.iter().zip(b_hh).map(|(&a, &b)| a + b).collect()
-            }
-            (Some((b_ih, _)), CellKind::Gru) => b_ih.to_vec(),
-            (None, _) => vec![T::ZERO; gate_rows],
-        }
-    }
-
-    /// The bias the recurrent product adds: a GRU's `b_hh` (zeros without biases); empty
-    /// for an LSTM, whose recurrent product adds to the projection's gates.
-    pub fn recurrent_bias(&self, cell: CellKind, gate_rows: usize) -> Vec<T> {
-        match (self.bias, cell) {
-            (_, CellKind::Lstm) => Vec::new(),
-            (Some((_, b_hh)), CellKind::Gru) => b_hh.to_vec(),
-            (None, CellKind::Gru) => vec![T::ZERO; gate_rows],
-        }
-    }
 }
 
 /// Sizes shared by every cell of a call.

@@ -34,6 +34,7 @@ mod backward;
 mod buffers;
 mod cache;
 mod call;
+mod cell_weights;
 mod forward;
 mod gemm;
 mod isa_runs;
@@ -54,12 +55,12 @@ pub use buffers::{
     cache_limit_bytes, cached_buffer_bytes, recycle_vec, release_cached_buffers, vec_with_capacity,
 };
 pub use call::{CallError, InputStrides, LstmCall, LstmGradients, LstmOutputs, OutputGrads};
-pub use forward::{forward, forward_train};
+pub use forward::{forward, forward_packed, forward_train};
 pub use isa_runs::{
     instruction_set, lower_instruction_sets, rerun_test_on_lower_instruction_sets,
     rerun_test_with_env,
 };
-pub use packed::{PackedWeights, forward_packed};
+pub use packed::PackedWeights;
 pub use real::Real;
 pub use tape::Tape;
 pub use team::run_parts;

@@ -17,8 +17,8 @@
 use core::ops::Range;
 
 use crate::arch::LstmArch;
-use crate::call::{CallError, LstmCall, LstmOutputs, cell_fits, len_check};
-use crate::forward::{CellWeights, run_packed};
+use crate::call::{CallError, cell_fits, len_check};
+use crate::cell_weights::CellWeights;
 use crate::gemm::{PackedB, panel};
 use crate::real::Real;
 
@@ -100,23 +100,6 @@ impl<T: Real> PackedWeights<T> {
     pub(crate) fn cell(&self, cell: usize) -> &PackedCell<T> {
         &self.cells[cell]
     }
-}
-
-/// Inference with weights packed beforehand: the same results as
-/// [`forward`](crate::forward) on the flat parameters `packed` was made from.
-/// `call.weights` is not read (it may be empty); `packed` must be of `call.arch`.
-pub fn forward_packed<T: Real>(
-    call: &LstmCall<'_, T>,
-    packed: &PackedWeights<T>,
-) -> Result<LstmOutputs<T>, CallError> {
-    if packed.arch != *call.arch {
-        return Err(CallError {
-            argument: "packed",
-            expected: format!("weights packed for {:?}", call.arch),
-            actual: format!("weights packed for {:?}", packed.arch),
-        });
-    }
-    run_packed(call, packed)
 }
 
 /// The gate columns of the hidden units `units` (whose start is a multiple of the panel

@@ -1,10 +1,11 @@
-//! The crate's layering (docs/architecture.md), checked on its sources: no two files
-//! import each other in a circle, and neither `kernels/` nor `op/` imports `module/`.
+//! The workspace's layering (docs/architecture.md), checked on its sources: in no crate
+//! do two files import each other in a circle, and in this one neither `kernels/` nor
+//! `op/` imports `module/`.
 //!
 //! An import is any `crate::`, `$crate::`, `super::` or `self::` path outside comments
 //! (`use` items, `{..}` groups included), resolved to the deepest source file of its
-//! module path. `mod` declarations are containment, not imports; `lib.rs` (which only
-//! declares and re-exports) is left out.
+//! module path. `mod` declarations are containment, not imports; `lib.rs` and `main.rs`
+//! (which declare and re-export) and `bin/` (each file its own crate) are left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -129,7 +130,10 @@ fn imports(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
     let mut graph = BTreeMap::new();
     for file in files {
         let relative = file.strip_prefix(src).expect("under src").to_path_buf();
-        if relative == Path::new("lib.rs") {
+        if relative == Path::new("lib.rs")
+            || relative == Path::new("main.rs")
+            || relative.starts_with("bin")
+        {
             continue;
         }
         let module = module_of(&relative);
@@ -157,7 +161,7 @@ fn imports(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
             .iter()
             .filter_map(|p| file_of(src, p))
             .map(|f| f.strip_prefix(src).expect("under src").to_path_buf())
-            .filter(|f| f != &relative && f != Path::new("lib.rs"))
+            .filter(|f| f != &relative && f != Path::new("lib.rs") && f != Path::new("main.rs"))
             .collect();
         graph.insert(relative, targets);
     }
@@ -210,6 +214,40 @@ fn no_two_files_import_each_other_in_a_circle() {
     );
     let found = circles(&graph);
     assert!(found.is_empty(), "import circles: {found:#?}");
+}
+
+/// The `src/` of every other crate of the workspace.
+fn other_crates() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    [
+        "crates/lstm-cpu",
+        "crates/cudnn-rnn",
+        "benchmarks/lstm-bench",
+        "examples",
+    ]
+    .iter()
+    .map(|dir| root.join(dir).join("src"))
+    .collect()
+}
+
+#[test]
+fn no_crate_of_the_workspace_has_an_import_circle() {
+    for src in other_crates() {
+        let graph = imports(&src);
+        let edges: usize = graph.values().map(BTreeSet::len).sum();
+        assert!(
+            graph.len() >= 4 && edges >= 4,
+            "{}: the scan found {} files and {edges} imports",
+            src.display(),
+            graph.len()
+        );
+        let found = circles(&graph);
+        assert!(
+            found.is_empty(),
+            "{}: import circles: {found:#?}",
+            src.display()
+        );
+    }
 }
 
 #[test]

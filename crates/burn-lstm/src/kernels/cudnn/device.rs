@@ -14,8 +14,8 @@ use cudnn_rnn::{
 use burn_ir::TensorId;
 
 use crate::kernels::cubecl::flat_cache::{MAX_ENTRIES, limit_bytes};
-use crate::kernels::cudnn::ops::CudaTensor;
 use crate::kernels::cudnn::settings::cudnn_reuse;
+use crate::kernels::cudnn::types::CudaTensor;
 use crate::kernels::cudnn::weights::WeightPlan;
 use crate::kernels::identity_cache::IdentityCache;
 use crate::op::spec::{CellKind, LstmArch};

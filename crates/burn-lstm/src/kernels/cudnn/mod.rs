@@ -20,6 +20,7 @@ mod ordering;
 pub(crate) mod runtime_cast;
 mod settings;
 mod trace;
+pub(crate) mod types;
 pub(crate) mod weights;
 
 pub use algo::{CudnnAlgo, cudnn_algo, set_cudnn_algo};

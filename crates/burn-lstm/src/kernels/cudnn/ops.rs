@@ -31,16 +31,7 @@ use crate::op::io::LstmInputs;
 use crate::op::shapes::ResultShapes;
 use crate::op::spec::LstmSpec;
 
-/// A tensor of the CUDA runtime.
-pub(crate) type CudaTensor = CubeTensor<CudaRuntime>;
-
-/// A backend whose float tensors are [`CudaTensor`]s (a CubeCL tensor carries its own
-/// dtype: the element types here only name the type).
-pub(crate) type CudaBackend = CubeBackend<CudaRuntime, f32, i32, u8>;
-
-/// The op's inputs on the CUDA runtime; also the shape of the backward's results (the
-/// gradient of each input).
-pub(crate) type CudaInputs = LstmInputs<CudaBackend>;
+pub(crate) use crate::kernels::cudnn::types::{CudaBackend, CudaInputs, CudaTensor};
 
 /// What a training forward keeps in host memory for its backward: cuDNN's reserve space
 /// (taken by the backward) and the settings the backward must configure cuDNN with,

@@ -12,8 +12,8 @@ use burn::tensor::backend::Backend;
 use cudnn_rnn::{CudnnHandle, CudnnRnnError};
 
 use crate::kernels::cudnn::device::log_fallback_once;
-use crate::kernels::cudnn::ops::{CudaBackend, CudaTensor};
 use crate::kernels::cudnn::settings::cudnn_events;
+use crate::kernels::cudnn::types::{CudaBackend, CudaTensor};
 
 /// How one call is ordered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

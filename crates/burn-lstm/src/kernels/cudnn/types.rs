@@ -1,0 +1,18 @@
+//! The CUDA runtime's tensor types as the cuDNN glue names them (a leaf: every file of
+//! this folder may use it).
+
+use burn_cubecl::{CubeBackend, tensor::CubeTensor};
+use cubecl_cuda::CudaRuntime;
+
+use crate::op::io::LstmInputs;
+
+/// A tensor of the CUDA runtime.
+pub(crate) type CudaTensor = CubeTensor<CudaRuntime>;
+
+/// A backend whose float tensors are [`CudaTensor`]s (a CubeCL tensor carries its own
+/// dtype: the element types here only name the type).
+pub(crate) type CudaBackend = CubeBackend<CudaRuntime, f32, i32, u8>;
+
+/// The op's inputs on the CUDA runtime; also the shape of the backward's results (the
+/// gradient of each input).
+pub(crate) type CudaInputs = LstmInputs<CudaBackend>;
