@@ -5,9 +5,9 @@
 //! ```text
 //! cargo run --release --example train                          # CPU (Autodiff<Flex>)
 //! cargo run --release --example train -- --device ndarray      # CPU (Autodiff<NdArray>)
-//! cargo run --release --example train -- --device cuda         # cuDNN (with --features cuda)
 //! cargo run --release --example train -- --epochs 5 --hidden 16 --out target/my-model
-//! cargo run --release --example train -- --devices 2            # data-parallel (feature distributed)
+//! cargo run --release --features cuda --example train -- --device cuda   # cuDNN (CUDA 13, cuDNN 9)
+//! cargo run --release --example train -- --devices 2            # data-parallel (burn-collective)
 //! ```
 
 use std::path::PathBuf;
@@ -68,8 +68,9 @@ struct Args {
     /// A line per epoch instead of Burn's dashboard (which needs a terminal).
     #[arg(long)]
     plain: bool,
-    /// Data-parallel peers (built with `--features distributed`): every batch is split
-    /// over N copies of the device and the gradients all-reduced (burn-collective).
+    /// Data-parallel peers: every batch is split over N copies of the device and the
+    /// gradients all-reduced (burn-collective; the examples' default feature
+    /// `distributed`).
     #[arg(long, default_value_t = 1)]
     devices: usize,
 }
@@ -101,8 +102,8 @@ fn run(args: Args) -> Result<(), ExampleError> {
         },
         devices: args.devices,
     };
-    // CPU unless asked: the examples build with CUDA compiled in (it loads at run time),
-    // which says nothing about a GPU being there.
+    // CPU unless asked: a build with `--features cuda` has the CUDA backend compiled in
+    // (it loads CUDA at run time), which says nothing about a GPU being there.
     let device = args.device;
     let series = sunspots::load_series(&args.data)?;
     println!(

@@ -25,7 +25,10 @@ pub enum LstmError {
         actual: Vec<usize>,
     },
     /// A tensor that the config needs is absent from a checkpoint, or present where the config has none.
-    #[error("checkpoint {source_name}: {problem} tensor `{name}`")]
+    #[error(
+        "checkpoint {source_name}: {problem} tensor `{name}`{}",
+        .hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default()
+    )]
     CheckpointTensor {
         /// The file or store.
         source_name: String,
@@ -33,6 +36,26 @@ pub enum LstmError {
         problem: &'static str,
         /// The tensor name.
         name: String,
+        /// What probably went wrong, when the file says more: for a missing PyTorch
+        /// tensor, the names it has under a parent module's prefix (`encoder.weight_ih_l0`)
+        /// and the call that loads them.
+        hint: Option<String>,
+    },
+    /// A checkpoint tensor has another shape than the module it is loaded into
+    /// ([`load_file_checked`](crate::load_file_checked)): the module was built from
+    /// another config than the one that saved the file.
+    #[error(
+        "checkpoint {source_name}: tensor `{name}` has shape {actual:?}, but the config needs {expected:?}"
+    )]
+    CheckpointShape {
+        /// The file.
+        source_name: String,
+        /// The tensor's path in the module, e.g. `lstm.layers.1.reverse.weight_ih`.
+        name: String,
+        /// Shape of the module's tensor (what its config implies).
+        expected: Vec<usize>,
+        /// Shape in the file.
+        actual: Vec<usize>,
     },
     /// A checkpoint tensor holds values of a type that is not a float (an integer or
     /// boolean tensor under a parameter's name): refused rather than converted.

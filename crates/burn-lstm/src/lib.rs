@@ -1,32 +1,99 @@
 #![warn(missing_docs)]
-//! A cuDNN-compatible LSTM for [Burn](https://burn.dev).
+//! A cuDNN-compatible LSTM and GRU for [Burn](https://burn.dev) 0.21.
 //!
-//! - [`CudnnCompatibleLstm`]: a Burn `Module` with ordinary `Param` tensors in PyTorch's and
-//!   cuDNN's canonical layout (per layer and direction `weight_ih [4H, in]`,
-//!   `weight_hh [4H, H_out]`, `bias_ih [4H]`, `bias_hh [4H]`, `weight_hr [H_out, H]`,
-//!   gates i, f, g, o). Multi-layer, bidirectional, inter-layer dropout, initial and final
-//!   state, batch-first or sequence-major, right-padded variable lengths, projection.
-//! - [`LstmBackend`]: the op contract, one call per layer stack, implemented for NdArray,
-//!   the CubeCL backends (feature `cubecl`), their fused variants and `Autodiff`.
-//! - Checkpoints: Burn recorders ([`CudnnCompatibleLstmConfig::load_checkpoint`]) and
-//!   PyTorch state dicts in safetensors ([`CudnnCompatibleLstmConfig::load_pytorch_safetensors`],
-//!   [`CudnnCompatibleLstm::save_pytorch_safetensors`]).
+//! [`CudnnCompatibleLstm`] and [`CudnnCompatibleGru`] are Burn `Module`s with ordinary
+//! `Param` tensors in PyTorch's and cuDNN's canonical layout (per layer and direction
+//! `weight_ih [4H, in]`, `weight_hh [4H, H_out]`, `bias_ih [4H]`, `bias_hh [4H]`,
+//! `weight_hr [H_out, H]`; gates i, f, g, o, a GRU's r, z, n). The whole layer stack
+//! runs as one op of the backend ([`LstmBackend`]) with an explicit backward: cuDNN on
+//! Burn's Cuda backend (feature `cuda`), a fused kernel on Flex and NdArray, a portable
+//! kernel of Burn tensor ops elsewhere. Outputs, final states and every gradient equal
+//! PyTorch's `nn.LSTM` / `nn.GRU` (golden tests in float64 and float32).
+//!
+//! Multi-layer, bidirectional, inter-layer dropout (training only), initial and final
+//! state, batch-first (the default, as Burn) or sequence-major input, right-padded
+//! variable lengths ([`CudnnCompatibleLstm::forward_with_lengths`], rows of length 0
+//! included), projection (`proj_size`, LSTMP), no bias, a NaN policy, and errors that
+//! name the argument, the expected and the actual value
+//! ([`CudnnCompatibleLstm::try_forward`], [`LstmError`]).
 //!
 //! ```
-//! use burn::backend::NdArray;
+//! use burn::backend::Flex;
 //! use burn::tensor::{Distribution, Tensor};
 //! use burn_lstm::CudnnCompatibleLstmConfig;
 //!
 //! let device = Default::default();
-//! let lstm = CudnnCompatibleLstmConfig::new(8, 16)
+//! let lstm = CudnnCompatibleLstmConfig::new(8, 16) // input_size, hidden_size
 //!     .with_num_layers(2)
 //!     .with_bidirectional(true)
-//!     .init::<NdArray>(&device);
-//! let x = Tensor::<NdArray, 3>::random([4, 10, 8], Distribution::Normal(0.0, 1.0), &device);
+//!     .init::<Flex>(&device);
+//! let x = Tensor::<Flex, 3>::random([4, 10, 8], Distribution::Normal(0.0, 1.0), &device);
 //! let (y, state) = lstm.forward(x, None);
-//! assert_eq!(y.dims(), [4, 10, 32]);
-//! assert_eq!(state.hidden.dims(), [4, 4, 16]);
+//! assert_eq!(y.dims(), [4, 10, 32]); // [batch, seq, dirs * hidden]
+//! assert_eq!(state.hidden.dims(), [4, 4, 16]); // [layers * dirs, batch, hidden]
+//! println!("{}", lstm.kernel(&device, 4, 10)); // which kernel runs, and why not a faster one
 //! ```
+//!
+//! # Checkpoints
+//!
+//! - Burn records: a bare layer with
+//!   [`CudnnCompatibleLstmConfig::load_checkpoint`] /
+//!   [`CudnnCompatibleGruConfig::load_checkpoint`]; a model that holds the layer with
+//!   [`load_file_checked`]. Both check every tensor against the config (names, shapes,
+//!   none missing or extra) and name the file, the expected and the actual value; a
+//!   damaged file is an error, never a panic.
+//! - PyTorch state dicts in safetensors:
+//!   [`CudnnCompatibleLstmConfig::load_pytorch_safetensors`],
+//!   [`CudnnCompatibleLstmConfig::load_pytorch_safetensors_with_prefix`] (an `nn.LSTM`
+//!   inside a larger module), [`CudnnCompatibleLstm::save_pytorch_safetensors`]; the
+//!   GRU's alike.
+//! - Burn's own layers: [`CudnnCompatibleLstm::from_burn_lstm`] / `from_burn_bilstm`,
+//!   [`CudnnCompatibleGru::from_burn_gru`] / `from_burn_bigru`.
+//!
+//! # Features
+//!
+//! | feature | what it adds | who needs it |
+//! | --- | --- | --- |
+//! | (none) | Flex and NdArray (the fused CPU kernel), `Autodiff` over them | every binary; serving on CPU needs nothing more |
+//! | `cuda` | Burn's Cuda backend with the cuDNN op (CUDA 13, cuDNN 9 loaded at run time) | only the binary that trains or serves on an NVIDIA GPU |
+//! | `wgpu` | Burn's Wgpu backend (portable kernel) | a binary that runs on Wgpu |
+//! | `dispatch` | Burn's `Dispatch` backend (device chosen at run time) | a binary that uses `Dispatch` |
+//! | `cubecl` | the op on CubeCL backends; implied by `cuda` and `wgpu` | not turned on alone |
+//!
+//! `cuda` builds without CUDA installed: libcuda and libcudnn are loaded when a Cuda
+//! device is first used, and where they are missing the layer runs the portable kernel
+//! and [`KernelChoice`] says why.
+//!
+//! # Settings
+//!
+//! Threads, caches and the cuDNN switches are process-wide: [`settings`] lists every
+//! environment variable with its default, its effect and the function that does the
+//! same.
+//!
+//! # Guides
+//!
+//! This crate's repository has three task guides in its `docs/` folder, each a complete
+//! program compiled and run as a doctest of this crate: `docs/migrating.md` (swap
+//! `burn::nn::Lstm` or `nn::Gru` for this layer), `docs/train-cuda-serve-cpu.md` (train
+//! on CUDA, save, load with checks and serve on CPU) and `docs/pytorch.md` (bring a
+//! PyTorch model's weights). `docs/kernels.md` says which kernel runs where.
+
+/// Every process-wide setting and environment variable, with its default, its effect
+/// and its API.
+#[doc = include_str!("settings.md")]
+pub mod settings {}
+
+// The guides of the repository's docs/ folder, compiled and run as doctests so that
+// their code cannot drift from the crate (not part of the documentation).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/migrating.md")]
+pub struct MigratingGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/train-cuda-serve-cpu.md")]
+pub struct TrainCudaServeCpuGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/pytorch.md")]
+pub struct PytorchGuide;
 
 mod error;
 mod kernels;
@@ -50,6 +117,7 @@ pub use module::config::{CudnnCompatibleLstmConfig, NanPolicy};
 pub use module::gru::{CudnnCompatibleGru, CudnnCompatibleGruRecord};
 pub use module::gru_config::CudnnCompatibleGruConfig;
 pub use module::lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmRecord};
+pub use module::model_checkpoint::load_file_checked;
 pub use module::state::{GruState, LstmState};
 pub use module::weights::{LstmDirectionWeights, LstmLayer};
 pub use op::call::lstm;
@@ -58,3 +126,10 @@ pub use op::contract::LstmBackend;
 pub use op::flat_weights::{FlatBufferOps, GradientSplit};
 pub use op::io::{HostResiduals, LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
 pub use op::spec::{CellKind, DirectionLayout, LstmArch, LstmSpec};
+
+// Keras (`.keras`, `.h5`) and ONNX import of recurrent layers (docs/keras-onnx.md).
+mod import;
+pub use import::{
+    KerasModel, KerasRecurrentLayer, OnnxModel, OnnxRecurrentNode, RecurrentSelection,
+    keras_mask_lengths,
+};

@@ -1,16 +1,16 @@
 //! A trained forecaster on disk: `model.mpk` (a Burn record, full precision) and
-//! `config.json` next to it; loading checks every parameter against the config.
+//! `config.json` next to it; loading checks every parameter against the config
+//! (`burn_lstm::load_file_checked`).
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
 use burn::config::Config;
 use burn::module::Module;
-use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn_lstm::{LstmBackend, LstmError};
 
 use super::error::ExampleError;
-use super::model::{ForecastConfig, Forecaster, ForecasterRecord};
+use super::model::{ForecastConfig, Forecaster};
 
 /// File names inside a checkpoint directory.
 pub const MODEL_FILE: &str = "model.mpk";
@@ -90,63 +90,22 @@ pub fn load_forecaster<B: LstmBackend>(
         path: config_path.clone(),
         message,
     })?;
-    let corrupt = |message: String| ExampleError::Corrupt {
-        what: "checkpoint",
-        path: model_path.clone(),
-        message,
-    };
-    // Burn's decoder returns errors for most damage but panics on some (a tensor whose
-    // shape does not match its bytes, an unknown id): a damaged file is user input, so
-    // the panic becomes a named error. Sound: nothing shared outlives the closure
-    // half-built (the recorder is only read; a failed record is dropped).
+    // Every tensor of the record is checked against the model built from the config
+    // (shapes, names, none missing or extra) before any is loaded, and a damaged file
+    // is an error, never a panic: `burn_lstm::load_file_checked`.
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
-    let record: ForecasterRecord<B> = match catch_unwind(AssertUnwindSafe(|| {
-        recorder.load::<ForecasterRecord<B>>(model_path.clone(), device)
-    })) {
-        Ok(Ok(record)) => record,
-        Ok(Err(e)) => return Err(corrupt(e.to_string())),
-        Err(panic) => {
-            return Err(corrupt(format!(
-                "Burn's loader failed: {}",
-                message(&panic)
-            )));
-        }
-    };
-    let mismatch = |message: String| ExampleError::ConfigMismatch {
-        path: model_path.clone(),
-        message,
-    };
-    // Burn's `load_record` panics on a layer count it does not expect.
-    let layers = record.lstm.layers.len();
-    if layers != config.layers {
-        return Err(mismatch(format!(
-            "lstm.layers: the config needs {}, the checkpoint has {layers}",
-            config.layers
-        )));
-    }
-    let model = catch_unwind(AssertUnwindSafe(|| {
-        config.init::<B>(device).load_record(record)
-    }))
-    .map_err(|panic| mismatch(message(&panic)))?;
-    model
-        .lstm
-        .validate()
-        .map_err(|e: LstmError| mismatch(e.to_string()))?;
-    let head = model.head.weight.dims();
-    if head != [config.hidden, 1] {
-        return Err(mismatch(format!(
-            "head.weight: expected shape [{}, 1], got {head:?}",
-            config.hidden
-        )));
-    }
+    let model =
+        burn_lstm::load_file_checked(config.init::<B>(device), &model_path, &recorder, device)
+            .map_err(|e| match e {
+                LstmError::Io { message, .. } => ExampleError::Corrupt {
+                    what: "checkpoint",
+                    path: model_path.clone(),
+                    message,
+                },
+                other => ExampleError::ConfigMismatch {
+                    path: model_path.clone(),
+                    message: other.to_string(),
+                },
+            })?;
     Ok((model, config))
-}
-
-/// The text of a caught panic.
-fn message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "a panic without a message".into())
 }

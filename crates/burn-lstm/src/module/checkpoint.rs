@@ -15,11 +15,11 @@ use crate::error::LstmError;
 use crate::module::config::CudnnCompatibleLstmConfig;
 use crate::module::lstm::CudnnCompatibleLstm;
 use crate::module::record_guard;
-use crate::module::shapes::{PARAM_NAMES, expected_shapes, missing, unexpected, validate_layers};
+use crate::module::shapes::{PARAM_NAMES, expected_shapes, unexpected, validate_layers};
 use crate::module::weights::{LstmLayer, LstmLayerRecord};
 use crate::op::spec::LstmArch;
 
-fn io_error(path: &Path, e: impl core::fmt::Display) -> LstmError {
+pub(crate) fn io_error(path: &Path, e: impl core::fmt::Display) -> LstmError {
     LstmError::Io {
         path: path.display().to_string(),
         message: e.to_string(),
@@ -30,8 +30,10 @@ impl CudnnCompatibleLstmConfig {
     /// Loads a module saved with a Burn file recorder (e.g. `module.save_file(path,
     /// &recorder)`), after checking every parameter against this config. `path` may
     /// carry the recorder's extension (`model.mpk.gz`) or not (`model`). A damaged file
-    /// is an [`LstmError::Io`] naming it, never a panic (docs/robustness.md). A checkpoint
-    /// of another architecture is a named error, never a silently changed module.
+    /// is an [`LstmError::Io`] naming it, never a panic. A checkpoint of another
+    /// architecture is a named error, never a silently changed module. For a model that
+    /// holds the layer among other modules, [`load_file_checked`](crate::load_file_checked)
+    /// makes the same checks.
     pub fn load_checkpoint<B: Backend, R: FileRecorder<B>>(
         &self,
         path: impl AsRef<Path>,
@@ -45,17 +47,62 @@ impl CudnnCompatibleLstmConfig {
     }
 
     /// Loads PyTorch `nn.LSTM` parameters saved as safetensors under their state-dict
-    /// names (`weight_ih_l0`, `bias_hh_l1_reverse`, `weight_hr_l0`, ...). Values are
-    /// converted to the device's float type; every tensor the config needs must be
-    /// present with its exact shape, and no LSTM parameter the config lacks may be.
+    /// names (`weight_ih_l0`, `bias_hh_l1_reverse`, `weight_hr_l0`, ...): the state dict
+    /// of a bare `nn.LSTM`. For an `nn.LSTM` inside a larger module, whose names carry
+    /// the parent's prefix (`encoder.weight_ih_l0`), use
+    /// [`Self::load_pytorch_safetensors_with_prefix`].
+    ///
+    /// Values are converted to the device's float type; every tensor the config needs
+    /// must be present with its exact shape, and no LSTM parameter the config lacks may
+    /// be. A missing tensor that the file holds under a prefix is an error that names
+    /// the prefix to pass.
+    ///
+    /// The file does not hold the config: build it with PyTorch's values, and mind
+    /// `batch_first`, which is `False` by default in PyTorch and `true` by default here
+    /// (`.with_batch_first(false)` for a model that was fed `[seq, batch, features]`).
+    /// A `.pt` file converts to safetensors in three lines of Python:
+    ///
+    /// ```text
+    /// import torch, safetensors.torch
+    /// state = torch.load("model.pt", map_location="cpu")  # a state dict (model.state_dict())
+    /// safetensors.torch.save_file({k: v.contiguous() for k, v in state.items()}, "model.safetensors")
+    /// ```
     pub fn load_pytorch_safetensors<B: Backend>(
         &self,
         path: impl AsRef<Path>,
         device: &B::Device,
     ) -> Result<CudnnCompatibleLstm<B>, LstmError> {
+        self.load_pytorch_safetensors_with_prefix(path, "", device)
+    }
+
+    /// [`Self::load_pytorch_safetensors`] for an `nn.LSTM` that is a submodule: its
+    /// tensors are `{prefix}weight_ih_l0`, ... (`prefix` `"encoder."` for a module
+    /// whose LSTM is `self.encoder`; `"model.rnn."` for one nested deeper). Tensors
+    /// without the prefix (the rest of the parent module) are left alone; under the
+    /// prefix, no LSTM parameter the config lacks may be.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), burn_lstm::LstmError> {
+    /// use burn::backend::Flex;
+    /// use burn_lstm::CudnnCompatibleLstmConfig;
+    ///
+    /// // PyTorch: self.encoder = nn.LSTM(16, 32, num_layers=2)  (batch_first=False)
+    /// let encoder = CudnnCompatibleLstmConfig::new(16, 32)
+    ///     .with_num_layers(2)
+    ///     .with_batch_first(false)
+    ///     .load_pytorch_safetensors_with_prefix::<Flex>("model.safetensors", "encoder.", &Default::default())?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn load_pytorch_safetensors_with_prefix<B: Backend>(
+        &self,
+        path: impl AsRef<Path>,
+        prefix: &str,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleLstm<B>, LstmError> {
         let path = path.as_ref();
         let arch = self.arch();
-        let pytorch = PytorchParameters::open(&arch, path)?;
+        let pytorch = PytorchParameters::open(&arch, path, prefix)?;
         let mut module = self.try_init::<B>(device)?;
         pytorch.load_into(&mut module.layers, device)?;
         Ok(module)
@@ -101,7 +148,7 @@ where
     let loaded = catch_unwind(AssertUnwindSafe(|| {
         // Bincode records: no length prefix may make Burn's decoder allocate more
         // than the file holds (an allocation failure aborts the process).
-        record_guard::check::<B, <R as Recorder<B>>::Settings>(&file, &extension[1..])?;
+        record_guard::check::<B, M::Record, <R as Recorder<B>>::Settings>(&file, &extension[1..])?;
         recorder
             .load::<M::Record>(stem, device)
             .map_err(|e| io_error(path, e))
@@ -122,23 +169,30 @@ where
     Ok(module.load_record(record))
 }
 
-/// A PyTorch state dict in safetensors (`nn.LSTM` or `nn.GRU` names), checked against
-/// an architecture: no parameter the architecture lacks.
+/// A PyTorch state dict in safetensors (`nn.LSTM` or `nn.GRU` names, each after
+/// `prefix`), checked against an architecture: no parameter the architecture lacks.
 pub(crate) struct PytorchParameters<'a> {
     arch: &'a LstmArch,
     path: &'a Path,
+    prefix: &'a str,
+    /// Every tensor name of the file (for the hint of a missing one).
+    names: Vec<String>,
     store: SafetensorsStore,
 }
 
 impl<'a> PytorchParameters<'a> {
-    pub fn open(arch: &'a LstmArch, path: &'a Path) -> Result<Self, LstmError> {
+    pub fn open(arch: &'a LstmArch, path: &'a Path, prefix: &'a str) -> Result<Self, LstmError> {
         if !path.is_file() {
             return Err(io_error(path, "no such file"));
         }
         let mut store = SafetensorsStore::from_file(path);
         let names = store.keys().map_err(|e| io_error(path, e))?;
-        for name in names.iter().filter(|n| parse_pytorch_name(n).is_some()) {
-            let (param, layer, reverse) = parse_pytorch_name(name).expect("filtered");
+        for name in &names {
+            let Some((param, layer, reverse)) =
+                name.strip_prefix(prefix).and_then(parse_pytorch_name)
+            else {
+                continue;
+            };
             let index = PARAM_NAMES
                 .iter()
                 .position(|p| *p == param)
@@ -150,7 +204,13 @@ impl<'a> PytorchParameters<'a> {
                 return Err(unexpected(&path.display().to_string(), name.clone()));
             }
         }
-        Ok(Self { arch, path, store })
+        Ok(Self {
+            arch,
+            path,
+            prefix,
+            names,
+            store,
+        })
     }
 
     /// Replaces every parameter of `layers` (made for the same architecture) with the
@@ -160,16 +220,22 @@ impl<'a> PytorchParameters<'a> {
         layers: &mut [LstmLayer<B>],
         device: &B::Device,
     ) -> Result<(), LstmError> {
-        let path = self.path;
+        let (path, prefix, names) = (self.path, self.prefix, &self.names);
         let mut load = |name: String, shape: Vec<usize>| -> Result<TensorData, LstmError> {
+            let key = format!("{prefix}{name}");
             let snapshot = self
                 .store
-                .get_snapshot(&name)
+                .get_snapshot(&key)
                 .map_err(|e| io_error(path, e))?
-                .ok_or_else(|| missing(&path.display().to_string(), name.clone()))?;
+                .ok_or_else(|| LstmError::CheckpointTensor {
+                    source_name: path.display().to_string(),
+                    problem: "missing",
+                    hint: prefix_hint(names, &name, &key),
+                    name: key.clone(),
+                })?;
             if snapshot.shape.to_vec() != shape {
                 return Err(LstmError::ParameterShape {
-                    name,
+                    name: key,
                     expected: shape,
                     actual: snapshot.shape.to_vec(),
                 });
@@ -182,7 +248,7 @@ impl<'a> PytorchParameters<'a> {
             ) {
                 return Err(LstmError::CheckpointDtype {
                     source_name: path.display().to_string(),
-                    name,
+                    name: key,
                     expected: "a float dtype (F64, F32, F16 or BF16)".into(),
                     actual: format!("{:?}", snapshot.dtype),
                 });
@@ -219,6 +285,41 @@ impl<'a> PytorchParameters<'a> {
     }
 }
 
+/// Where a file holds the tensor `name` that was looked for as `key`: under other
+/// prefixes (a parent module's state dict: `encoder.weight_ih_l0`), named with the call
+/// that loads them; `None` where it holds no such name.
+fn prefix_hint(names: &[String], name: &str, key: &str) -> Option<String> {
+    let prefixes: Vec<&str> = names
+        .iter()
+        .filter(|n| n.as_str() != key)
+        .filter_map(|n| n.strip_suffix(name))
+        .filter(|p| p.is_empty() || p.ends_with('.'))
+        .collect();
+    let call = |p: &str| {
+        if p.is_empty() {
+            "load_pytorch_safetensors(path, device)".to_string()
+        } else {
+            format!("load_pytorch_safetensors_with_prefix(path, {p:?}, device)")
+        }
+    };
+    match prefixes.as_slice() {
+        [] => None,
+        [p] => Some(format!(
+            "the file has it as `{p}{name}`: load it with `{}`",
+            call(p)
+        )),
+        many => Some(format!(
+            "the file has it under {} prefixes ({}): name the module's with `{}`",
+            many.len(),
+            many.iter()
+                .map(|p| format!("{p:?}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            call(many[0])
+        )),
+    }
+}
+
 /// Saves `module`'s `layers.{l}.{forward,reverse}.{param}` under PyTorch's state-dict
 /// names (`{param}_l{l}[_reverse]`).
 pub(crate) fn save_pytorch<B: Backend, M: Module<B>>(
@@ -248,17 +349,23 @@ fn parse_pytorch_name(name: &str) -> Option<(&str, usize, bool)> {
 
 fn with_source(error: LstmError, path: &Path) -> LstmError {
     match error {
-        LstmError::CheckpointTensor { problem, name, .. } => LstmError::CheckpointTensor {
+        LstmError::CheckpointTensor {
+            problem,
+            name,
+            hint,
+            ..
+        } => LstmError::CheckpointTensor {
             source_name: path.display().to_string(),
             problem,
             name,
+            hint,
         },
         other => other,
     }
 }
 
 /// The message of a caught panic (`&str` or `String` payloads; others unnamed).
-fn panic_message(payload: &(dyn core::any::Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn core::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())

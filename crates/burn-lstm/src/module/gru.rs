@@ -24,8 +24,9 @@ use crate::op::spec::{CellKind, LstmArch, LstmSpec};
 ///
 /// Flex and NdArray run it with the fused CPU kernel, every other backend with the
 /// portable kernel for now (cuDNN's GRU is off until verified on a GPU:
-/// `BURN_LSTM_CUDNN_GRU=1`); the kernel-choice API ([`Self::kernel`]) says which. See
-/// docs/gru.md.
+/// `BURN_LSTM_CUDNN_GRU=1`, [`crate::settings`]); the kernel-choice API
+/// ([`Self::kernel`]) says which. The repository's `docs/gru.md` has the cell's
+/// equations and how Keras and Burn GRUs relate to it.
 #[derive(Module, Debug)]
 pub struct CudnnCompatibleGru<B: Backend> {
     /// The layers, bottom first (each direction's `weight_hr` is always `None`).

@@ -116,16 +116,32 @@ impl CudnnCompatibleGruConfig {
     }
 
     /// Loads PyTorch `nn.GRU` parameters saved as safetensors under their state-dict
-    /// names (`weight_ih_l0`, `bias_hh_l1_reverse`, ...; gates r, z, n). Values are
-    /// converted to the device's float type; every tensor the config needs must be
-    /// present with its exact shape, and no GRU parameter the config lacks may be.
+    /// names (`weight_ih_l0`, `bias_hh_l1_reverse`, ...; gates r, z, n): the state dict
+    /// of a bare `nn.GRU`; [`Self::load_pytorch_safetensors_with_prefix`] for one inside
+    /// a larger module. Values are converted to the device's float type; every tensor
+    /// the config needs must be present with its exact shape, and no GRU parameter the
+    /// config lacks may be. As for the LSTM
+    /// ([`CudnnCompatibleLstmConfig::load_pytorch_safetensors`](crate::CudnnCompatibleLstmConfig::load_pytorch_safetensors)),
+    /// PyTorch's `batch_first` is `False` by default and ours `true`.
     pub fn load_pytorch_safetensors<B: Backend>(
         &self,
         path: impl AsRef<Path>,
         device: &B::Device,
     ) -> Result<CudnnCompatibleGru<B>, LstmError> {
+        self.load_pytorch_safetensors_with_prefix(path, "", device)
+    }
+
+    /// [`Self::load_pytorch_safetensors`] for an `nn.GRU` that is a submodule: its
+    /// tensors are `{prefix}weight_ih_l0`, ... (`prefix` `"encoder."` for a module whose
+    /// GRU is `self.encoder`). Tensors without the prefix are left alone.
+    pub fn load_pytorch_safetensors_with_prefix<B: Backend>(
+        &self,
+        path: impl AsRef<Path>,
+        prefix: &str,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
         let arch = self.arch();
-        let pytorch = PytorchParameters::open(&arch, path.as_ref())?;
+        let pytorch = PytorchParameters::open(&arch, path.as_ref(), prefix)?;
         let mut module = self.try_init::<B>(device)?;
         pytorch.load_into(&mut module.layers, device)?;
         Ok(module)

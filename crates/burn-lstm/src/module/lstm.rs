@@ -149,8 +149,8 @@ impl<B: LstmBackend> CudnnCompatibleLstm<B> {
     /// state is its initial state (zeros without one), and in training the gradients of
     /// its final state flow unchanged to its initial state, with no gradient to the
     /// parameters or to its input. cuDNN refuses empty rows, so on CUDA a batch with one
-    /// runs the portable kernel unless `BURN_LSTM_CUDNN_EMPTY_ROWS=1` (see
-    /// `docs/robustness.md`; [`Self::kernel_with_lengths`] tells which kernel runs). A
+    /// runs the portable kernel unless `BURN_LSTM_CUDNN_EMPTY_ROWS=1` ([`crate::settings`];
+    /// [`Self::kernel_with_lengths`] tells which kernel runs). A
     /// batch of only empty rows works too.
     ///
     /// # Panics

@@ -18,15 +18,14 @@ use burn::record::{BurnRecord, PrecisionSettings, Record};
 use burn::tensor::backend::Backend;
 
 use crate::error::LstmError;
-use crate::module::lstm::CudnnCompatibleLstmRecord;
 
 /// Largest decompressed size read from a gzipped record: beyond it the check is left
 /// out (Burn's decoder then runs unguarded, as it would anyway).
 const MAX_GUARDED: usize = 1 << 34;
 
-/// Checks the bincode record at `path` (written by a recorder whose file extension is
-/// `extension` and whose precision is `S`); a no-op for other recorders.
-pub(crate) fn check<B: Backend, S: PrecisionSettings>(
+/// Checks the bincode record of type `Rec` at `path` (written by a recorder whose file
+/// extension is `extension` and whose precision is `S`); a no-op for other recorders.
+pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
     path: &Path,
     extension: &str,
 ) -> Result<(), LstmError> {
@@ -50,12 +49,12 @@ pub(crate) fn check<B: Backend, S: PrecisionSettings>(
     };
     // An unreadable file is Burn's to report (the same error, with its wording).
     let Ok(bytes) = bytes else { return Ok(()) };
-    type Item<B, S> = <CudnnCompatibleLstmRecord<B> as Record<B>>::Item<S>;
+    type Item<B, Rec, S> = <Rec as Record<B>>::Item<S>;
     let need = bytes.len().saturating_mul(2).saturating_add(1 << 16);
     let limited = match need {
-        n if n <= 1 << 24 => decode::<Item<B, S>, B, { 1 << 24 }>(&bytes),
-        n if n <= 1 << 28 => decode::<Item<B, S>, B, { 1 << 28 }>(&bytes),
-        n if n <= 1 << 32 => decode::<Item<B, S>, B, { 1 << 32 }>(&bytes),
+        n if n <= 1 << 24 => decode::<Item<B, Rec, S>, B, { 1 << 24 }>(&bytes),
+        n if n <= 1 << 28 => decode::<Item<B, Rec, S>, B, { 1 << 28 }>(&bytes),
+        n if n <= 1 << 32 => decode::<Item<B, Rec, S>, B, { 1 << 32 }>(&bytes),
         _ => return Ok(()),
     };
     match limited {
@@ -92,6 +91,8 @@ mod tests {
     use burn::backend::NdArray;
     use burn::module::Module;
     use burn::record::{BinFileRecorder, FullPrecisionSettings};
+
+    use crate::module::lstm::CudnnCompatibleLstmRecord;
 
     type B = NdArray<f32>;
     type Item = <CudnnCompatibleLstmRecord<B> as Record<B>>::Item<FullPrecisionSettings>;

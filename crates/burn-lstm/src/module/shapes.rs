@@ -120,6 +120,7 @@ pub(crate) fn missing(source: &str, name: String) -> LstmError {
         source_name: source.into(),
         problem: "missing",
         name,
+        hint: None,
     }
 }
 
@@ -128,5 +129,6 @@ pub(crate) fn unexpected(source: &str, name: String) -> LstmError {
         source_name: source.into(),
         problem: "unexpected",
         name,
+        hint: None,
     }
 }

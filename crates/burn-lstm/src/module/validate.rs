@@ -37,8 +37,7 @@ pub(crate) fn input<B: Backend>(
     Ok([batch, seq_len])
 }
 
-/// Checks one length per row, each in `0..=seq_len` (0: an empty row, see
-/// `docs/robustness.md`).
+/// Checks one length per row, each in `0..=seq_len` (0: an empty row).
 pub(crate) fn lengths(lengths: &[usize], batch: usize, seq_len: usize) -> Result<(), LstmError> {
     if lengths.len() != batch {
         return Err(LstmError::invalid(

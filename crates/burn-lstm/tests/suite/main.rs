@@ -22,4 +22,5 @@ mod gru_golden_f32;
 mod half;
 mod hostile_files;
 mod layout;
+mod model_checkpoint;
 mod nan_policy;

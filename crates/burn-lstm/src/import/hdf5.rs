@@ -1,0 +1,184 @@
+//! The HDF5 files Keras writes, read with `hdf5-reader` (pure Rust, no libhdf5): groups,
+//! string attributes (fixed-length or variable-length) and float datasets (contiguous,
+//! compact or chunked, with or without gzip and shuffle; superblocks 0 to 3). Every
+//! failure is an [`LstmError::Io`] naming the file and the object; a panic of the
+//! decoder on a damaged file is caught and becomes one too.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use hdf5_reader::{Datatype, Hdf5File};
+
+use crate::error::LstmError;
+use crate::import::host::HostTensor;
+
+/// HDF5's signature, at offset 0 (or 512, 1024, ... after a user block).
+const SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
+
+/// Whether `bytes` start like an HDF5 file (at offset 0 or after a user block).
+pub(crate) fn is_hdf5(bytes: &[u8]) -> bool {
+    let mut offset = 0usize;
+    while offset + SIGNATURE.len() <= bytes.len() {
+        if &bytes[offset..offset + SIGNATURE.len()] == SIGNATURE {
+            return true;
+        }
+        offset = if offset == 0 { 512 } else { offset * 2 };
+    }
+    false
+}
+
+/// The names of a group's child groups and child datasets.
+pub(crate) type Members = (Vec<String>, Vec<String>);
+
+/// An HDF5 file held in memory, with the name errors give it.
+pub(crate) struct H5 {
+    file: Hdf5File,
+    source: String,
+}
+
+fn caught<T>(
+    source: &str,
+    what: &str,
+    f: impl FnOnce() -> Result<T, String>,
+) -> Result<T, LstmError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result.map_err(|e| io(source, format!("{what}: {e}"))),
+        Err(_) => Err(io(
+            source,
+            format!("{what}: damaged HDF5 data (the decoder failed)"),
+        )),
+    }
+}
+
+pub(crate) fn io(source: &str, message: impl Into<String>) -> LstmError {
+    LstmError::Io {
+        path: source.to_string(),
+        message: message.into(),
+    }
+}
+
+impl H5 {
+    /// Parses the file's superblock and root group. `source` names it in errors (the
+    /// path, or `model.keras!model.weights.h5` inside an archive).
+    pub fn from_bytes(bytes: Vec<u8>, source: String) -> Result<Self, LstmError> {
+        if !is_hdf5(&bytes) {
+            return Err(io(&source, "not an HDF5 file (no HDF5 signature)"));
+        }
+        let file = caught(&source, "reading the HDF5 superblock", || {
+            Hdf5File::from_vec(bytes).map_err(|e| e.to_string())
+        })?;
+        let h5 = Self { file, source };
+        // A file cut short usually fails here already: the root group is read eagerly.
+        caught(&h5.source, "reading the root group", || {
+            h5.file.root_group().map(|_| ()).map_err(|e| e.to_string())
+        })?;
+        Ok(h5)
+    }
+
+    /// The name errors give the file.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// `(groups, datasets)` directly under the group at `path` (`""` is the root), or
+    /// `None` when there is no such group.
+    pub fn members(&self, path: &str) -> Result<Option<Members>, LstmError> {
+        caught(&self.source, &format!("listing group '/{path}'"), || {
+            let group = match self.group(path) {
+                Some(group) => group,
+                None => return Ok(None),
+            };
+            let (groups, datasets) = group.member_names().map_err(|e| e.to_string())?;
+            Ok(Some((groups, datasets)))
+        })
+    }
+
+    fn group(&self, path: &str) -> Option<hdf5_reader::group::Group> {
+        if path.is_empty() {
+            self.file.root_group().ok()
+        } else {
+            self.file.group(&format!("/{path}")).ok()
+        }
+    }
+
+    /// Whether a group exists at `path`.
+    pub fn has_group(&self, path: &str) -> bool {
+        catch_unwind(AssertUnwindSafe(|| self.group(path).is_some())).unwrap_or(false)
+    }
+
+    /// The string values of attribute `name` of the group at `path`: `None` when the
+    /// group or the attribute is absent, an empty list for an empty non-string array
+    /// (h5py writes an empty list as float64), an error for another type.
+    pub fn attr_strings(&self, path: &str, name: &str) -> Result<Option<Vec<String>>, LstmError> {
+        caught(
+            &self.source,
+            &format!("reading attribute '{name}' of '/{path}'"),
+            || {
+                let Some(group) = self.group(path) else {
+                    return Ok(None);
+                };
+                let attributes = group.attributes().map_err(|e| e.to_string())?;
+                let Some(attr) = attributes.into_iter().find(|a| a.name == name) else {
+                    return Ok(None);
+                };
+                let empty = attr.shape.iter().product::<u64>() == 0 && !attr.shape.is_empty();
+                match &attr.datatype {
+                    Datatype::String { .. } | Datatype::VarLen { .. } => {
+                        if attr.shape.is_empty() {
+                            attr.read_string().map(|s| Some(vec![s]))
+                        } else {
+                            attr.read_strings().map(Some)
+                        }
+                    }
+                    _ if empty => Ok(Some(Vec::new())),
+                    other => {
+                        return Err(format!("a string attribute was expected, found {other:?}"));
+                    }
+                }
+                .map_err(|e| e.to_string())
+            },
+        )
+    }
+
+    /// The float dataset at `path` (float32 or float64, any byte order), or `None` when
+    /// there is none.
+    pub fn dataset(&self, path: &str) -> Result<Option<HostTensor>, LstmError> {
+        let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
+        match self.members(parent)? {
+            Some((_, datasets)) if datasets.iter().any(|d| d == name) => {}
+            _ => return Ok(None),
+        }
+        caught(&self.source, &format!("reading dataset '/{path}'"), || {
+            let dataset = self
+                .file
+                .dataset(&format!("/{path}"))
+                .map_err(|e| e.to_string())?;
+            let shape: Vec<usize> = dataset.shape().iter().map(|&d| d as usize).collect();
+            let values: Vec<f64> = match dataset.dtype() {
+                Datatype::FloatingPoint { size: 4, .. } => dataset
+                    .read_array::<f32>()
+                    .map_err(|e| e.to_string())?
+                    .iter()
+                    .map(|&v| f64::from(v))
+                    .collect(),
+                Datatype::FloatingPoint { size: 8, .. } => dataset
+                    .read_array::<f64>()
+                    .map_err(|e| e.to_string())?
+                    .iter()
+                    .copied()
+                    .collect(),
+                other => {
+                    return Err(format!(
+                        "a float32 or float64 dataset was expected, found {other:?}"
+                    ));
+                }
+            };
+            if values.len() != shape.iter().product::<usize>() {
+                return Err(format!(
+                    "{} values for shape {shape:?} (damaged file)",
+                    values.len()
+                ));
+            }
+            Ok(Some(HostTensor { shape, values }))
+        })
+    }
+}

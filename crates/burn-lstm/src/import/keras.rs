@@ -1,0 +1,597 @@
+//! [`KerasModel`]: a Keras model file's recurrent layers, loaded into
+//! [`CudnnCompatibleLstm`] / [`CudnnCompatibleGru`] with the config they imply.
+
+use std::path::Path;
+
+use burn::tensor::backend::Backend;
+use serde_json::Value;
+
+use crate::error::LstmError;
+use crate::import::hdf5::io;
+use crate::import::host::{StackParams, build_gru, build_lstm};
+use crate::import::keras_config::{
+    self, LayerEntry, cell_name, identity_at_inference, other_recurrent, recurrent_class, setting,
+};
+use crate::import::keras_file::{self, KerasFile, parse_json};
+use crate::import::keras_weights::{self, Expected, LoadedLayer};
+use crate::import::selection::{RecurrentSelection, list, resolve};
+use crate::module::config::CudnnCompatibleLstmConfig;
+use crate::module::gru::CudnnCompatibleGru;
+use crate::module::gru_config::CudnnCompatibleGruConfig;
+use crate::module::lstm::CudnnCompatibleLstm;
+use crate::op::spec::CellKind;
+
+/// One recurrent layer of a Keras model (`LSTM`, `GRU`, `CuDNNLSTM`, `CuDNNGRU`, or a
+/// `Bidirectional` of one), as the file describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KerasRecurrentLayer {
+    /// The layer's name in the model.
+    pub name: String,
+    /// Its Keras class, e.g. `LSTM`, `CuDNNGRU`, `Bidirectional(GRU)`.
+    pub class_name: String,
+    /// LSTM or GRU.
+    pub cell: CellKind,
+    /// Features of each input step (from the kernel's shape; 0 when the layer is
+    /// refused before its weights are read).
+    pub input_size: usize,
+    /// Keras's `units`: the hidden size.
+    pub units: usize,
+    /// A `Bidirectional` wrapper (merge mode `concat`).
+    pub bidirectional: bool,
+    /// Keras's `use_bias`.
+    pub bias: bool,
+    /// Keras's `return_sequences`: whether the model uses its whole output sequence
+    /// (`false`: only the last step, which is the module's final hidden state).
+    pub return_sequences: bool,
+    /// `false` for a Keras 2 layer with `time_major=True`.
+    pub batch_first: bool,
+    /// The layer that masks its input, when there is one upstream (`Masking`, or an
+    /// `Embedding` with `mask_zero`): pass the rows' lengths to `forward_with_lengths`
+    /// ([`keras_mask_lengths`](crate::keras_mask_lengths) computes them for a `Masking`).
+    pub mask_source: Option<String>,
+    /// The `Masking` layer's `mask_value`.
+    pub mask_value: Option<f64>,
+    /// Whether the file holds the layer's settings. A weights-only `.h5` without its
+    /// architecture (see [`KerasModel::open_with_architecture`]) does not: the layer is
+    /// then read from its weights alone, assuming Keras's defaults (tanh, sigmoid,
+    /// `reset_after=True`, forward, not stateful).
+    pub settings_known: bool,
+    /// Why the layer cannot be loaded (a setting cuDNN cannot run, a missing or
+    /// misshapen weight), returned when it is selected; `None` when it can.
+    pub refusal: Option<LstmError>,
+}
+
+struct Recurrent {
+    info: KerasRecurrentLayer,
+    /// Its weights, read and converted (or why not).
+    loaded: Result<LoadedLayer, LstmError>,
+    /// Position in the architecture's layer list (None without one).
+    entry: Option<usize>,
+    /// Position in the weights file's list of recurrent layers.
+    order: usize,
+}
+
+/// The recurrent layers of a Keras model file: `.keras` (Keras 3), a full-model `.h5`
+/// (Keras 2, or Keras 3's legacy `model.save("x.h5")`) or a weights-only `.h5`
+/// (`save_weights`, Keras 2 or 3; give it its architecture with
+/// [`Self::open_with_architecture`]).
+///
+/// Every layer's settings and weights are read and checked when the file is opened; a
+/// layer that cannot be loaded says why in [`KerasRecurrentLayer::refusal`], and
+/// selecting it returns that error. Building a module reads nothing more from the file.
+///
+/// ```no_run
+/// # fn main() -> Result<(), burn_lstm::LstmError> {
+/// use burn::backend::Flex;
+/// use burn_lstm::{KerasModel, RecurrentSelection};
+///
+/// let model = KerasModel::open("model.keras")?;
+/// for layer in model.layers() {
+///     println!("{} {} units={} bidirectional={}", layer.name, layer.class_name, layer.units, layer.bidirectional);
+/// }
+/// // One layer by name, or a stack of them as one multi-layer module.
+/// let (encoder, config) = model.lstm::<Flex>("encoder", &Default::default())?;
+/// let (stack, _) = model.lstm::<Flex>(RecurrentSelection::All, &Default::default())?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct KerasModel {
+    source: String,
+    recurrent: Vec<Recurrent>,
+    /// The architecture's top-level layers (empty without one).
+    entries: Vec<LayerEntry>,
+    /// Recurrent layers of classes this crate does not load: (name, class).
+    others: Vec<(String, String)>,
+}
+
+impl core::fmt::Debug for KerasModel {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("KerasModel")
+            .field("source", &self.source)
+            .field("layers", &self.layers())
+            .finish()
+    }
+}
+
+impl KerasModel {
+    /// Opens a Keras file (`.keras` or `.h5`, told apart by content). A weights-only
+    /// `.h5` is read from its weights alone (see
+    /// [`KerasRecurrentLayer::settings_known`]).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, LstmError> {
+        let file = keras_file::open(path.as_ref())?;
+        Self::from_file(file, None)
+    }
+
+    /// Opens a weights-only file (`model.save_weights(...)`) with the model's
+    /// architecture JSON (`model.to_json()` saved to `architecture`), whose settings are
+    /// then checked as in a full-model file. Also accepted for a full-model file, whose
+    /// own architecture it replaces.
+    pub fn open_with_architecture(
+        path: impl AsRef<Path>,
+        architecture: impl AsRef<Path>,
+    ) -> Result<Self, LstmError> {
+        let file = keras_file::open(path.as_ref())?;
+        let json_path = architecture.as_ref();
+        let json_source = json_path.display().to_string();
+        let text =
+            std::fs::read_to_string(json_path).map_err(|e| io(&json_source, e.to_string()))?;
+        let json = parse_json(&json_source, "the architecture", &text)?;
+        Self::from_file(file, Some(json))
+    }
+
+    fn from_file(file: KerasFile, architecture: Option<Value>) -> Result<Self, LstmError> {
+        let source = file.source.clone();
+        let weights = keras_weights::recurrent_layers(&file.h5, &file.layout)?;
+        let config = architecture.or(file.config.clone());
+        let entries = match &config {
+            Some(json) => keras_config::layers(&source, json)?,
+            None => Vec::new(),
+        };
+        let mut recurrent = Vec::new();
+        let mut others = Vec::new();
+        if config.is_some() {
+            let classes: Vec<&str> = entries.iter().map(|e| e.class_name.as_str()).collect();
+            let groups = keras_weights::native_group_names(&classes);
+            for (index, entry) in entries.iter().enumerate() {
+                let wrapped = entry.class_name == "Bidirectional";
+                if other_recurrent(&entry.class_name) {
+                    others.push((entry.name.clone(), entry.class_name.clone()));
+                    continue;
+                }
+                if !wrapped && recurrent_class(&entry.class_name).is_none() {
+                    continue;
+                }
+                let order = weights.iter().position(|w| match &w.group {
+                    // tf-keras's Keras-3-style files name no layer: match by group.
+                    Some((group, false)) => *group == groups[index],
+                    _ => w.name == entry.name,
+                });
+                let settings = keras_config::settings(&source, entry);
+                let inner = entry
+                    .config
+                    .get("layer")
+                    .and_then(|l| l.get("class_name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("?");
+                if wrapped && recurrent_class(inner).is_none() {
+                    if other_recurrent(inner) {
+                        others.push((entry.name.clone(), format!("Bidirectional({inner})")));
+                    }
+                    continue;
+                }
+                let loaded = match (&settings, order) {
+                    (Err(e), _) => Err(e.clone()),
+                    (Ok(_), None) => Err(LstmError::CheckpointTensor {
+                        source_name: file.h5.source().to_string(),
+                        problem: "missing",
+                        name: format!("the weights of Keras layer '{}'", entry.name),
+                        hint: Some(format!(
+                            "the file has weights for {}",
+                            list(&weights.iter().map(|w| w.name.as_str()).collect::<Vec<_>>())
+                        )),
+                    }),
+                    (Ok(s), Some(order)) => keras_weights::load(
+                        &file.h5,
+                        &source,
+                        &weights[order],
+                        Some(&Expected {
+                            cell: s.cell,
+                            cudnn: s.cudnn,
+                            units: s.units,
+                            bias: s.bias,
+                        }),
+                    )
+                    .and_then(|l| {
+                        if l.backward.is_some() != s.bidirectional {
+                            Err(io(
+                                &source,
+                                format!(
+                                    "Keras layer '{}': the weights have {} direction(s), the \
+                                     architecture {}",
+                                    entry.name,
+                                    1 + usize::from(l.backward.is_some()),
+                                    1 + usize::from(s.bidirectional)
+                                ),
+                            ))
+                        } else {
+                            Ok(l)
+                        }
+                    }),
+                };
+                let (mask_source, mask_value) = mask_of(&entries, index);
+                let (cell, units, bidirectional, bias, return_sequences, batch_first) =
+                    match &settings {
+                        Ok(s) => (
+                            s.cell,
+                            s.units,
+                            s.bidirectional,
+                            s.bias,
+                            s.return_sequences,
+                            s.batch_first,
+                        ),
+                        Err(_) => {
+                            let (cell, _) =
+                                recurrent_class(if wrapped { inner } else { &entry.class_name })
+                                    .unwrap_or((CellKind::Lstm, false));
+                            let units = entry
+                                .config
+                                .get("units")
+                                .or_else(|| {
+                                    entry
+                                        .config
+                                        .get("layer")
+                                        .and_then(|l| l.get("config"))
+                                        .and_then(|c| c.get("units"))
+                                })
+                                .and_then(Value::as_u64)
+                                .unwrap_or(0) as usize;
+                            (cell, units, wrapped, true, false, true)
+                        }
+                    };
+                let class_name = if wrapped {
+                    format!("Bidirectional({inner})")
+                } else {
+                    entry.class_name.clone()
+                };
+                recurrent.push(Recurrent {
+                    info: KerasRecurrentLayer {
+                        name: entry.name.clone(),
+                        class_name,
+                        cell,
+                        input_size: loaded.as_ref().map(|l| l.input_size).unwrap_or(0),
+                        units,
+                        bidirectional,
+                        bias,
+                        return_sequences,
+                        batch_first,
+                        mask_source,
+                        mask_value,
+                        settings_known: true,
+                        refusal: loaded.as_ref().err().cloned(),
+                    },
+                    loaded,
+                    entry: Some(index),
+                    order: order.unwrap_or(usize::MAX),
+                });
+            }
+        } else {
+            for (order, paths) in weights.iter().enumerate() {
+                let loaded = keras_weights::load(&file.h5, &source, paths, None);
+                let (cell, units, bias, input_size, cudnn) = match &loaded {
+                    Ok(l) => (l.cell, l.units, l.bias, l.input_size, l.cudnn),
+                    Err(_) => (CellKind::Lstm, 0, true, 0, false),
+                };
+                let base = if cudnn {
+                    format!("CuDNN{}", cell_name(cell))
+                } else {
+                    cell_name(cell).to_string()
+                };
+                recurrent.push(Recurrent {
+                    info: KerasRecurrentLayer {
+                        name: paths.name.clone(),
+                        class_name: if paths.backward.is_some() {
+                            format!("Bidirectional({base})")
+                        } else {
+                            base
+                        },
+                        cell,
+                        input_size,
+                        units,
+                        bidirectional: paths.backward.is_some(),
+                        bias,
+                        return_sequences: true,
+                        batch_first: true,
+                        mask_source: None,
+                        mask_value: None,
+                        settings_known: false,
+                        refusal: loaded.as_ref().err().cloned(),
+                    },
+                    loaded,
+                    entry: None,
+                    order,
+                });
+            }
+        }
+        Ok(Self {
+            source,
+            recurrent,
+            entries,
+            others,
+        })
+    }
+
+    /// The file's name, as errors give it.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The recurrent layers this crate loads, in the model's order (an
+    /// [`RecurrentSelection::Index`] counts among them).
+    pub fn layers(&self) -> Vec<&KerasRecurrentLayer> {
+        self.recurrent.iter().map(|r| &r.info).collect()
+    }
+
+    /// The layer named `name`, when it is one of [`Self::layers`].
+    pub fn layer(&self, name: &str) -> Option<&KerasRecurrentLayer> {
+        self.recurrent
+            .iter()
+            .map(|r| &r.info)
+            .find(|l| l.name == name)
+    }
+
+    /// Loads the selected LSTM layers (`LSTM`, `CuDNNLSTM`, `Bidirectional` of them) as
+    /// one module, with the config they imply (batch-first as Keras, no dropout: Keras's
+    /// `dropout`, `recurrent_dropout` and `Dropout` layers act in training only).
+    pub fn lstm<B: Backend>(
+        &self,
+        layers: impl Into<RecurrentSelection>,
+        device: &B::Device,
+    ) -> Result<(CudnnCompatibleLstm<B>, CudnnCompatibleLstmConfig), LstmError> {
+        build_lstm(self.stack(&layers.into(), CellKind::Lstm)?, device)
+    }
+
+    /// Loads the selected GRU layers (`GRU(reset_after=True)`, `CuDNNGRU`,
+    /// `Bidirectional` of them) as one module, with the config they imply (as
+    /// [`Self::lstm`]).
+    pub fn gru<B: Backend>(
+        &self,
+        layers: impl Into<RecurrentSelection>,
+        device: &B::Device,
+    ) -> Result<(CudnnCompatibleGru<B>, CudnnCompatibleGruConfig), LstmError> {
+        build_gru(self.stack(&layers.into(), CellKind::Gru)?, device)
+    }
+
+    /// The parameters of the selected layers, checked to form one stack of `cell`.
+    fn stack(
+        &self,
+        selection: &RecurrentSelection,
+        cell: CellKind,
+    ) -> Result<StackParams, LstmError> {
+        let names: Vec<&str> = self
+            .recurrent
+            .iter()
+            .map(|r| r.info.name.as_str())
+            .collect();
+        let asked: Vec<&str> = match selection {
+            RecurrentSelection::Name(n) => vec![n],
+            RecurrentSelection::Stack(s) => s.iter().map(String::as_str).collect(),
+            _ => vec![],
+        };
+        for name in asked {
+            if let Some((_, class)) = self.others.iter().find(|(n, _)| n == name) {
+                return Err(LstmError::invalid(
+                    setting(&self.source, name, "class"),
+                    "LSTM, GRU, CuDNNLSTM, CuDNNGRU or Bidirectional of one of them",
+                    class.clone(),
+                ));
+            }
+        }
+        let picked = resolve(selection, &names, &self.source, "Keras layer")?;
+        let mut layers = Vec::with_capacity(picked.len());
+        for (k, &index) in picked.iter().enumerate() {
+            let layer = &self.recurrent[index];
+            let loaded = layer.loaded.as_ref().map_err(Clone::clone)?;
+            let info = &layer.info;
+            if loaded.cell != cell {
+                return Err(LstmError::invalid(
+                    format!("{}: Keras layer '{}'", self.source, info.name),
+                    format!(
+                        "an {} layer (this call loads {}s)",
+                        cell_name(cell),
+                        cell_name(cell)
+                    ),
+                    format!(
+                        "a {} ({}): load it with KerasModel::{}",
+                        cell_name(loaded.cell),
+                        info.class_name,
+                        cell_name(loaded.cell).to_lowercase()
+                    ),
+                ));
+            }
+            if k > 0 {
+                self.check_link(&self.recurrent[picked[k - 1]], layer)?;
+            }
+            layers.push((loaded.forward.clone(), loaded.backward.clone()));
+        }
+        let first = &self.recurrent[picked[0]];
+        let loaded = first.loaded.as_ref().map_err(Clone::clone)?;
+        Ok(StackParams {
+            cell,
+            input_size: loaded.input_size,
+            hidden_size: loaded.units,
+            bidirectional: first.info.bidirectional,
+            bias: loaded.bias,
+            batch_first: first.info.batch_first,
+            layers,
+        })
+    }
+
+    /// Checks that `upper` can sit on `lower` in one multi-layer module.
+    fn check_link(&self, lower: &Recurrent, upper: &Recurrent) -> Result<(), LstmError> {
+        let (a, b) = (&lower.info, &upper.info);
+        let what = |setting: &str| {
+            format!(
+                "{}: Keras layer '{}' {setting} (stacked on '{}')",
+                self.source, b.name, a.name
+            )
+        };
+        let same = |name: &str, x: String, y: String| {
+            if x == y {
+                Ok(())
+            } else {
+                Err(LstmError::invalid(
+                    what(name),
+                    format!("{x}, as '{}' (one module has one {name})", a.name),
+                    y,
+                ))
+            }
+        };
+        same("units", a.units.to_string(), b.units.to_string())?;
+        same(
+            "bidirectional",
+            a.bidirectional.to_string(),
+            b.bidirectional.to_string(),
+        )?;
+        same("use_bias", a.bias.to_string(), b.bias.to_string())?;
+        same(
+            "batch_first",
+            a.batch_first.to_string(),
+            b.batch_first.to_string(),
+        )?;
+        let feeds = a.units * if a.bidirectional { 2 } else { 1 };
+        if b.input_size != feeds {
+            return Err(LstmError::invalid(
+                what("input size"),
+                format!("{feeds} (the output of '{}')", a.name),
+                b.input_size.to_string(),
+            ));
+        }
+        if !a.return_sequences {
+            return Err(LstmError::invalid(
+                format!("{}: Keras layer '{}' return_sequences", self.source, a.name),
+                format!("true (it feeds '{}' in the stack)", b.name),
+                "false",
+            ));
+        }
+        match (lower.entry, upper.entry) {
+            (Some(lo), Some(up)) => {
+                // Walk back from `upper` through layers that are identities at inference.
+                let mut at = up;
+                loop {
+                    let entry = &self.entries[at];
+                    let inbound = match entry.inbound.as_slice() {
+                        [one] => one,
+                        other => {
+                            return Err(LstmError::invalid(
+                                what("input"),
+                                format!("the output of '{}' alone", a.name),
+                                format!(
+                                    "the outputs of {}",
+                                    list(&other.iter().map(String::as_str).collect::<Vec<_>>())
+                                ),
+                            ));
+                        }
+                    };
+                    let Some(next) = self.entries.iter().position(|e| &e.name == inbound) else {
+                        return Err(LstmError::invalid(
+                            what("input"),
+                            format!("the output of '{}'", a.name),
+                            format!("'{inbound}'"),
+                        ));
+                    };
+                    if next == lo {
+                        return Ok(());
+                    }
+                    let class = &self.entries[next].class_name;
+                    if class == "Masking" {
+                        return Err(LstmError::invalid(
+                            what("input"),
+                            format!(
+                                "the output of '{}' (a Masking layer between stacked layers changes which steps the upper layer reads)",
+                                a.name
+                            ),
+                            format!("Masking layer '{inbound}'"),
+                        ));
+                    }
+                    if !identity_at_inference(class) {
+                        return Err(LstmError::invalid(
+                            what("input"),
+                            format!(
+                                "the output of '{}' (only dropout-like layers may sit between stacked layers)",
+                                a.name
+                            ),
+                            format!("{class} layer '{inbound}'"),
+                        ));
+                    }
+                    at = next;
+                }
+            }
+            _ => {
+                if upper.order != lower.order.wrapping_add(1) {
+                    return Err(LstmError::invalid(
+                        what("position"),
+                        format!("the recurrent layer right after '{}' in the file", a.name),
+                        "another layer (a weights-only file without its architecture stacks consecutive layers only)",
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The mask-producing layer upstream of `entries[index]`, and a `Masking` layer's value.
+fn mask_of(entries: &[LayerEntry], index: usize) -> (Option<String>, Option<f64>) {
+    let mut at = index;
+    for _ in 0..entries.len() {
+        let Some(inbound) = entries[at].inbound.first() else {
+            break;
+        };
+        let Some(next) = entries.iter().position(|e| &e.name == inbound) else {
+            break;
+        };
+        let entry = &entries[next];
+        match entry.class_name.as_str() {
+            "Masking" => {
+                let value = entry
+                    .config
+                    .get("mask_value")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0);
+                return (Some(entry.name.clone()), Some(value));
+            }
+            "Embedding" if entry.config.get("mask_zero").and_then(Value::as_bool) == Some(true) => {
+                return (Some(entry.name.clone()), None);
+            }
+            "InputLayer" => break,
+            _ => at = next,
+        }
+    }
+    (None, None)
+}
+
+impl<B: Backend> CudnnCompatibleLstm<B> {
+    /// Loads LSTM layers of a Keras file (`.keras`, `.h5`): shorthand for
+    /// [`KerasModel::open`] then [`KerasModel::lstm`]. `layers`: a layer's name, its
+    /// index among the recurrent layers, a [`RecurrentSelection::Stack`] or
+    /// [`RecurrentSelection::All`]. Returns the module and the config it implies.
+    pub fn from_keras_file(
+        path: impl AsRef<Path>,
+        layers: impl Into<RecurrentSelection>,
+        device: &B::Device,
+    ) -> Result<(Self, CudnnCompatibleLstmConfig), LstmError> {
+        KerasModel::open(path)?.lstm(layers, device)
+    }
+}
+
+impl<B: Backend> CudnnCompatibleGru<B> {
+    /// Loads GRU layers of a Keras file (`.keras`, `.h5`): shorthand for
+    /// [`KerasModel::open`] then [`KerasModel::gru`].
+    pub fn from_keras_file(
+        path: impl AsRef<Path>,
+        layers: impl Into<RecurrentSelection>,
+        device: &B::Device,
+    ) -> Result<(Self, CudnnCompatibleGruConfig), LstmError> {
+        KerasModel::open(path)?.gru(layers, device)
+    }
+}

@@ -1,0 +1,47 @@
+//! [`keras_mask_lengths`]: the rows' lengths a Keras `Masking` layer implies.
+
+use burn::tensor::{Tensor, backend::Backend};
+
+use crate::error::LstmError;
+
+/// The valid length of each row of a batch-first input `[batch, seq, features]` as a
+/// Keras `Masking(mask_value)` layer sees it: a step is masked when every feature
+/// equals `mask_value`. Rows must be right-padded (no valid step after a masked one):
+/// Keras skips masked steps wherever they are, which lengths cannot express, so such a
+/// row is an error naming it and the step. Pass the result to `forward_with_lengths`.
+///
+/// Reads the input back to the host.
+pub fn keras_mask_lengths<B: Backend>(
+    input: &Tensor<B, 3>,
+    mask_value: f64,
+) -> Result<Vec<usize>, LstmError> {
+    let [batch, seq, features] = input.dims();
+    let values: Vec<f64> = input
+        .clone()
+        .into_data()
+        .convert::<f64>()
+        .to_vec()
+        .map_err(|e| LstmError::invalid("input", "float values", format!("{e:?}")))?;
+    let masked = |b: usize, t: usize| {
+        let start = (b * seq + t) * features;
+        values[start..start + features]
+            .iter()
+            .all(|&v| v == mask_value)
+    };
+    (0..batch)
+        .map(|b| {
+            let length = (0..seq).find(|&t| masked(b, t)).unwrap_or(seq);
+            match (length..seq).find(|&t| !masked(b, t)) {
+                None => Ok(length),
+                Some(t) => Err(LstmError::invalid(
+                    format!("input row {b}"),
+                    format!(
+                        "a right-padded row: masked steps (every feature {mask_value}) only \
+                         after the last valid one"
+                    ),
+                    format!("step {t} is valid after masked step {length}"),
+                )),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,23 @@
+//! Recurrent layers of other frameworks' files, loaded into this crate's modules:
+//! Keras models (`.keras`, `.h5`; [`KerasModel`]) and ONNX graphs (`.onnx`;
+//! [`OnnxModel`]). Each reads and checks every tensor of the selected layers before it
+//! builds a module, and refuses settings cuDNN's LSTM and GRU cannot run with an error
+//! that names the file, the layer, the setting, the expected and the actual value. See
+//! `docs/keras-onnx.md`.
+
+mod gates;
+mod hdf5;
+mod host;
+mod keras;
+mod keras_config;
+mod keras_file;
+mod keras_weights;
+mod mask;
+mod onnx;
+mod onnx_proto;
+mod selection;
+
+pub use keras::{KerasModel, KerasRecurrentLayer};
+pub use mask::keras_mask_lengths;
+pub use onnx::{OnnxModel, OnnxRecurrentNode};
+pub use selection::RecurrentSelection;

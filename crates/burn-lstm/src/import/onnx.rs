@@ -1,0 +1,706 @@
+//! [`OnnxModel`]: the `LSTM` and `GRU` nodes of an ONNX graph, loaded into
+//! [`CudnnCompatibleLstm`] / [`CudnnCompatibleGru`] with the config they imply.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use burn::tensor::backend::Backend;
+use prost::Message;
+
+use crate::error::LstmError;
+use crate::import::gates::{ONNX_GRU, ONNX_LSTM, onnx_matrix, reorder};
+use crate::import::hdf5::io;
+use crate::import::host::{DirectionParams, HostTensor, StackParams, build_gru, build_lstm};
+use crate::import::keras_config::cell_name;
+use crate::import::onnx_proto::{AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto};
+use crate::import::selection::{RecurrentSelection, resolve};
+use crate::module::config::CudnnCompatibleLstmConfig;
+use crate::module::gru::CudnnCompatibleGru;
+use crate::module::gru_config::CudnnCompatibleGruConfig;
+use crate::module::lstm::CudnnCompatibleLstm;
+use crate::op::spec::CellKind;
+
+/// One `LSTM` or `GRU` node of an ONNX graph.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OnnxRecurrentNode {
+    /// The node's name (its first output's name when the node has none).
+    pub name: String,
+    /// `LSTM` or `GRU`.
+    pub op_type: String,
+    /// LSTM or GRU.
+    pub cell: CellKind,
+    /// Features of each input step (from `W`).
+    pub input_size: usize,
+    /// `hidden_size`.
+    pub hidden_size: usize,
+    /// `direction` is `bidirectional`.
+    pub bidirectional: bool,
+    /// `layout` is 1 (`X` is `[batch, seq, input]`); 0, ONNX's default, is
+    /// sequence-major.
+    pub batch_first: bool,
+    /// The node has a bias `B`.
+    pub bias: bool,
+    /// The name of its `sequence_lens` input, when it has one: pass those lengths to
+    /// `forward_with_lengths` (ONNX's semantics are the module's: zeros past each
+    /// row's length, final states at it, the reverse direction from it).
+    pub sequence_lens: Option<String>,
+    /// The name of its `initial_h` input, when it has one (pass it as the state).
+    pub initial_h: Option<String>,
+    /// The name of its `initial_c` input (LSTM), when it has one.
+    pub initial_c: Option<String>,
+    /// Why the node cannot be loaded (an attribute or input cuDNN cannot run, weights
+    /// that are not constants or have other shapes), returned when it is selected;
+    /// `None` when it can.
+    pub refusal: Option<LstmError>,
+}
+
+struct Node {
+    info: OnnxRecurrentNode,
+    params: Result<(DirectionParams, Option<DirectionParams>), LstmError>,
+    /// Index in the graph's node list.
+    index: usize,
+}
+
+/// The `LSTM` and `GRU` nodes of an ONNX model file, with their weights read from the
+/// graph's initializers (or `Constant` nodes) and checked when the file is opened.
+///
+/// ```no_run
+/// # fn main() -> Result<(), burn_lstm::LstmError> {
+/// use burn::backend::Flex;
+/// use burn_lstm::{OnnxModel, RecurrentSelection};
+///
+/// let model = OnnxModel::open("model.onnx")?;
+/// // PyTorch exports a 2-layer nn.LSTM as two LSTM nodes: load both as one module.
+/// let (lstm, config) = model.lstm::<Flex>(RecurrentSelection::All, &Default::default())?;
+/// assert!(!config.batch_first); // ONNX's layout 0: [seq, batch, features]
+/// # Ok(())
+/// # }
+/// ```
+pub struct OnnxModel {
+    source: String,
+    nodes: Vec<Node>,
+    graph: GraphProto,
+}
+
+impl core::fmt::Debug for OnnxModel {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("OnnxModel")
+            .field("source", &self.source)
+            .field("nodes", &self.nodes())
+            .finish()
+    }
+}
+
+fn attr<'a>(node: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
+    node.attribute
+        .iter()
+        .find(|a| a.name.as_deref() == Some(name))
+}
+
+fn attr_string(a: &AttributeProto) -> String {
+    String::from_utf8_lossy(a.s.as_deref().unwrap_or_default()).into_owned()
+}
+
+impl OnnxModel {
+    /// Opens an ONNX model file and reads its recurrent nodes.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, LstmError> {
+        let path = path.as_ref();
+        let source = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| io(&source, e.to_string()))?;
+        let model = ModelProto::decode(bytes.as_slice()).map_err(|e| {
+            io(
+                &source,
+                format!("not an ONNX model (protobuf decoding failed: {e})"),
+            )
+        })?;
+        let graph = model
+            .graph
+            .ok_or_else(|| io(&source, "an ONNX model without a graph"))?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let constants = constants(&graph);
+        let mut nodes = Vec::new();
+        for (index, node) in graph.node.iter().enumerate() {
+            let op = node.op_type.as_deref().unwrap_or_default();
+            let domain = node.domain.as_deref().unwrap_or_default();
+            if !(op == "LSTM" || op == "GRU") || !(domain.is_empty() || domain == "ai.onnx") {
+                continue;
+            }
+            let name = match node.name.as_deref() {
+                Some(n) if !n.is_empty() => n.to_string(),
+                _ => node
+                    .output
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| format!("{op}#{index}")),
+            };
+            let cell = if op == "LSTM" {
+                CellKind::Lstm
+            } else {
+                CellKind::Gru
+            };
+            let input = |i: usize| node.input.get(i).filter(|n| !n.is_empty()).cloned();
+            let direction = attr(node, "direction")
+                .map(attr_string)
+                .unwrap_or_else(|| "forward".into());
+            let hidden_size = attr(node, "hidden_size")
+                .and_then(|a| a.i)
+                .unwrap_or(0)
+                .max(0) as usize;
+            let mut info = OnnxRecurrentNode {
+                name,
+                op_type: op.to_string(),
+                cell,
+                input_size: 0,
+                hidden_size,
+                bidirectional: direction == "bidirectional",
+                batch_first: attr(node, "layout").and_then(|a| a.i) == Some(1),
+                bias: input(3).is_some(),
+                sequence_lens: input(4),
+                initial_h: input(5),
+                initial_c: if cell == CellKind::Lstm {
+                    input(6)
+                } else {
+                    None
+                },
+                refusal: None,
+            };
+            let params = check(&source, node, &info, &direction)
+                .and_then(|()| weights(&source, &dir, node, &mut info, &constants));
+            info.refusal = params.as_ref().err().cloned();
+            nodes.push(Node {
+                info,
+                params,
+                index,
+            });
+        }
+        Ok(Self {
+            source,
+            nodes,
+            graph,
+        })
+    }
+
+    /// The file's name, as errors give it.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The `LSTM` and `GRU` nodes, in the graph's order (an
+    /// [`RecurrentSelection::Index`] counts among them).
+    pub fn nodes(&self) -> Vec<&OnnxRecurrentNode> {
+        self.nodes.iter().map(|n| &n.info).collect()
+    }
+
+    /// The node named `name`, when it is one of [`Self::nodes`].
+    pub fn node(&self, name: &str) -> Option<&OnnxRecurrentNode> {
+        self.nodes.iter().map(|n| &n.info).find(|n| n.name == name)
+    }
+
+    /// Loads the selected `LSTM` nodes as one module, with the config they imply
+    /// (`batch_first` from `layout`, no dropout).
+    pub fn lstm<B: Backend>(
+        &self,
+        nodes: impl Into<RecurrentSelection>,
+        device: &B::Device,
+    ) -> Result<(CudnnCompatibleLstm<B>, CudnnCompatibleLstmConfig), LstmError> {
+        build_lstm(self.stack(&nodes.into(), CellKind::Lstm)?, device)
+    }
+
+    /// Loads the selected `GRU` nodes (`linear_before_reset=1`) as one module, with the
+    /// config they imply.
+    pub fn gru<B: Backend>(
+        &self,
+        nodes: impl Into<RecurrentSelection>,
+        device: &B::Device,
+    ) -> Result<(CudnnCompatibleGru<B>, CudnnCompatibleGruConfig), LstmError> {
+        build_gru(self.stack(&nodes.into(), CellKind::Gru)?, device)
+    }
+
+    fn stack(
+        &self,
+        selection: &RecurrentSelection,
+        cell: CellKind,
+    ) -> Result<StackParams, LstmError> {
+        let names: Vec<&str> = self.nodes.iter().map(|n| n.info.name.as_str()).collect();
+        let picked = resolve(selection, &names, &self.source, "ONNX node")?;
+        let mut layers = Vec::with_capacity(picked.len());
+        for (k, &index) in picked.iter().enumerate() {
+            let node = &self.nodes[index];
+            let params = node.params.as_ref().map_err(Clone::clone)?;
+            if node.info.cell != cell {
+                return Err(LstmError::invalid(
+                    format!("{}: ONNX node '{}'", self.source, node.info.name),
+                    format!(
+                        "an {} node (this call loads {}s)",
+                        cell_name(cell),
+                        cell_name(cell)
+                    ),
+                    format!(
+                        "a {} node: load it with OnnxModel::{}",
+                        node.info.op_type,
+                        node.info.op_type.to_lowercase()
+                    ),
+                ));
+            }
+            if k > 0 {
+                self.check_link(&self.nodes[picked[k - 1]], node)?;
+            }
+            layers.push(params.clone());
+        }
+        let first = &self.nodes[picked[0]].info;
+        Ok(StackParams {
+            cell,
+            input_size: first.input_size,
+            hidden_size: first.hidden_size,
+            bidirectional: first.bidirectional,
+            bias: first.bias,
+            batch_first: first.batch_first,
+            layers,
+        })
+    }
+
+    /// Checks that `upper` can sit on `lower` in one module: same sizes and options,
+    /// and `upper`'s `X` is `lower`'s `Y` reshaped as PyTorch exports a stack
+    /// (`Transpose` with perm (0, 2, 1, 3) and `Reshape` for two directions, `Squeeze`
+    /// for one; `Identity` and `Dropout` also pass).
+    fn check_link(&self, lower: &Node, upper: &Node) -> Result<(), LstmError> {
+        let (a, b) = (&lower.info, &upper.info);
+        let what = |s: &str| {
+            format!(
+                "{}: ONNX node '{}' {s} (stacked on '{}')",
+                self.source, b.name, a.name
+            )
+        };
+        let same = |name: &str, x: String, y: String| {
+            if x == y {
+                Ok(())
+            } else {
+                Err(LstmError::invalid(
+                    what(name),
+                    format!("{x}, as '{}'", a.name),
+                    y,
+                ))
+            }
+        };
+        same(
+            "hidden_size",
+            a.hidden_size.to_string(),
+            b.hidden_size.to_string(),
+        )?;
+        same(
+            "direction",
+            a.bidirectional.to_string(),
+            b.bidirectional.to_string(),
+        )?;
+        same("bias", a.bias.to_string(), b.bias.to_string())?;
+        same(
+            "layout",
+            a.batch_first.to_string(),
+            b.batch_first.to_string(),
+        )?;
+        same(
+            "sequence_lens",
+            format!("{:?}", a.sequence_lens),
+            format!("{:?}", b.sequence_lens),
+        )?;
+        let feeds = a.hidden_size * if a.bidirectional { 2 } else { 1 };
+        if b.input_size != feeds {
+            return Err(LstmError::invalid(
+                what("input size"),
+                format!("{feeds} (the output of '{}')", a.name),
+                b.input_size.to_string(),
+            ));
+        }
+        let producers: HashMap<&str, usize> = self
+            .graph
+            .node
+            .iter()
+            .enumerate()
+            .flat_map(|(i, n)| n.output.iter().map(move |o| (o.as_str(), i)))
+            .collect();
+        let y = self.graph.node[lower.index]
+            .output
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default();
+        let mut tensor = self.graph.node[upper.index]
+            .input
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default();
+        for _ in 0..self.graph.node.len() {
+            if tensor == y && !y.is_empty() {
+                return Ok(());
+            }
+            let Some(&producer) = producers.get(tensor) else {
+                break;
+            };
+            let node = &self.graph.node[producer];
+            let op = node.op_type.as_deref().unwrap_or_default();
+            let passes = match op {
+                "Transpose" => attr(node, "perm").is_some_and(|p| p.ints == [0, 2, 1, 3]),
+                "Reshape" | "Squeeze" | "Identity" | "Dropout" => true,
+                _ => false,
+            };
+            if !passes {
+                return Err(LstmError::invalid(
+                    what("input X"),
+                    format!(
+                        "the output Y of '{}' reshaped (Transpose (0, 2, 1, 3), Reshape, Squeeze)",
+                        a.name
+                    ),
+                    format!(
+                        "the output of {op} node '{}'",
+                        node.name.as_deref().unwrap_or_default()
+                    ),
+                ));
+            }
+            tensor = node.input.first().map(String::as_str).unwrap_or_default();
+        }
+        Err(LstmError::invalid(
+            what("input X"),
+            format!("the output Y of '{}' (reshaped)", a.name),
+            format!("'{tensor}', which does not come from it"),
+        ))
+    }
+}
+
+/// The graph's constant tensors: initializers and `Constant` nodes' values.
+fn constants(graph: &GraphProto) -> HashMap<String, TensorProto> {
+    let mut out: HashMap<String, TensorProto> = graph
+        .initializer
+        .iter()
+        .filter_map(|t| Some((t.name.clone()?, t.clone())))
+        .collect();
+    for node in &graph.node {
+        if node.op_type.as_deref() == Some("Constant")
+            && let (Some(output), Some(value)) = (
+                node.output.first(),
+                attr(node, "value").and_then(|a| a.t.as_ref()),
+            )
+        {
+            out.insert(output.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// Refuses what cuDNN's layers cannot run, naming the node, the attribute or input, the
+/// expected and the actual value.
+fn check(
+    source: &str,
+    node: &NodeProto,
+    info: &OnnxRecurrentNode,
+    direction: &str,
+) -> Result<(), LstmError> {
+    let what = |s: &str| format!("{source}: ONNX node '{}' {s}", info.name);
+    let refuse = |s: &str, expected: &str, actual: String| {
+        Err(LstmError::invalid(what(s), expected, actual))
+    };
+    if info.hidden_size == 0 {
+        return refuse(
+            "hidden_size",
+            "a positive integer",
+            attr(node, "hidden_size")
+                .and_then(|a| a.i)
+                .map_or("none".into(), |v| v.to_string()),
+        );
+    }
+    if direction != "forward" && direction != "bidirectional" {
+        return refuse(
+            "direction",
+            "\"forward\" or \"bidirectional\" (a lone reverse direction has no cuDNN equivalent)",
+            format!("{direction:?}"),
+        );
+    }
+    if let Some(layout) = attr(node, "layout").and_then(|a| a.i)
+        && layout != 0
+        && layout != 1
+    {
+        return refuse("layout", "0 or 1", layout.to_string());
+    }
+    let dirs = if info.bidirectional { 2 } else { 1 };
+    let defaults: &[&str] = match info.cell {
+        CellKind::Lstm => &["Sigmoid", "Tanh", "Tanh"],
+        CellKind::Gru => &["Sigmoid", "Tanh"],
+    };
+    if let Some(a) = attr(node, "activations") {
+        let given: Vec<String> = a
+            .strings
+            .iter()
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect();
+        let expected: Vec<&str> = (0..dirs).flat_map(|_| defaults.iter().copied()).collect();
+        if given != expected {
+            return refuse(
+                "activations",
+                &format!(
+                    "{expected:?} (cuDNN's {}; the default)",
+                    cell_name(info.cell)
+                ),
+                format!("{given:?}"),
+            );
+        }
+    }
+    for key in ["activation_alpha", "activation_beta"] {
+        if let Some(a) = attr(node, key).filter(|a| !a.floats.is_empty()) {
+            return refuse(
+                key,
+                "none (the default activations take no parameters)",
+                format!("{:?}", a.floats),
+            );
+        }
+    }
+    if let Some(clip) = attr(node, "clip").and_then(|a| a.f) {
+        return refuse(
+            "clip",
+            "none (cuDNN does not clip the cell input)",
+            clip.to_string(),
+        );
+    }
+    match info.cell {
+        CellKind::Lstm => {
+            let coupled = attr(node, "input_forget").and_then(|a| a.i).unwrap_or(0);
+            if coupled != 0 {
+                return refuse(
+                    "input_forget",
+                    "0 (separate input and forget gates)",
+                    coupled.to_string(),
+                );
+            }
+            if let Some(p) = node.input.get(7).filter(|n| !n.is_empty()) {
+                return refuse(
+                    "input P",
+                    "none (cuDNN's LSTM has no peephole connections)",
+                    format!("'{p}'"),
+                );
+            }
+        }
+        CellKind::Gru => {
+            let lbr = attr(node, "linear_before_reset")
+                .and_then(|a| a.i)
+                .unwrap_or(0);
+            if lbr != 1 {
+                return refuse(
+                    "linear_before_reset",
+                    "1 (the reset gate applied after the recurrent product: cuDNN's, PyTorch's, Keras's reset_after=True)",
+                    lbr.to_string(),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads `W`, `R`, `B` of `node` (constants of the graph), checks their shapes and
+/// converts them; sets `info.input_size`.
+fn weights(
+    source: &str,
+    dir: &Path,
+    node: &NodeProto,
+    info: &mut OnnxRecurrentNode,
+    constants: &HashMap<String, TensorProto>,
+) -> Result<(DirectionParams, Option<DirectionParams>), LstmError> {
+    let what = |s: &str| format!("{source}: ONNX node '{}' {s}", info.name);
+    let read = |slot: usize, label: &str| -> Result<Option<HostTensor>, LstmError> {
+        let Some(name) = node.input.get(slot).filter(|n| !n.is_empty()) else {
+            return Ok(None);
+        };
+        let tensor = constants.get(name).ok_or_else(|| {
+            LstmError::invalid(
+                what(&format!("input {label}")),
+                "a constant (an initializer or a Constant node)",
+                format!("'{name}', computed when the graph runs"),
+            )
+        })?;
+        tensor_values(source, dir, name, tensor).map(Some)
+    };
+    let gates = match info.cell {
+        CellKind::Lstm => 4,
+        CellKind::Gru => 3,
+    };
+    let (dirs, h) = (if info.bidirectional { 2 } else { 1 }, info.hidden_size);
+    let w = read(1, "W")?
+        .ok_or_else(|| LstmError::invalid(what("input W"), "a weight tensor", "none"))?;
+    let r = read(2, "R")?
+        .ok_or_else(|| LstmError::invalid(what("input R"), "a weight tensor", "none"))?;
+    let b = read(3, "B")?;
+    let shape_error =
+        |label: &str, expected: Vec<usize>, actual: &[usize]| LstmError::ParameterShape {
+            name: what(&format!("input {label}")),
+            expected,
+            actual: actual.to_vec(),
+        };
+    match w.shape.as_slice() {
+        &[d, rows, input] if d == dirs && rows == gates * h && input > 0 => info.input_size = input,
+        actual => {
+            return Err(shape_error(
+                "W",
+                vec![dirs, gates * h, actual.get(2).copied().unwrap_or(1).max(1)],
+                actual,
+            ));
+        }
+    }
+    if r.shape != [dirs, gates * h, h] {
+        return Err(shape_error("R", vec![dirs, gates * h, h], &r.shape));
+    }
+    if let Some(b) = &b
+        && b.shape != [dirs, 2 * gates * h]
+    {
+        return Err(shape_error("B", vec![dirs, 2 * gates * h], &b.shape));
+    }
+    let order: &[usize] = match info.cell {
+        CellKind::Lstm => &ONNX_LSTM,
+        CellKind::Gru => &ONNX_GRU,
+    };
+    let direction = |d: usize| {
+        let bias = b
+            .as_ref()
+            .map(|b| &b.values[d * 2 * gates * h..(d + 1) * 2 * gates * h]);
+        DirectionParams {
+            weight_ih: onnx_matrix(&w, d, order),
+            weight_hh: onnx_matrix(&r, d, order),
+            bias_ih: bias.map(|b| reorder(&b[..gates * h], order)),
+            bias_hh: bias.map(|b| reorder(&b[gates * h..], order)),
+        }
+    };
+    Ok((direction(0), info.bidirectional.then(|| direction(1))))
+}
+
+/// The float values of a dense tensor (`float_data`, `double_data`, `raw_data`, or
+/// external data in a file beside the model).
+fn tensor_values(
+    source: &str,
+    dir: &Path,
+    name: &str,
+    tensor: &TensorProto,
+) -> Result<HostTensor, LstmError> {
+    let bad = |message: String| io(source, format!("tensor '{name}': {message}"));
+    let shape: Vec<usize> = tensor
+        .dims
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| bad(format!("negative dimension {d}"))))
+        .collect::<Result<_, _>>()?;
+    let count = shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| bad(format!("shape {shape:?} overflows")))?;
+    let data_type = tensor.data_type.unwrap_or(0);
+    let width = match data_type {
+        1 => 4,
+        11 => 8,
+        other => {
+            return Err(bad(format!(
+                "data type {other}; expected FLOAT (1) or DOUBLE (11)"
+            )));
+        }
+    };
+    let external;
+    let raw: Option<&[u8]> = if tensor.data_location == Some(1) {
+        external = read_external(dir, tensor).map_err(bad)?;
+        Some(&external)
+    } else {
+        tensor.raw_data.as_deref()
+    };
+    let values: Vec<f64> = match raw {
+        Some(bytes) => {
+            if bytes.len() != count * width {
+                return Err(bad(format!(
+                    "{} bytes of data for {count} values of {width} bytes (shape {shape:?})",
+                    bytes.len()
+                )));
+            }
+            if width == 4 {
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+                    .collect()
+            } else {
+                bytes
+                    .chunks_exact(8)
+                    .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+                    .collect()
+            }
+        }
+        None if width == 4 => tensor.float_data.iter().map(|&v| f64::from(v)).collect(),
+        None => tensor.double_data.clone(),
+    };
+    if values.len() != count {
+        return Err(bad(format!("{} values for shape {shape:?}", values.len())));
+    }
+    Ok(HostTensor { shape, values })
+}
+
+/// The bytes of a tensor stored outside the model (`location`, `offset`, `length`),
+/// from a file in the model's folder.
+fn read_external(dir: &Path, tensor: &TensorProto) -> Result<Vec<u8>, String> {
+    let entry = |key: &str| {
+        tensor
+            .external_data
+            .iter()
+            .find(|e| e.key.as_deref() == Some(key))
+            .and_then(|e| e.value.clone())
+    };
+    let location = entry("location").ok_or("external data without a location")?;
+    let relative = Path::new(&location);
+    if relative.is_absolute()
+        || relative
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(format!(
+            "external data location '{location}' outside the model's folder"
+        ));
+    }
+    let parse = |key: &str| {
+        entry(key)
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("external data {key} '{v}'"))
+            })
+            .transpose()
+    };
+    let offset = parse("offset")?.unwrap_or(0);
+    let length = parse("length")?;
+    let path = dir.join(relative);
+    let bytes =
+        std::fs::read(&path).map_err(|e| format!("external data {}: {e}", path.display()))?;
+    let start = usize::try_from(offset).map_err(|_| "offset too large".to_string())?;
+    let end = match length {
+        Some(n) => start
+            .checked_add(usize::try_from(n).map_err(|_| "length too large".to_string())?)
+            .ok_or("length too large")?,
+        None => bytes.len(),
+    };
+    bytes.get(start..end).map(<[u8]>::to_vec).ok_or_else(|| {
+        format!(
+            "external data {}: bytes {start}..{end} of {}",
+            path.display(),
+            bytes.len()
+        )
+    })
+}
+
+impl<B: Backend> CudnnCompatibleLstm<B> {
+    /// Loads `LSTM` nodes of an ONNX file: shorthand for [`OnnxModel::open`] then
+    /// [`OnnxModel::lstm`]. Returns the module and the config it implies.
+    pub fn from_onnx_file(
+        path: impl AsRef<Path>,
+        nodes: impl Into<RecurrentSelection>,
+        device: &B::Device,
+    ) -> Result<(Self, CudnnCompatibleLstmConfig), LstmError> {
+        OnnxModel::open(path)?.lstm(nodes, device)
+    }
+}
+
+impl<B: Backend> CudnnCompatibleGru<B> {
+    /// Loads `GRU` nodes of an ONNX file: shorthand for [`OnnxModel::open`] then
+    /// [`OnnxModel::gru`].
+    pub fn from_onnx_file(
+        path: impl AsRef<Path>,
+        nodes: impl Into<RecurrentSelection>,
+        device: &B::Device,
+    ) -> Result<(Self, CudnnCompatibleGruConfig), LstmError> {
+        OnnxModel::open(path)?.gru(nodes, device)
+    }
+}

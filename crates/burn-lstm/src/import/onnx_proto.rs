@@ -1,0 +1,124 @@
+//! The ONNX protobuf messages the importer reads, declared with prost's derive. Field
+//! numbers and types are those of ONNX's `onnx.proto` (vendored beside this file);
+//! fields left out are skipped by the decoder, as protobuf allows.
+
+/// `ModelProto`: the file.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct ModelProto {
+    #[prost(int64, optional, tag = "1")]
+    pub ir_version: Option<i64>,
+    #[prost(string, optional, tag = "2")]
+    pub producer_name: Option<String>,
+    #[prost(message, optional, tag = "7")]
+    pub graph: Option<GraphProto>,
+    #[prost(message, repeated, tag = "8")]
+    pub opset_import: Vec<OperatorSetIdProto>,
+}
+
+/// `OperatorSetIdProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct OperatorSetIdProto {
+    #[prost(string, optional, tag = "1")]
+    pub domain: Option<String>,
+    #[prost(int64, optional, tag = "2")]
+    pub version: Option<i64>,
+}
+
+/// `GraphProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct GraphProto {
+    #[prost(message, repeated, tag = "1")]
+    pub node: Vec<NodeProto>,
+    #[prost(string, optional, tag = "2")]
+    pub name: Option<String>,
+    #[prost(message, repeated, tag = "5")]
+    pub initializer: Vec<TensorProto>,
+    #[prost(message, repeated, tag = "11")]
+    pub input: Vec<ValueInfoProto>,
+    #[prost(message, repeated, tag = "12")]
+    pub output: Vec<ValueInfoProto>,
+}
+
+/// `ValueInfoProto` (its name only).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct ValueInfoProto {
+    #[prost(string, optional, tag = "1")]
+    pub name: Option<String>,
+}
+
+/// `NodeProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct NodeProto {
+    #[prost(string, repeated, tag = "1")]
+    pub input: Vec<String>,
+    #[prost(string, repeated, tag = "2")]
+    pub output: Vec<String>,
+    #[prost(string, optional, tag = "3")]
+    pub name: Option<String>,
+    #[prost(string, optional, tag = "4")]
+    pub op_type: Option<String>,
+    #[prost(message, repeated, tag = "5")]
+    pub attribute: Vec<AttributeProto>,
+    #[prost(string, optional, tag = "7")]
+    pub domain: Option<String>,
+}
+
+/// `AttributeProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct AttributeProto {
+    #[prost(string, optional, tag = "1")]
+    pub name: Option<String>,
+    #[prost(float, optional, tag = "2")]
+    pub f: Option<f32>,
+    #[prost(int64, optional, tag = "3")]
+    pub i: Option<i64>,
+    #[prost(bytes = "vec", optional, tag = "4")]
+    pub s: Option<Vec<u8>>,
+    #[prost(message, optional, tag = "5")]
+    pub t: Option<TensorProto>,
+    #[prost(float, repeated, packed = "false", tag = "7")]
+    pub floats: Vec<f32>,
+    #[prost(int64, repeated, packed = "false", tag = "8")]
+    pub ints: Vec<i64>,
+    #[prost(bytes = "vec", repeated, tag = "9")]
+    pub strings: Vec<Vec<u8>>,
+    /// `AttributeType`: 1 FLOAT, 2 INT, 3 STRING, 4 TENSOR, 6 FLOATS, 7 INTS, 8 STRINGS.
+    #[prost(int32, optional, tag = "20")]
+    pub r#type: Option<i32>,
+}
+
+/// `TensorProto` (dense tensors; segments and sparse data are not read).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct TensorProto {
+    #[prost(int64, repeated, packed = "false", tag = "1")]
+    pub dims: Vec<i64>,
+    /// `DataType`: 1 FLOAT, 6 INT32, 7 INT64, 10 FLOAT16, 11 DOUBLE.
+    #[prost(int32, optional, tag = "2")]
+    pub data_type: Option<i32>,
+    #[prost(float, repeated, tag = "4")]
+    pub float_data: Vec<f32>,
+    #[prost(int32, repeated, tag = "5")]
+    pub int32_data: Vec<i32>,
+    #[prost(int64, repeated, tag = "7")]
+    pub int64_data: Vec<i64>,
+    #[prost(string, optional, tag = "8")]
+    pub name: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "9")]
+    pub raw_data: Option<Vec<u8>>,
+    #[prost(double, repeated, tag = "10")]
+    pub double_data: Vec<f64>,
+    #[prost(message, repeated, tag = "13")]
+    pub external_data: Vec<StringStringEntryProto>,
+    /// `DataLocation`: 0 DEFAULT, 1 EXTERNAL.
+    #[prost(int32, optional, tag = "14")]
+    pub data_location: Option<i32>,
+}
+
+/// `StringStringEntryProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct StringStringEntryProto {
+    #[prost(string, optional, tag = "1")]
+    pub key: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    pub value: Option<String>,
+}

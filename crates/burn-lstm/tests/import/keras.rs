@@ -1,0 +1,412 @@
+//! Keras: golden outputs of Keras 3 (torch backend) and Keras 2 (tf-keras) on the
+//! fixtures of `tests/fixtures/keras/` (`make_fixtures.py`), the settings refused, and
+//! damaged files.
+
+use std::path::PathBuf;
+
+use burn::backend::{Flex, NdArray};
+use burn::tensor::{Tensor, TensorData};
+use burn_lstm::{
+    CellKind, CudnnCompatibleGru, CudnnCompatibleLstm, KerasModel, LstmBackend, LstmError,
+    RecurrentSelection, keras_mask_lengths,
+};
+
+use crate::io::{Loaded, cases, check, fixture};
+use crate::{F32_TOL, F64_TOL};
+
+fn path(name: &str) -> PathBuf {
+    fixture("keras", name)
+}
+
+/// Every fixture with outputs, as a user opens it: `(model file, architecture JSON,
+/// the layer's name when the file alone does not name it)`. tf-keras's `.weights.h5`
+/// names no layer: without the architecture its groups' names stand in.
+const GOLDEN: &[(&str, Option<&str>, Option<&str>)] = &[
+    ("k3_lstm_stack.keras", None, None),
+    ("k3_bilstm_masked.keras", None, None),
+    ("k3_bigru_functional.keras", None, None),
+    ("k3_gru_masked.h5", None, None),
+    ("k3_no_bias.weights.h5", Some("k3_no_bias.json"), None),
+    ("k3_no_bias.weights.h5", None, None),
+    ("k2_lstm_gru.h5", None, None),
+    ("k2_cudnn.h5", None, None),
+    ("k2_bigru_weights.h5", Some("k2_bigru.json"), None),
+    ("k2_bigru_weights.h5", None, None),
+    ("k2_bigru.weights.h5", Some("k2_bigru.json"), None),
+    ("k2_bigru.weights.h5", None, Some("bidirectional")),
+];
+
+fn open(file: &str, architecture: Option<&str>) -> KerasModel {
+    match architecture {
+        Some(json) => KerasModel::open_with_architecture(path(file), path(json)),
+        None => KerasModel::open(path(file)),
+    }
+    .unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// Every golden case of every fixture on `B`, against `suffix`'s reference.
+fn golden<B: LstmBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64) {
+    let mut worst = 0.0f64;
+    for &(file, architecture, rename) in GOLDEN {
+        let model = open(file, architecture);
+        for mut case in cases(&path(file)) {
+            if let Some(name) = rename {
+                case.select = vec![name.to_string()];
+            }
+            let module = Loaded::<B>::keras(&model, &case, device);
+            let ours = crate::io::run(&module, &case, device);
+            let what = format!(
+                "{label} {file}{}",
+                if architecture.is_some() { "+json" } else { "" }
+            );
+            worst = worst.max(check(&what, &case, &ours, suffix, true, tol));
+        }
+    }
+    println!("{label}: largest error against Keras {worst:.2e}");
+}
+
+#[test]
+fn keras_golden_f32_flex() {
+    golden::<Flex>("flex f32", &Default::default(), "", F32_TOL);
+}
+
+#[test]
+fn keras_golden_f32_ndarray() {
+    golden::<NdArray<f32>>("ndarray f32", &Default::default(), "", F32_TOL);
+}
+
+#[test]
+fn keras_golden_f64() {
+    if std::env::var_os("BURN_LSTM_IMPORT_F64").is_none() {
+        lstm_cpu::rerun_test_with_env(
+            module_path!(),
+            "keras_golden_f64",
+            &[("BURN_LSTM_IMPORT_F64", "1")],
+        );
+        return;
+    }
+    golden::<NdArray<f64>>("ndarray f64", &Default::default(), "_f64", F64_TOL);
+    golden::<Flex>("flex f64", &crate::onnx::flex_f64(), "_f64", F64_TOL);
+}
+
+#[test]
+fn layers_describe_the_model_and_configs_follow() {
+    let model = KerasModel::open(path("k3_bilstm_masked.keras")).unwrap();
+    let layers = model.layers();
+    let names: Vec<&str> = layers.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["bi_1", "bi_2"]);
+    let first = layers[0];
+    assert_eq!(first.class_name, "Bidirectional(LSTM)");
+    assert_eq!(
+        (first.cell, first.input_size, first.units),
+        (CellKind::Lstm, 4, 5)
+    );
+    assert!(first.bidirectional && first.bias && first.return_sequences && first.settings_known);
+    assert_eq!(first.mask_source.as_deref(), Some("masking"));
+    assert_eq!(first.mask_value, Some(0.0));
+    assert_eq!(layers[1].input_size, 10);
+    let (lstm, config) = model
+        .lstm::<NdArray<f32>>(RecurrentSelection::All, &Default::default())
+        .unwrap();
+    assert_eq!(
+        (config.input_size, config.hidden_size, config.num_layers),
+        (4, 5, 2)
+    );
+    assert!(config.bidirectional && config.batch_first && config.bias);
+    assert_eq!(config.dropout, 0.0);
+    assert_eq!(lstm.layers.len(), 2);
+
+    let cudnn = KerasModel::open(path("k2_cudnn.h5")).unwrap();
+    let classes: Vec<&str> = cudnn
+        .layers()
+        .iter()
+        .map(|l| l.class_name.as_str())
+        .collect();
+    assert_eq!(classes, ["CuDNNLSTM", "CuDNNGRU"]);
+    // A weights-only file without its architecture: read from the weights alone.
+    let bare = KerasModel::open(path("k2_bigru_weights.h5")).unwrap();
+    let layer = bare.layer("bigru").expect("the layer");
+    assert!(!layer.settings_known);
+    assert_eq!(
+        (layer.cell, layer.units, layer.bidirectional),
+        (CellKind::Gru, 4, true)
+    );
+    // An index counts among the recurrent layers; the Dense head is not one.
+    let functional = KerasModel::open(path("k3_bigru_functional.keras")).unwrap();
+    let (_, config) = functional
+        .gru::<NdArray<f32>>(1, &Default::default())
+        .unwrap();
+    assert_eq!((config.input_size, config.num_layers), (10, 1));
+    // The modules' own shorthands.
+    let (_, config) = CudnnCompatibleLstm::<NdArray<f32>>::from_keras_file(
+        path("k3_lstm_stack.keras"),
+        "lstm_b",
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!((config.input_size, config.hidden_size), (6, 6));
+    let (_, config) = CudnnCompatibleGru::<NdArray<f32>>::from_keras_file(
+        path("k2_lstm_gru.h5"),
+        "gru",
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!((config.input_size, config.hidden_size), (5, 5));
+}
+
+#[test]
+fn mask_lengths_are_keras_masks() {
+    let device = Default::default();
+    for file in ["k3_bilstm_masked.keras", "k3_gru_masked.h5"] {
+        for case in cases(&path(file)).iter().filter(|c| c.has("lengths")) {
+            let x = case.tensor::<NdArray<f32>>("x", &device);
+            assert_eq!(
+                keras_mask_lengths(&x, 0.0).unwrap(),
+                case.lengths().unwrap(),
+                "{file}"
+            );
+        }
+    }
+    // A masked step before a valid one: Keras would skip it, lengths cannot say so.
+    let mut values = vec![1.0f32; 2 * 4 * 3];
+    values[(4 + 1) * 3..(4 + 2) * 3].fill(0.0);
+    let x = Tensor::<NdArray<f32>, 3>::from_data(TensorData::new(values, [2, 4, 3]), &device);
+    let e = keras_mask_lengths(&x, 0.0).unwrap_err().to_string();
+    assert!(
+        e.contains("input row 1") && e.contains("step 2 is valid after masked step 1"),
+        "{e}"
+    );
+}
+
+fn refusal(model: &KerasModel, name: &str, cell: CellKind) -> String {
+    let device = Default::default();
+    let listed = model
+        .layer(name)
+        .map(|l| l.refusal.clone().expect("a refusal"));
+    let error = match cell {
+        CellKind::Lstm => model.lstm::<NdArray<f32>>(name, &device).err(),
+        CellKind::Gru => model.gru::<NdArray<f32>>(name, &device).err(),
+    }
+    .unwrap_or_else(|| panic!("{name} loaded"));
+    if let Some(listed) = listed {
+        assert_eq!(listed, error);
+    }
+    error.to_string()
+}
+
+#[test]
+fn settings_cudnn_cannot_run_are_refused() {
+    let model = KerasModel::open(path("k3_refused.keras")).unwrap();
+    model
+        .lstm::<NdArray<f32>>("fine", &Default::default())
+        .expect("a standard LSTM loads");
+    let cases: &[(&str, CellKind, &[&str])] = &[
+        (
+            "relu_activation",
+            CellKind::Lstm,
+            &["'relu_activation' activation", "\"tanh\"", "got \"relu\""],
+        ),
+        (
+            "hard_sigmoid",
+            CellKind::Lstm,
+            &[
+                "recurrent_activation",
+                "\"sigmoid\"",
+                "got \"hard_sigmoid\"",
+            ],
+        ),
+        (
+            "go_backwards",
+            CellKind::Lstm,
+            &["go_backwards", "Bidirectional", "got true"],
+        ),
+        ("unroll", CellKind::Lstm, &["'unroll' unroll", "got true"]),
+        (
+            "stateful",
+            CellKind::Lstm,
+            &["'stateful' stateful", "got true"],
+        ),
+        (
+            "reset_before",
+            CellKind::Gru,
+            &["reset_after", "true", "got false"],
+        ),
+        (
+            "merge_sum",
+            CellKind::Lstm,
+            &["merge_mode", "\"concat\"", "got \"sum\""],
+        ),
+        (
+            "simple_rnn",
+            CellKind::Lstm,
+            &["'simple_rnn' class", "got SimpleRNN"],
+        ),
+    ];
+    for (name, cell, parts) in cases {
+        let e = refusal(&model, name, *cell);
+        assert!(e.contains("k3_refused.keras"), "{e}");
+        for part in *parts {
+            assert!(e.contains(part), "{name}: {e:?} lacks {part:?}");
+        }
+    }
+    // Keras 2's old defaults.
+    let model = KerasModel::open(path("k2_refused.h5")).unwrap();
+    model
+        .lstm::<NdArray<f32>>("fine", &Default::default())
+        .unwrap();
+    assert!(refusal(&model, "hard_sigmoid", CellKind::Lstm).contains("got \"hard_sigmoid\""));
+    assert!(refusal(&model, "reset_before", CellKind::Gru).contains("reset_after"));
+}
+
+#[test]
+fn stacks_must_be_one_module() {
+    let device = Default::default();
+    // Parallel branches are no stack.
+    let refused = KerasModel::open(path("k3_refused.keras")).unwrap();
+    let e = refused
+        .lstm::<NdArray<f32>>(
+            RecurrentSelection::Stack(vec!["fine".into(), "fine".into()]),
+            &device,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("input size") || e.contains("input"), "{e}");
+    // An LSTM under a GRU: one module has one cell.
+    let mixed = KerasModel::open(path("k2_lstm_gru.h5")).unwrap();
+    let e = mixed
+        .lstm::<NdArray<f32>>(RecurrentSelection::All, &device)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("'gru'") && e.contains("KerasModel::gru"), "{e}");
+    let e = mixed
+        .gru::<NdArray<f32>>("lstm", &device)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("load it with KerasModel::lstm"), "{e}");
+    // A layer that returns only its last step cannot feed another.
+    let masked = KerasModel::open(path("k3_gru_masked.h5")).unwrap();
+    let e = masked
+        .gru::<NdArray<f32>>(
+            RecurrentSelection::Stack(vec!["gru_b".into(), "gru_a".into()]),
+            &device,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("return_sequences") || e.contains("input size"),
+        "{e}"
+    );
+    // Names and indices that are not there.
+    let e = masked
+        .gru::<NdArray<f32>>("nope", &device)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("'gru_a', 'gru_b'") && e.contains("'nope'"),
+        "{e}"
+    );
+    let e = masked
+        .gru::<NdArray<f32>>(7, &device)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("an index below 2") && e.contains("got 7"), "{e}");
+}
+
+#[test]
+fn missing_and_misshapen_weights_are_named() {
+    let device = Default::default();
+    let model = KerasModel::open(path("k2_missing_bias.h5")).unwrap();
+    // The other layer still loads: the refusal is the GRU's alone.
+    model.lstm::<NdArray<f32>>("lstm", &device).unwrap();
+    let e = model.gru::<NdArray<f32>>("gru", &device).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            LstmError::CheckpointTensor {
+                problem: "missing",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains("bias:0") && e.to_string().contains("'gru'"),
+        "{e}"
+    );
+
+    let model = KerasModel::open(path("k2_bad_shape.h5")).unwrap();
+    let e = model.gru::<NdArray<f32>>("gru", &device).unwrap_err();
+    match &e {
+        LstmError::ParameterShape {
+            name,
+            expected,
+            actual,
+        } => {
+            assert!(name.contains("'gru' recurrent_kernel"), "{name}");
+            assert_eq!(
+                (expected.as_slice(), actual.as_slice()),
+                (&[5, 15][..], &[5, 12][..])
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A copy of `file` cut to `len` bytes (or replaced by `bytes`) in a temporary folder.
+fn damaged(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("burn-lstm-import-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn damaged_files_are_errors_never_panics() {
+    let device = Default::default();
+    let e = KerasModel::open(damaged("notes.h5", b"just some text, not a model")).unwrap_err();
+    assert!(
+        matches!(e, LstmError::Io { .. }) && e.to_string().contains("not a Keras file"),
+        "{e}"
+    );
+    let e = KerasModel::open(damaged("empty.keras", b"")).unwrap_err();
+    assert!(e.to_string().contains("empty file"), "{e}");
+    let e = KerasModel::open(path("does_not_exist.keras")).unwrap_err();
+    assert!(matches!(e, LstmError::Io { .. }), "{e}");
+    for file in ["k2_lstm_gru.h5", "k3_lstm_stack.keras", "k3_gru_masked.h5"] {
+        let bytes = std::fs::read(path(file)).unwrap();
+        let mut cuts: Vec<usize> = vec![
+            7,
+            100,
+            600,
+            2048,
+            bytes.len() / 2,
+            bytes.len() - 200,
+            bytes.len() - 1,
+        ];
+        cuts.extend((1..16).map(|k| bytes.len() * k / 16));
+        for cut in cuts {
+            let copy = damaged(&format!("cut-{cut}-{file}"), &bytes[..cut]);
+            // Either the file is refused, or every layer says why it cannot load (or
+            // loads the very weights of the whole file).
+            let Ok(model) = KerasModel::open(&copy) else {
+                continue;
+            };
+            for layer in model.layers() {
+                let loaded = match layer.cell {
+                    CellKind::Lstm => model
+                        .lstm::<NdArray<f32>>(layer.name.as_str(), &device)
+                        .map(|_| ()),
+                    CellKind::Gru => model
+                        .gru::<NdArray<f32>>(layer.name.as_str(), &device)
+                        .map(|_| ()),
+                };
+                assert_eq!(
+                    loaded.is_err(),
+                    layer.refusal.is_some(),
+                    "{file} cut at {cut}"
+                );
+            }
+        }
+    }
+}

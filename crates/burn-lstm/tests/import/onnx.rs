@@ -1,0 +1,201 @@
+//! ONNX: PyTorch-exported `LSTM` / `GRU` nodes against ONNX Runtime (fixtures of
+//! `tests/fixtures/onnx/`, `make_fixtures.py`), lengths included, the attributes
+//! refused, and damaged files.
+
+use std::path::PathBuf;
+
+use burn::backend::{Flex, NdArray};
+use burn_lstm::{
+    CellKind, CudnnCompatibleLstm, LstmBackend, LstmError, OnnxModel, RecurrentSelection,
+};
+
+use crate::io::{Loaded, cases, check, fixture};
+use crate::{F32_TOL, F64_TOL};
+
+fn path(name: &str) -> PathBuf {
+    fixture("onnx", name)
+}
+
+const GOLDEN: &[&str] = &[
+    "lstm_bi2.onnx",
+    "gru2.onnx",
+    "lstm_lens.onnx",
+    "gru_lens.onnx",
+];
+
+fn golden<B: LstmBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64) {
+    let mut worst = 0.0f64;
+    for file in GOLDEN {
+        let model = OnnxModel::open(path(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        for case in cases(&path(file)) {
+            let module = Loaded::<B>::onnx(&model, &case, device);
+            let ours = crate::io::run(&module, &case, device);
+            worst = worst.max(check(
+                &format!("{label} {file}"),
+                &case,
+                &ours,
+                suffix,
+                false,
+                tol,
+            ));
+        }
+    }
+    println!("{label}: largest error against the reference {worst:.2e}");
+}
+
+/// Flex's device set to float64 (before any tensor is made in this process).
+pub fn flex_f64() -> burn::backend::flex::FlexDevice {
+    use burn::tensor::{DType, FloatDType, IntDType, get_device_settings, set_default_dtypes};
+    let device = burn::backend::flex::FlexDevice;
+    let _ = set_default_dtypes::<Flex>(&device, DType::F64, IntDType::I64);
+    let float = get_device_settings::<Flex>(&device).float_dtype;
+    assert_eq!(
+        float,
+        FloatDType::F64,
+        "Flex's device was used in another float type first"
+    );
+    device
+}
+
+#[test]
+fn onnx_golden_f32_flex() {
+    golden::<Flex>("flex f32", &Default::default(), "", F32_TOL);
+}
+
+#[test]
+fn onnx_golden_f32_ndarray() {
+    golden::<NdArray<f32>>("ndarray f32", &Default::default(), "", F32_TOL);
+}
+
+#[test]
+fn onnx_golden_f64() {
+    if std::env::var_os("BURN_LSTM_IMPORT_F64").is_none() {
+        lstm_cpu::rerun_test_with_env(
+            module_path!(),
+            "onnx_golden_f64",
+            &[("BURN_LSTM_IMPORT_F64", "1")],
+        );
+        return;
+    }
+    golden::<NdArray<f64>>("ndarray f64", &Default::default(), "_f64", F64_TOL);
+    golden::<Flex>("flex f64", &flex_f64(), "_f64", F64_TOL);
+}
+
+#[test]
+fn nodes_describe_the_graph() {
+    let model = OnnxModel::open(path("lstm_lens.onnx")).unwrap();
+    let nodes = model.nodes();
+    assert_eq!(nodes.len(), 1);
+    let node = nodes[0];
+    assert_eq!(
+        (node.cell, node.input_size, node.hidden_size),
+        (CellKind::Lstm, 3, 4)
+    );
+    assert!(node.bidirectional && node.bias && !node.batch_first && node.refusal.is_none());
+    assert_eq!(node.sequence_lens.as_deref(), Some("sequence_lens"));
+    assert!(node.initial_h.is_some() && node.initial_c.is_some());
+    let (_, config) = CudnnCompatibleLstm::<NdArray<f32>>::from_onnx_file(
+        path("lstm_bi2.onnx"),
+        RecurrentSelection::All,
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        (config.input_size, config.hidden_size, config.num_layers),
+        (4, 5, 2)
+    );
+    assert!(config.bidirectional && !config.batch_first);
+    // One node of the two alone, by index.
+    let (_, config) = OnnxModel::open(path("lstm_bi2.onnx"))
+        .unwrap()
+        .lstm::<NdArray<f32>>(1, &Default::default())
+        .unwrap();
+    assert_eq!((config.input_size, config.num_layers), (10, 1));
+}
+
+#[test]
+fn attributes_cudnn_cannot_run_are_refused() {
+    let model = OnnxModel::open(path("refused.onnx")).unwrap();
+    let device = Default::default();
+    model
+        .lstm::<NdArray<f32>>("fine", &device)
+        .expect("a standard LSTM node loads");
+    model
+        .gru::<NdArray<f32>>("gru_fine", &device)
+        .expect("a GRU with linear_before_reset=1 loads");
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "peephole",
+            &["'peephole' input P", "peephole", "got 'peephole_P'"],
+        ),
+        ("clip", &["'clip' clip", "got 3"]),
+        ("input_forget", &["input_forget", "got 1"]),
+        (
+            "relu",
+            &["activations", "\"Sigmoid\", \"Tanh\", \"Tanh\"", "\"Relu\""],
+        ),
+        (
+            "reverse",
+            &["direction", "\"bidirectional\"", "got \"reverse\""],
+        ),
+        (
+            "linear_before_reset_0",
+            &["linear_before_reset", "1 (", "got 0"],
+        ),
+    ];
+    for (name, parts) in cases {
+        let node = model.node(name).expect("the node");
+        let listed = node.refusal.clone().expect("a refusal");
+        let e = match node.cell {
+            CellKind::Lstm => model.lstm::<NdArray<f32>>(*name, &device).err(),
+            CellKind::Gru => model.gru::<NdArray<f32>>(*name, &device).err(),
+        }
+        .expect("refused");
+        assert_eq!(e, listed);
+        let e = e.to_string();
+        assert!(e.contains("refused.onnx"), "{e}");
+        for part in *parts {
+            assert!(e.contains(part), "{name}: {e:?} lacks {part:?}");
+        }
+    }
+    // Nodes side by side on one input are no stack.
+    let e = model
+        .lstm::<NdArray<f32>>(
+            RecurrentSelection::Stack(vec!["fine".into(), "fine".into()]),
+            &device,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("input size") || e.contains("input X"), "{e}");
+    let e = model
+        .gru::<NdArray<f32>>("fine", &device)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("OnnxModel::lstm"), "{e}");
+}
+
+#[test]
+fn damaged_files_are_errors_never_panics() {
+    let dir = std::env::temp_dir().join(format!("burn-lstm-import-onnx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    let e = OnnxModel::open(write("text.onnx", b"\xff\xff\xff\xff not protobuf")).unwrap_err();
+    assert!(
+        matches!(e, LstmError::Io { .. }) && e.to_string().contains("not an ONNX model"),
+        "{e}"
+    );
+    let bytes = std::fs::read(path("lstm_bi2.onnx")).unwrap();
+    for k in 1..24 {
+        let cut = bytes.len() * k / 24;
+        let copy = write(&format!("cut-{cut}.onnx"), &bytes[..cut]);
+        let Ok(model) = OnnxModel::open(&copy) else {
+            continue;
+        };
+        let loaded = model.lstm::<NdArray<f32>>(RecurrentSelection::All, &Default::default());
+        assert!(loaded.is_err() || model.nodes().len() == 2, "cut at {cut}");
+    }
+}
