@@ -711,7 +711,7 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_map_to_cudnn() {
-        use sys::cudnnRNNAlgo_t as A;
+        use cudarc::cudnn::sys::cudnnRNNAlgo_t as A;
         let cudnn = [
             A::CUDNN_RNN_ALGO_STANDARD,
             A::CUDNN_RNN_ALGO_PERSIST_STATIC,

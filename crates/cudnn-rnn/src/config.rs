@@ -212,6 +212,35 @@ impl RnnConfig {
     }
 }
 
+impl RnnAlgo {
+    /// Refuses a layer stack this algorithm does not run, naming `algo`, what it needs
+    /// and the algorithm given, so that a caller can fall back to
+    /// [`RnnAlgo::Standard`]: a projection on a persistent algorithm (PyTorch: "LSTM with
+    /// projections only works with standard algorithm"), and double precision on
+    /// [`RnnAlgo::PersistStaticSmallH`] (it has no double-precision kernels; PyTorch
+    /// excludes it). Called by [`RnnConfig::validate`].
+    pub fn check_config(self, config: &RnnConfig) -> Result<()> {
+        if self.is_persistent() && config.proj_size != 0 {
+            return Err(CudnnRnnError::invalid(
+                "algo",
+                format!(
+                    "standard with proj_size {} (cuDNN runs the LSTM projection on the standard algorithm only)",
+                    config.proj_size
+                ),
+                self,
+            ));
+        }
+        if self == Self::PersistStaticSmallH && config.data_type == DataType::F64 {
+            return Err(CudnnRnnError::invalid(
+                "algo",
+                "standard or persist_static for F64 (persist_static_small_h has no double-precision kernels)",
+                self,
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,34 +322,5 @@ mod tests {
         .to_string();
         assert!(err.starts_with("proj_size: expected 0 for a GRU"), "{err}");
         assert!(err.contains("got 4"), "{err}");
-    }
-}
-
-impl RnnAlgo {
-    /// Refuses a layer stack this algorithm does not run, naming `algo`, what it needs
-    /// and the algorithm given, so that a caller can fall back to
-    /// [`RnnAlgo::Standard`]: a projection on a persistent algorithm (PyTorch: "LSTM with
-    /// projections only works with standard algorithm"), and double precision on
-    /// [`RnnAlgo::PersistStaticSmallH`] (it has no double-precision kernels; PyTorch
-    /// excludes it). Called by [`RnnConfig::validate`].
-    pub fn check_config(self, config: &RnnConfig) -> Result<()> {
-        if self.is_persistent() && config.proj_size != 0 {
-            return Err(CudnnRnnError::invalid(
-                "algo",
-                format!(
-                    "standard with proj_size {} (cuDNN runs the LSTM projection on the standard algorithm only)",
-                    config.proj_size
-                ),
-                self,
-            ));
-        }
-        if self == Self::PersistStaticSmallH && config.data_type == DataType::F64 {
-            return Err(CudnnRnnError::invalid(
-                "algo",
-                "standard or persist_static for F64 (persist_static_small_h has no double-precision kernels)",
-                self,
-            ));
-        }
-        Ok(())
     }
 }
