@@ -8,11 +8,7 @@
 use std::sync::Mutex;
 
 use burn::tensor::Shape;
-use burn_cubecl::{
-    CubeBackend, kernel::into_contiguous, ops::numeric::empty_device_contiguous_dtype,
-    tensor::CubeTensor,
-};
-use cubecl_cuda::CudaRuntime;
+use burn_cubecl::{kernel::into_contiguous, ops::numeric::empty_device_contiguous_dtype};
 use cudnn_rnn::{
     BackwardBuffers, DataType, DeviceBuffer, ForwardBuffers, MathMode, ReserveSpace, RnnAlgo,
     RnnConfig, SeqShape,
