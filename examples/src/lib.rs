@@ -1,4 +1,6 @@
 //! Shared code of the runnable examples (`cargo run --release --example NAME` from the
-//! repository root): the sunspot forecaster that `train` trains and `infer` serves.
+//! repository root): the sunspot forecaster that `train` trains and `infer` serves, and
+//! the word-level language model that `language_model` trains and `generate` serves.
 
+pub mod language_model;
 pub mod sunspots;

@@ -2,6 +2,7 @@
 //! links Burn again: docs/ci.md).
 
 mod data_parallel;
+mod language_model;
 mod sunspots;
 
 /// Tests that seed a backend or train run one at a time: Burn's backends each keep one
