@@ -102,9 +102,9 @@ BURN_LSTM_THREADS=$THREADS RAYON_NUM_THREADS=$THREADS ./target/release/examples/
 burn_wall=$(( ($(date +%s%N) - start) / 1000000 ))
 
 if [ "${PROFILE:-0}" = 1 ]; then
-  echo "== ours, --profile (phases synchronised; 1 epoch)" >&2
+  echo "== ours, --profile (phases synchronised)" >&2
   BURN_LSTM_THREADS=$THREADS RAYON_NUM_THREADS=$THREADS ./target/release/examples/language_model \
-    $ARGS --epochs 1 --profile --save "$OUT/burn-profile" | tee "$OUT/burn-profile.log"
+    $ARGS --profile --save "$OUT/burn-profile" | tee "$OUT/burn-profile.log"
 fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/environment.txt"
 
