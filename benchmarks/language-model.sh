@@ -2,7 +2,7 @@
 # PyTorch's examples/word_language_model against ours (`language_model`, burn-lstm), on
 # the same files, hyper-parameters, threads and machine, one after the other:
 #
-#   benchmarks/language-model.sh            # 1 epoch each, 2 threads (about 5 minutes on 2 cores)
+#   benchmarks/language-model.sh            # 1 epoch each, 2 threads (about 9 minutes on 2 cores)
 #
 # It lays out a data folder with the three files PyTorch's main.py reads (train.txt,
 # valid.txt, test.txt: copies of examples/data/wikitext-2/, which trains on the first 90 %
@@ -10,7 +10,8 @@
 # split), runs PyTorch's main.py unchanged from ../shared/peers/word_language_model, then
 # ours, and prints their median ms/batch, words/s, and validation and test perplexity
 # side by side (docs/examples.md has a measured table and how it was made). PyTorch runs
-# twice: as is (its CPU LSTM through oneDNN) and with oneDNN off (its native LSTM kernel).
+# twice: as is (its CPU nn.LSTM through oneDNN) and with oneDNN off (its native LSTM
+# kernel; TORCH_NATIVE=0 skips that run).
 #
 # Settings (environment):
 #   PYTHON=python3       a Python with PyTorch (`pip install torch`, from PyPI)
@@ -75,9 +76,10 @@ OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS "$PYTHON" "$PEER/main.py" $ARG
   --save "$OUT/torch-model.pt" 2>&1 | grep -v -i numpy | tee "$OUT/torch.log"
 torch_wall=$(( ($(date +%s%N) - start) / 1000000 ))
 
-# PyTorch's CPU nn.LSTM trains through oneDNN by default; on the machine of
-# docs/examples.md its native kernel was several times faster. The same main.py, unchanged,
-# with torch.backends.mkldnn.enabled = False set before it runs (TORCH_NATIVE=0 skips it).
+# PyTorch's CPU nn.LSTM trains through oneDNN by default; a second reference is its native
+# kernel: the same main.py, unchanged, with torch.backends.mkldnn.enabled = False set before
+# it runs (TORCH_NATIVE=0 skips it). Both are far slower while another process competes for
+# the cores (OpenMP's threads wait on each other at every step): measure on an idle machine.
 native_wall=0
 if [ "${TORCH_NATIVE:-1}" = 1 ]; then
   echo "== PyTorch, oneDNN off: the same main.py with torch.backends.mkldnn.enabled = False" >&2
