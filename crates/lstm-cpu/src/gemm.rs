@@ -885,7 +885,7 @@ fn packed_end<T: Real>(b: &Packed<'_, T>) -> usize {
 
 /// [`par_gemm`], or with `bias` as [`gemm_bias`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn par_gemm_into<T: Real>(
+pub(crate) unsafe fn par_gemm_into<T: Real>(
     threads: usize,
     rows: usize,
     a: *const T,

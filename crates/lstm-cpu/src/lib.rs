@@ -13,6 +13,9 @@
 //! [`forward_packed`]) and owns that copy. Only the memory of large scratch buffers is
 //! kept for the next call ([`cache_limit_bytes`]), handed out zeroed.
 //!
+//! [`dense`] offers the kernel's GEMM and vectorised `exp` to the layers around a
+//! recurrent stack (a language model's decoder and softmax loss).
+//!
 //! ```
 //! use lstm_cpu::{CellKind, LstmArch, LstmCall, forward};
 //!
@@ -35,11 +38,12 @@ mod buffers;
 mod cache;
 mod call;
 mod cell_weights;
+pub mod dense;
 mod forward;
 mod gemm;
 mod isa_runs;
 mod packed;
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub mod peak;
 mod placement;
 mod pool;
@@ -47,6 +51,8 @@ mod real;
 mod simd;
 mod tape;
 mod team;
+#[cfg(any(test, feature = "testing"))]
+mod test_runs;
 mod vector;
 
 pub use arch::{CellKind, DirectionLayout, LstmArch};
@@ -56,11 +62,12 @@ pub use buffers::{
 };
 pub use call::{CallError, InputStrides, LstmCall, LstmGradients, LstmOutputs, OutputGrads};
 pub use forward::{forward, forward_packed, forward_train};
-pub use isa_runs::{
-    instruction_set, lower_instruction_sets, rerun_test_on_lower_instruction_sets,
-    rerun_test_with_env,
-};
+pub use isa_runs::instruction_set;
 pub use packed::PackedWeights;
 pub use real::Real;
 pub use tape::Tape;
 pub use team::run_parts;
+#[cfg(any(test, feature = "testing"))]
+pub use test_runs::{
+    lower_instruction_sets, rerun_test_on_lower_instruction_sets, rerun_test_with_env,
+};

@@ -42,6 +42,8 @@ pub trait Real:
 
     /// The nearest value of this type.
     fn from_f64(value: f64) -> Self;
+    /// The value as `f64` (exact).
+    fn to_f64(self) -> f64;
     /// `self * a + b`, fused when the caller is compiled with FMA.
     fn mul_add(self, a: Self, b: Self) -> Self;
     /// Logistic function `1 / (1 + e^-x)`.
@@ -59,6 +61,9 @@ pub trait Real:
     fn sigmoid_on<const FMA: bool>(self) -> Self;
     /// [`Real::tanh`], as [`Real::sigmoid_on`].
     fn tanh_on<const FMA: bool>(self) -> Self;
+    /// `e^x`, as [`Real::sigmoid_on`]; in `f32`, `x` is taken within `[-87, 87]` (so
+    /// below -87 it is `e^-87`, 1.6e-38, not 0: what a softmax sums is at least 1).
+    fn exp_on<const FMA: bool>(self) -> Self;
     /// Whether the value is neither infinite nor NaN.
     fn is_finite(self) -> bool;
 }
@@ -78,6 +83,11 @@ impl Real for f32 {
     #[inline(always)]
     fn from_f64(value: f64) -> Self {
         value as f32
+    }
+
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        f64::from(self)
     }
 
     #[inline(always)]
@@ -105,6 +115,12 @@ impl Real for f32 {
     }
 
     #[inline(always)]
+    fn exp_on<const FMA: bool>(self) -> Self {
+        let (p, scale) = exp_parts::<FMA>(clamp(self, 87.0));
+        fmadd::<f32, FMA>(scale, p, scale)
+    }
+
+    #[inline(always)]
     fn is_finite(self) -> bool {
         f32::is_finite(self)
     }
@@ -118,6 +134,11 @@ impl Real for f64 {
     #[inline(always)]
     fn from_f64(value: f64) -> Self {
         value
+    }
+
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
     }
 
     #[inline(always)]
@@ -135,6 +156,11 @@ impl Real for f64 {
     #[inline(always)]
     fn tanh_on<const FMA: bool>(self) -> Self {
         f64::tanh(self)
+    }
+
+    #[inline(always)]
+    fn exp_on<const FMA: bool>(self) -> Self {
+        f64::exp(self)
     }
 
     #[inline(always)]

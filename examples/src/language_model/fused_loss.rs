@@ -21,7 +21,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorPrimitive};
 
-use super::loss::{cross_entropy, nll_and_softmax};
+use super::loss::nll_and_softmax;
 
 /// Mean negative log-likelihood of `targets [n]` under `logits [n, vocab]`, as one
 /// autodiff node (see the module's documentation).
@@ -88,19 +88,5 @@ impl<B: Backend> Backward<B, 1> for CrossEntropyBackward {
         let at_targets = scale.neg().expand([rows, 1]);
         let dlogits = softmax_scaled.scatter(1, targets, at_targets, IndexingUpdateOp::Add);
         grads.register::<B>(parent.id, dlogits.into_primitive().tensor());
-    }
-}
-
-/// The mean negative log-likelihood of a training window: [`fused_nll_loss`] or Burn's
-/// `CrossEntropyLoss`.
-pub fn training_loss<B: Backend>(
-    logits: Tensor<Autodiff<B>, 2>,
-    targets: Tensor<Autodiff<B>, 1, Int>,
-    fused: bool,
-) -> Tensor<Autodiff<B>, 1> {
-    if fused {
-        fused_nll_loss(logits, targets)
-    } else {
-        cross_entropy(logits, targets)
     }
 }

@@ -1,5 +1,5 @@
 //! The loss and the perplexity: PyTorch's `log_softmax` + `NLLLoss` (mean over the
-//! window's words), and the perplexity of a split, `exp` of its mean negative
+//! window's words) on logits, and the perplexity, `exp` of a mean negative
 //! log-likelihood per word.
 //!
 //! [`nll_loss`] computes the loss through Burn's softmax, which Flex runs as one fused,
@@ -10,11 +10,7 @@
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
-use burn::tensor::{ElementConversion, Int, Tensor};
-use burn_lstm::LstmBackend;
-
-use super::batches::{get_batch, windows};
-use super::model::WordLm;
+use burn::tensor::{Int, Tensor};
 
 /// Mean negative log-likelihood (natural log) of `targets [n]` under `logits [n, vocab]`:
 /// the value of Burn's `CrossEntropyLoss` (see [`nll_and_softmax`]).
@@ -50,24 +46,4 @@ pub(crate) fn nll_and_softmax<B: Backend>(
 /// The perplexity of a mean negative log-likelihood per word.
 pub fn perplexity(mean_nll: f64) -> f64 {
     mean_nll.exp()
-}
-
-/// Mean negative log-likelihood per word of a batchified split `source [steps, batch]`
-/// (PyTorch's `evaluate`): windows of `bptt` steps in order, the LSTM's state carried
-/// from each window to the next, starting from zeros. Reads one number back from the
-/// device, at the end. Run it on a model without autodiff (`model.valid()`): dropout is
-/// then off.
-pub fn evaluate<B: LstmBackend>(model: &WordLm<B>, source: &Tensor<B, 2, Int>, bptt: usize) -> f64 {
-    let [steps, _] = source.dims();
-    let device = source.device();
-    let mut state = None;
-    let mut total = Tensor::<B, 1>::zeros([1], &device);
-    for window in windows(steps, bptt) {
-        let (data, targets) = get_batch(source, window);
-        let (logits, next) = model.forward(data, state);
-        total = total + nll_loss(logits, targets).mul_scalar(window.1 as f64);
-        state = Some(next);
-    }
-    let total: f64 = total.into_scalar().elem();
-    total / (steps - 1) as f64
 }

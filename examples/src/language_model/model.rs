@@ -156,13 +156,21 @@ impl<B: Backend> WordLm<B> {
     /// Logits `[seq * batch, vocab]` (rows time-major, like the targets) of the LSTM's
     /// output `y [seq, batch, nhid]`, after dropout.
     pub fn decode(&self, y: Tensor<B, 3>) -> Tensor<B, 2> {
+        let (x, weight, bias) = self.decoder_operands(y);
+        linear(x, weight, Some(bias))
+    }
+
+    /// What the decoder multiplies, from the LSTM's output `y [seq, batch, nhid]`: its
+    /// input after dropout `[seq * batch, nhid]` (rows time-major), its weight
+    /// `[nhid, vocab]` (the embedding's transpose when tied) and its bias `[vocab]`.
+    pub fn decoder_operands(&self, y: Tensor<B, 3>) -> (Tensor<B, 2>, Tensor<B, 2>, Tensor<B, 1>) {
         let [seq, batch, hidden] = y.dims();
-        let y = self.drop.forward(y).reshape([seq * batch, hidden]);
+        let x = self.drop.forward(y).reshape([seq * batch, hidden]);
         let weight = match &self.decoder.weight {
             Some(weight) => weight.val(),
             None => self.encoder.weight.val().transpose(),
         };
-        linear(y, weight, Some(self.decoder.bias.val()))
+        (x, weight, self.decoder.bias.val())
     }
 }
 

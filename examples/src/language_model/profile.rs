@@ -16,7 +16,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
 use burn_lstm::{LstmBackend, LstmState};
 
-use super::fused_loss::training_loss;
+use super::decoder_loss::training_loss;
 use super::model::WordLm;
 
 /// The phases of a training step.
@@ -102,7 +102,7 @@ pub(crate) fn profiled_gradients<B: LstmBackend>(
     let (y, state) = times.time::<B, _>(2, device, || model.rnn.forward(emb_leaf.clone(), state));
     let y_leaf = y.clone().detach().require_grad();
     let loss = times.time::<B, _>(3, device, || {
-        training_loss(model.decode(y_leaf.clone()), targets, fused_loss)
+        training_loss(model, y_leaf.clone(), targets, fused_loss)
     });
     let (mut params, dy) = times.time::<B, _>(4, device, || {
         let mut grads = loss.backward();

@@ -26,9 +26,10 @@ use super::batches::{batchify, get_batch, window_count, windows};
 use super::checkpoint::{save_config_and_vocab, save_model};
 use super::clip::clip_grad_norm;
 use super::corpus::Corpus;
+use super::decoder_loss::training_loss;
 use super::error::LmError;
-use super::fused_loss::training_loss;
-use super::loss::{evaluate, perplexity};
+use super::evaluate::evaluate;
+use super::loss::perplexity;
 use super::model::{LmConfig, WordLm};
 use super::profile::{PhaseTimes, profiled_gradients};
 
@@ -210,8 +211,8 @@ pub fn window_loss<B: LstmBackend>(
     state: Option<LstmState<Autodiff<B>>>,
     fused: bool,
 ) -> (Tensor<Autodiff<B>, 1>, LstmState<Autodiff<B>>) {
-    let (logits, state) = model.forward(data, state.map(repackage));
-    (training_loss(logits, targets, fused), repackage(state))
+    let (y, state) = model.rnn.forward(model.embed(data), state.map(repackage));
+    (training_loss(model, y, targets, fused), repackage(state))
 }
 
 /// Trains a model on `corpus.train` with `options` on `Autodiff<B>`, validating and

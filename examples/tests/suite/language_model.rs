@@ -14,8 +14,8 @@ use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use burn_lstm::LstmState;
 use lstm_examples::language_model::{
     self, CONFIG_FILE, Corpus, Dictionary, LmConfig, LmError, MODEL_FILE, Sampler, TrainOptions,
-    VOCAB_FILE, WordLm, batchify, cross_entropy, encode_file, evaluate, fused_nll_loss, load_model,
-    nll_loss, perplexity, window_loss,
+    VOCAB_FILE, WordLm, batchify, cross_entropy, decoder_nll, decoder_nll_loss, encode_file,
+    evaluate, fused_nll_loss, load_model, nll_loss, perplexity, window_loss,
 };
 
 type B = Flex;
@@ -405,6 +405,83 @@ fn the_losses_equal_burns_cross_entropy() {
     let grad_fused = values(a.grad(&fused.backward()).unwrap());
     let grad_composed = values(b.grad(&composed.backward()).unwrap());
     assert!(relative_difference(&grad_fused, &grad_composed) < 1e-5);
+}
+
+/// The decoder and loss as one op against Burn's `linear` and `CrossEntropyLoss`: the
+/// loss and the gradients of the input, the weight and the bias, on Flex (the fused CPU
+/// kernel's products) and on NdArray (Burn's ops), with the weight a plain tensor and a
+/// transposed view (a tied weight).
+#[test]
+fn the_decoder_loss_equals_burns_linear_and_cross_entropy() {
+    fn check<Q: burn::tensor::backend::Backend>(tied: bool) {
+        let device = Default::default();
+        let (rows, inputs, vocab) = (13, 7, 41);
+        let x = Tensor::<Q, 2>::random([rows, inputs], Distribution::Normal(0.0, 1.0), &device);
+        let w_stored = if tied {
+            Tensor::<Q, 2>::random([vocab, inputs], Distribution::Normal(0.0, 1.0), &device)
+        } else {
+            Tensor::<Q, 2>::random([inputs, vocab], Distribution::Normal(0.0, 1.0), &device)
+        };
+        let b = Tensor::<Q, 1>::random([vocab], Distribution::Normal(0.0, 1.0), &device);
+        let targets: Vec<i64> = (0..rows as i64)
+            .map(|i| (i * 17 + 3) % vocab as i64)
+            .collect();
+        let t = Tensor::<Autodiff<Q>, 1, Int>::from_data(TensorData::new(targets, [rows]), &device);
+        let run = |fused: bool| {
+            let x = Tensor::<Autodiff<Q>, 2>::from_inner(x.clone()).require_grad();
+            let w_leaf = Tensor::<Autodiff<Q>, 2>::from_inner(w_stored.clone()).require_grad();
+            let b = Tensor::<Autodiff<Q>, 1>::from_inner(b.clone()).require_grad();
+            let w = if tied {
+                w_leaf.clone().transpose()
+            } else {
+                w_leaf.clone()
+            };
+            let loss = if fused {
+                decoder_nll_loss(x.clone(), w, b.clone(), t.clone())
+            } else {
+                cross_entropy(
+                    burn::tensor::module::linear(x.clone(), w, Some(b.clone())),
+                    t.clone(),
+                )
+            };
+            let grads = loss.backward();
+            let grad = |g: Option<Tensor<Q, 2>>| values(g.unwrap());
+            (
+                values(loss.inner())[0],
+                grad(x.grad(&grads)),
+                grad(w_leaf.grad(&grads)),
+                values(b.grad(&grads).unwrap()),
+            )
+        };
+        let (ours, reference) = (run(true), run(false));
+        assert!(reference.0 > 1.0, "{}", reference.0);
+        // Without autodiff (evaluation).
+        let w = if tied {
+            w_stored.clone().transpose()
+        } else {
+            w_stored.clone()
+        };
+        let evaluation = values(decoder_nll(x.clone(), w, b.clone(), t.clone().inner()))[0];
+        assert!((evaluation - reference.0).abs() <= 1e-5 * reference.0);
+        assert!(
+            (ours.0 - reference.0).abs() <= 1e-5 * reference.0,
+            "{} vs {}",
+            ours.0,
+            reference.0
+        );
+        for (name, a, b) in [
+            ("x", &ours.1, &reference.1),
+            ("weight", &ours.2, &reference.2),
+            ("bias", &ours.3, &reference.3),
+        ] {
+            let difference = relative_difference(a, b);
+            assert!(difference < 1e-5, "{name} (tied: {tied}): {difference}");
+        }
+    }
+    for tied in [false, true] {
+        check::<B>(tied);
+        check::<burn::backend::NdArray>(tied);
+    }
 }
 
 #[test]
