@@ -24,8 +24,9 @@ where
     let (batch, seq_len) = (case.config.batch, case.config.seq_len);
     let mut report = ErrorReport::new(
         format!(
-            "golden-gru case={} backend={backend} kernel={expected_kernel} dtype={dtype}",
-            case.name
+            "golden-gru case={} backend={backend} kernel={expected_kernel} dtype={dtype} isa={}",
+            case.name,
+            lstm_cpu::instruction_set()
         ),
         tol,
     );

@@ -248,6 +248,29 @@ pub fn rel_err(actual: &[f64], expected: &[f64]) -> f64 {
 }
 
 /// Collects `name=err` pairs, prints one line for the case and fails past `tol`.
+/// With this variable naming a file, every value an [`ErrorReport`] checks is also
+/// appended to it as a line `label name digest`: the 64-bit FNV-1a hash of the values'
+/// bits. `benchmarks/bit-identical.sh` compares two commits' files line by line.
+pub const VALUES_DIGEST_ENV: &str = "LSTM_VALUES_DIGEST";
+
+/// Appends `label`'s digest line for `values` to the file at `path` (one `write` of the
+/// whole line, so lines of parallel tests and of child processes stay whole).
+fn append_digest(path: &std::ffi::OsStr, label: &str, values: &[f64]) {
+    use std::io::Write;
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in values.iter().flat_map(|v| v.to_bits().to_le_bytes()) {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let line = format!("{label} n={} {hash:016x}\n", values.len());
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("the digest file opens for appending");
+    file.write_all(line.as_bytes())
+        .expect("the digest line is written");
+}
+
 pub struct ErrorReport {
     pub label: String,
     pub tol: f64,
@@ -266,6 +289,9 @@ impl ErrorReport {
     pub fn check(&mut self, name: &str, actual: &[f64], expected: &[f64]) {
         self.errors
             .push((name.to_string(), rel_err(actual, expected)));
+        if let Some(path) = std::env::var_os(VALUES_DIGEST_ENV) {
+            append_digest(&path, &format!("{} {name}", self.label), actual);
+        }
     }
 
     /// Prints the case's line; returns a failure description when an error exceeds `tol`.
