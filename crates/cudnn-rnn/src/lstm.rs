@@ -29,7 +29,12 @@ use crate::status::check;
 use crate::weights::WeightSpaceLayout;
 
 /// `CUDNN_RNN_PADDED_IO_ENABLED` (a `#define` in cudnn_adv.h): needed for the unpacked
-/// (padded) data layouts.
+/// (padded) data layouts. Every call's tensors are `[T, B, ..]`, right-padded where rows
+/// are shorter, so every call uses the unpacked layout: what PyTorch configures for an
+/// input that is not a `PackedSequence` (its `RNNDescriptor::set`, ATen's
+/// `cudnn/Descriptors.h`: `packed ? CUDNN_RNN_PADDED_IO_DISABLED :
+/// CUDNN_RNN_PADDED_IO_ENABLED`). The packed layout without padded I/O is PyTorch's for
+/// a `PackedSequence`, whose memory is packed already; here it would need a copy.
 const PADDED_IO_ENABLED: u32 = 1;
 
 /// No buffer: cuDNN gets a null pointer (a GRU's cell state).
