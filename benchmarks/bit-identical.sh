@@ -15,8 +15,9 @@
 #
 # Settings (environment):
 #   SRC="crates/lstm-cpu/src crates/burn-lstm/src crates/cudnn-rnn/src"
-#   OUT=target/bit-identical   the copy and the two digest files (the build folder is
-#                              the repository's target/, or CARGO_TARGET_DIR)
+#   OUT=target/bit-identical   the copy, its build folder (the first run builds the
+#                              dependencies there once) and the two digest files; the
+#                              working tree builds in target/ (or CARGO_TARGET_DIR)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD=${1:?usage: benchmarks/bit-identical.sh OLD-COMMIT}
@@ -24,18 +25,23 @@ SRC=${SRC:-"crates/lstm-cpu/src crates/burn-lstm/src crates/cudnn-rnn/src"}
 OUT=${OUT:-target/bit-identical}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-# One build folder for both runs: the dependencies build once.
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+# Each run builds in a folder of its own: the copy's crates have the working tree's
+# names and versions, so in one folder each build's artifacts would pass for the other's
+# (same file names, and sources older than the artifacts).
+NEW_TARGET=${CARGO_TARGET_DIR:-$PWD/target}
+OLD_TARGET="$OUT/target"
 
-run_golden() { # $1: source folder, $2: digest file
+run_golden() { # $1: source folder, $2: digest file, $3: build folder
   rm -f "$2"
-  (cd "$1" && LSTM_VALUES_DIGEST="$2" cargo test -p burn-lstm \
+  # The kernels and the glue rebuild from these sources whatever the folder held.
+  (cd "$1" && CARGO_TARGET_DIR="$3" cargo clean -q -p lstm-cpu -p cudnn-rnn -p burn-lstm)
+  (cd "$1" && CARGO_TARGET_DIR="$3" LSTM_VALUES_DIGEST="$2" cargo test -p burn-lstm \
     --test suite --test suite_f64 -- golden >&2)
   sort -o "$2" "$2"
 }
 
 echo "== the working tree" >&2
-run_golden "$PWD" "$OUT/new.txt"
+run_golden "$PWD" "$OUT/new.txt" "$NEW_TARGET"
 
 echo "== $OLD's kernels with the working tree's tests" >&2
 rm -rf "$OUT/old"
@@ -47,7 +53,7 @@ for dir in $SRC; do
   mkdir -p "$OUT/old/$dir"
   git archive "$OLD" "$dir" | tar -x -C "$OUT/old"
 done
-run_golden "$OUT/old" "$OUT/old.txt"
+run_golden "$OUT/old" "$OUT/old.txt" "$OLD_TARGET"
 
 echo "values compared: $(wc -l < "$OUT/new.txt") (new), $(wc -l < "$OUT/old.txt") ($OLD)"
 if diff "$OUT/old.txt" "$OUT/new.txt"; then

@@ -4,9 +4,8 @@
 //! Why: a call needs megabytes of scratch, and the system allocator hands such blocks
 //! back to the kernel when they are freed (glibc maps blocks above its threshold anew
 //! and trims the top of the heap). Every call then page-faults its buffers in again,
-//! and each unmap interrupts the other team members' CPUs to flush their TLBs. Measured
-//! on 2 cores: a 16×50×256 training step took 25 ms instead of 11 ms through Burn, and
-//! the kernel alone 374 ms instead of 248 ms at 64×100×512 (docs/fused-cpu.md).
+//! and each unmap interrupts the other team members' CPUs to flush their TLBs
+//! (docs/dev/fused-cpu-measurements.md has what that cost).
 //!
 //! The cache keeps freed buffers (up to [`cache_limit_bytes`], default 1 GiB, the
 //! `LSTM_CPU_BUFFER_CACHE_MIB` environment variable) and hands the best fitting one to
@@ -162,9 +161,8 @@ enum Start {
 ///
 /// Scratch buffers start on a cache line (64 bytes). Allocations above glibc's mmap
 /// threshold start 16 bytes past a page, so the packed panels' rows of 64 bytes (AVX2)
-/// or 128 (AVX-512) straddled two lines at every other or every vector load: aligned,
-/// a one-thread GEMM `[16|800 × 300] · [300 × 1200]` ran 125-128 → 129-133 GFLOP/s on
-/// AVX2 and 241-245 → 247-255 on AVX-512 (Zen 5, docs/fused-cpu.md). A call's outputs
+/// or 128 (AVX-512) would straddle two lines at every other or every vector load. A
+/// call's outputs
 /// keep the allocation's own start instead (`output_*`), so that `into_vec` hands them
 /// out as they are.
 pub(crate) struct Buffer<T: Real> {
@@ -189,11 +187,11 @@ impl<T: Real> Buffer<T> {
 
     /// `len` values that the caller overwrites, every one, before it reads any: what
     /// an earlier call left in a recycled buffer (zeros where it held fewer), so that
-    /// no time goes into zeroing memory about to be written. A training call at
-    /// 16×50×384 zeroed 27 MB of packed panels, tape and gradients this way, about 6 %
-    /// of its time on one thread while the others waited (docs/fused-cpu.md). Builds
-    /// with debug assertions (the tests) fill it with NaN instead, so that a value read
-    /// before it is written shows in every result it reaches. Starts a cache line.
+    /// no time goes into zeroing memory about to be written (a training call's packed
+    /// panels, tape and gradients: megabytes, zeroed on one thread while the others
+    /// wait). Builds with debug assertions (the tests) fill it with NaN instead, so that
+    /// a value read before it is written shows in every result it reaches. Starts a
+    /// cache line.
     pub fn for_overwrite(len: usize) -> Self {
         Self::for_overwrite_at(len, Start::CacheLine)
     }

@@ -4,16 +4,13 @@
 //!
 //! Why it is read and not fixed: the split by batch rows makes each member read all of
 //! `W_hh` every step, which pays while `W_hh` streams from the member's own L2 and not
-//! beyond. Measured, rows against units (inference, 2 cores): on an AMD EPYC with
-//! 512 KiB of L2 per core, `W_hh` of 1 MiB (H = 256) 2-6 % faster, 2.3 MiB (H = 384) 3 %
-//! slower; on an Intel Xeon with 2 MiB, 1.44 MiB (H = 300) 13 % faster, 2.3 MiB 5 %
-//! faster, 4.2 MiB (H = 512) the same, 5.8 MiB (H = 600) 27 % slower. Both machines
-//! cross over near twice their L2.
+//! beyond: rows and units cross over near twice a core's L2, on machines of 512 KiB and
+//! of 2 MiB of L2 alike (docs/dev/fused-cpu-measurements.md).
 
 use std::sync::OnceLock;
 
-/// What is assumed where the size cannot be read: the smallest L2 of the machines
-/// measured (its crossover is the former fixed 1 MiB bound).
+/// What is assumed where the size cannot be read: a small current L2 (the split by rows
+/// then stops at a `W_hh` of 1 MiB).
 const FALLBACK_L2_BYTES: usize = 512 << 10;
 
 /// Bytes of L2 (or of the unified level-2 cache) per core; `LSTM_CPU_L2_KIB` sets it

@@ -98,8 +98,7 @@ impl Dims {
     /// The recurrence's team: each member's hidden units (all four gates of them) and
     /// its columns of the projected state `h` (used with a projection). A step of fewer
     /// than ~32 K multiply-adds per thread is faster on one thread than split with a
-    /// barrier (measured on 2 cores: batch 1, H = 128, 65 K a step, runs in 0.31 ms on
-    /// two threads, 0.55 ms on one; H = 64 gains nothing from a second).
+    /// barrier (docs/dev/fused-cpu-measurements.md has the measurements).
     pub fn team<T>(&self, threads: usize) -> (Vec<Range<usize>>, Vec<Range<usize>>) {
         let size = self.team_size(threads);
         let units = split_aligned(self.hidden, size, panel::<T>());
@@ -110,10 +109,7 @@ impl Dims {
     fn team_size(&self, threads: usize) -> usize {
         // A batch of one row counts as two: its step is a matrix-vector product, bound by
         // reading `W_hh` (two vector loads per two multiply-adds), which takes as long as
-        // a product of two rows. Measured on 2 Zen 4 cores, inference through the module,
-        // interleaved: a GRU at 1×100×128 (49 K a step) 0.32-0.39 ms on one thread,
-        // 0.24-0.28 ms on two (8 runs each); an LSTM at 1×100×96 (37 K) 0.29 → 0.25 ms.
-        // Batches of two rows and more split where they did.
+        // a product of two rows.
         let per_step = self.batch.max(2) * self.out * self.gate_cols();
         threads.min(per_step >> 15).max(1)
     }
@@ -160,15 +156,12 @@ impl Dims {
 }
 
 /// Fewest batch rows per member for [`Split::Rows`]: fewer leave the micro-kernel
-/// too few accumulators (and every member still reads all of `W_hh` per step). Measured
-/// on 2 cores (AVX2, f32): 4 × 100 × 256 (2 rows each) ran 1.9× slower split by rows.
+/// too few accumulators (and every member still reads all of `W_hh` per step).
 const ROW_SPLIT_MIN_ROWS: usize = 4;
 /// Largest `W_hh` for [`Split::Rows`], whose members each read all of it every step:
-/// twice a core's L2 (`cache.rs` has the measurements of two machines, 512 KiB and
-/// 2 MiB of L2, both of which cross over there). On the 512 KiB machine (AVX2, f32;
-/// medians of 5 interleaved runs), rows against units: H = 96, 128 (input 512), 200 and
-/// 256 (1 MiB) 2-6 % faster; H = 384 (2.3 MiB) 3 % slower, H = 600 at batch 8 (5.5 MiB)
-/// 13 % slower.
+/// twice a core's L2, where rows and units cross over (on machines of 512 KiB and of
+/// 2 MiB of L2 alike; `cache.rs`): beyond it, the members' reads of `W_hh` from L3 cost
+/// more than the barriers they save.
 fn row_split_max_weight_bytes() -> usize {
     2 * crate::cache::l2_bytes()
 }
@@ -195,11 +188,7 @@ impl Split {
 
     /// The backward's split: rows where `W_hh` is at most a core's L2. Its per-step
     /// product `dh = dz·W_hh` reads all of `W_hh` (4H deep) in every member split by
-    /// rows; on the 512 KiB-L2 machine that ran 8-10 % slower at 16×50×200 and
-    /// 16×50×256 (`W_hh` 0.6-1 MiB). On the 2 MiB-L2 machine (interleaved, kernel
-    /// alone, training): 16×50×96 2.17-2.22 → 1.87-1.93 ms, 16×50×200 6.8-7.0 →
-    /// 6.3-6.5 ms, 32×50×256 19.2-19.5 → 17.9-18.0 ms, 16×50×256 and 8×100×256 −2 %,
-    /// 16×50×300 the same.
+    /// rows, so the bound is half the forward's.
     pub(crate) fn choose_backward<T>(dims: &Dims, size: usize) -> Self {
         Self::choose_within::<T>(dims, size, crate::cache::l2_bytes())
     }
@@ -468,11 +457,9 @@ fn chunk_row_groups(
         return (one, strides.row, g4);
     }
     // A tile never spans two groups: groups of 8 rows tile as 4 + 4 where the kernel
-    // takes 6 (AVX2), and a 4-row tile runs ~10 % slower than a 6-row one (`tile_rows`).
-    // Measured (AVX2, Zen 5, one thread, 32×50×256 inference, chunks of 8 steps): the
-    // projection grouped by batch row ran in 4-row tiles, 43 % of the time. So the
-    // grouping with more rows per tile on average wins: `steps / calls(steps)` against
-    // `batch / calls(batch)`.
+    // takes 6 (AVX2), and a 4-row tile runs slower than a 6-row one (`tile_rows`). So
+    // the grouping with more rows per tile on average wins: `steps / calls(steps)`
+    // against `batch / calls(batch)`.
     let (step_calls, row_calls) = (tile_calls(steps), tile_calls(batch));
     let by_batch_row = match (steps * row_calls).cmp(&(batch * step_calls)) {
         core::cmp::Ordering::Greater => true,
@@ -567,14 +554,10 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     let by_rows = split == Split::Rows;
     // With a row split, the chunk's input projection is split by the chunk's rows too
     // (each member multiplies its part of them by all of `W_ihᵀ`) when `W_ih` is within
-    // the bound `W_hh` has. Split by units in blocks of a panel's width, as it first was,
-    // it was uneven wherever the blocks do not divide by the team (H = 96: three blocks,
-    // 2 : 1 on two members, one waiting a third of every chunk's projection at the
-    // barrier after it). Measured on 2 AVX-512 cores, interleaved, kernel alone:
-    // 16×50×96 inference 0.60 → 0.54 ms, 16×50×200 1.98-2.12 → 1.78-1.80 ms, 8×50×200
-    // with 4 layers 4.24-4.52 → 3.85-3.86 ms, and where the units split evenly
-    // 16×50×128 with input 512 1.83-1.92 → 1.69-1.74 ms, 16×50×256 with input 40 −2 %,
-    // H = 256 at batch 16 and 32 and 3 layers of 256 the same.
+    // the bound `W_hh` has. Split by units in blocks of a panel's width instead, it is
+    // uneven wherever the blocks do not divide by the team (H = 96: three blocks, 2 : 1
+    // on two members, one waiting a third of every chunk's projection at the barrier
+    // after it).
     let projection_by_rows =
         by_rows && g4 * input_size * core::mem::size_of::<T>() <= row_split_max_weight_bytes();
     // A row split gives every member every gate column: pack the flat weights once for
@@ -594,19 +577,16 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     // Inference split by rows keeps each member's pre-activations in a buffer of its own,
     // which it projects and reads alone: no barrier around a chunk's projection, and no
     // line of it ever written by the other member. In one buffer shared by the team
-    // (rows of one step side by side) the members' recurrent products ran ~40 % slower
-    // whenever the host placed the two vCPUs far apart (a cache line's round trip
-    // ~400 ns instead of ~100), though each member read only rows it had written itself,
-    // even with the members' rows a page apart (measured: docs/fused-cpu.md, "Own
-    // pre-activations"). Training writes them to the tape, shared.
+    // (rows of one step side by side) the members' recurrent products slow down
+    // whenever the host places the two vCPUs far apart, though each member reads only
+    // rows it wrote itself, even with the members' rows a page apart (docs/fused-cpu.md,
+    // "Own pre-activations"). Training writes them to the tape, shared.
     let own_chunks = by_rows && projection_by_rows && out.gates.is_none();
     // A member's projection groups its rows by batch row (a row's steps of the chunk)
     // where that gives fuller micro-kernel calls than a step's few rows: a chunk of whole
-    // calls, e.g. 16 steps → 18 on AVX2 (6-row calls; 16 ran as 6 + 6 + 4). So does the
-    // projection of an input that is not sequence-major (a batch-first one, as the module
-    // hands it), whose rows are grouped too (`chunk_row_groups`): at 16×50×512→128 on one
-    // AVX2 thread, chunks of 16 steps of 16 rows ran a quarter of the projection in 4-row
-    // calls either way.
+    // calls, e.g. 16 steps → 18 on AVX2 (6-row calls, where 16 would run as 6 + 6 + 4).
+    // So does the projection of an input that is not sequence-major (a batch-first one,
+    // as the module hands it), whose rows are grouped too (`chunk_row_groups`).
     let grouped_input = !input_strides.steps_follow_rows(batch);
     let chunk = chunk_steps(seq, batch);
     let chunk = if own_chunks || grouped_input {
@@ -928,9 +908,7 @@ simd::dispatch! {
         // instructions on one dependency chain two exponentials and divisions deep, and
         // the out-of-order window held about two units' worth: the loop ran on latency,
         // ~100 cycles per vector of units against ~35 of issue. Same operations on every
-        // value, so the same bits. Measured (Zen 5, one thread, 16×50×96 inference,
-        // interleaved): AVX2 1.162 → 1.105 ms, AVX-512 0.597 → 0.574 ms; the GRU's
-        // update (below) 0.915 → 0.823 and 0.454 → 0.431 ms.
+        // value, so the same bits.
         for j in 0..n {
             zi[j] = zi[j].sigmoid_on::<FMA>();
             zf[j] = zf[j].sigmoid_on::<FMA>();

@@ -1,17 +1,15 @@
 //! Keeps the members of a team off their caller's CPU.
 //!
 //! A team spins at a barrier every step, so two members that share one CPU take turns
-//! through time slices and yields: measured on a 2-vCPU KVM machine, 16×50×512→128
-//! inference took 3.5-4 ms with both members on one CPU against 1.2 ms apart, slower
-//! than one thread alone (2.2 ms). Linux puts them together on its own in two cases: a
+//! through time slices and yields, slower than one thread alone. Linux puts them
+//! together on its own in two cases: a
 //! newly spawned thread starts on its parent's CPU, and a worker that slept between
 //! calls is woken onto the CPU of the thread that woke it (the caller, who goes on to run
 //! member 0) when the CPU it slept on looks unavailable: in a VM an idle vCPU is halted,
-//! which the guest's scheduler counts as preempted. The woken worker then waited about
-//! 450 µs for the caller's time slice, and the load balancer separated the two only tens
-//! of milliseconds later: a process making its first calls ran about 100 ms slow, and
-//! calls 20 ms apart (a server's requests) ran nearly all slow (3.7 ms against 1.2 back to
-//! back).
+//! which the guest's scheduler counts as preempted. The woken worker then waits for the
+//! caller's time slice, and the load balancer separates the two only tens of
+//! milliseconds later: a process's first calls and calls that come apart (a server's
+//! requests) run slow (docs/dev/fused-cpu-measurements.md).
 //!
 //! Two remedies, both keeping the user's affinity (only CPUs it allows are used, nothing
 //! stays pinned, a single allowed CPU changes nothing; other systems: no-op):

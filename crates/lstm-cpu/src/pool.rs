@@ -2,8 +2,7 @@
 //!
 //! Spawning a thread per call costs tens of microseconds and, worse, Linux often starts
 //! it on its parent's CPU and moves it only milliseconds later: for a few-millisecond
-//! LSTM call the two threads then share one core and spin at every barrier (measured
-//! here: 16×50×256 took 3.3 ms or 11 ms at random with spawned threads). Workers that
+//! LSTM call the two threads then share one core and spin at every barrier. Workers that
 //! live for the whole process keep their CPU. Between jobs they spin briefly (calls
 //! often come back to back: the next direction or layer), then sleep on a condvar.
 //!

@@ -191,11 +191,9 @@ fn clamp(x: f32, bound: f32) -> f32 {
 /// `x = n·ln 2 + r` with `|r| ≤ ln 2 / 2`, `s = 2ⁿ`, and `p = e^r − 1 = r + r²·q(r)`
 /// with `q` a degree-4 polynomial fitted to relative error (3e-8 for `1 + p` evaluated in
 /// f32, below f32's half unit in the last place). The gate math is bound by its count
-/// of vector operations (AVX2 and AVX-512 alike took ~78 cycles a vector): the fused
-/// range reduction, one coefficient fewer than Cephes' `expf`, σ without a branch on
-/// the sign and tanh from `e^2x − 1` without a series near 0 took `cell_update` from
-/// 2.2-2.3 to 1.4 ns a unit on AVX2, 1.1 to 0.73 on AVX-512 (Zen 5, one thread;
-/// docs/fused-cpu.md "Gate math").
+/// of vector operations, hence the fused range reduction, one coefficient fewer than
+/// Cephes' `expf`, σ without a branch on the sign and tanh from `e^2x − 1` without a
+/// series near 0 (docs/fused-cpu.md, "Gate math").
 #[inline(always)]
 fn exp_parts<const FMA: bool>(x: f32) -> (f32, f32) {
     const LOG2E: f32 = core::f32::consts::LOG2_E;

@@ -165,11 +165,9 @@ pub(crate) fn run_team(size: usize, work: impl Fn(Member<'_>) + Sync) {
 
 /// [`run_team`], with `keep_apart`: the members start on other CPUs than the caller's
 /// where the system lets us (placement.rs), for a long job whose members meet at a
-/// barrier every step. Only inference's recurrence asks for it: measured there (calls
-/// 20 ms apart, 2 vCPUs) 1.7-2× faster, back to back unchanged; applied to every job of a
-/// training call (whose short jobs follow the caller's own work), 16×50×512→128 training
-/// went from 4.0 to 5.1-6.0 ms, as waking the other, halted vCPU cost more than
-/// sharing one for a short job.
+/// barrier every step. Only inference's recurrence asks for it: a training call's short
+/// jobs follow the caller's own work, and for them waking another, halted vCPU costs more
+/// than sharing one (docs/dev/fused-cpu-measurements.md).
 pub(crate) fn run_team_placed(size: usize, keep_apart: bool, work: impl Fn(Member<'_>) + Sync) {
     if size <= 1 {
         work(Member {
@@ -244,11 +242,10 @@ pub(crate) fn split_aligned(
 /// Where every part gets at least `align` values, part `k` starts at the multiple of
 /// `align` nearest to `k · len / parts`, so the parts differ by at most one `align`
 /// (and the last, partial block of `align` counts for what it holds). Rounding every
-/// part up to whole blocks instead gave the first parts all the extra: H = 1000 on two
-/// threads split 512 + 488 units (16-unit AVX2 panels), and the caller's member, the
-/// slower one already, took 10 % longer on each step while the other waited at the
-/// barrier (2 ms of a 21 ms call). Fewer values than that keep the rounded-up split,
-/// whose empty parts are all at the end.
+/// part up to whole blocks instead would give the first parts all the extra (H = 1000 on
+/// two threads: 512 + 488 units of 16-unit AVX2 panels), and the caller's member, the
+/// slower one already, would make the other wait at every barrier. Fewer values than
+/// that keep the rounded-up split, whose empty parts are all at the end.
 pub(crate) fn aligned_part(
     len: usize,
     parts: usize,

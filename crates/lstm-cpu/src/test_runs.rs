@@ -5,8 +5,8 @@
 
 use crate::simd::{Isa, isa};
 
-/// The instruction sets below [`instruction_set`](crate::instruction_set) that `LSTM_CPU_ISA` can select on
-/// this CPU, best first.
+/// The instruction sets below [`instruction_set`](crate::instruction_set) that
+/// `LSTM_CPU_ISA` can select on this CPU, best first.
 pub fn lower_instruction_sets() -> Vec<&'static str> {
     match isa() {
         Isa::Avx512 => vec!["avx2", "baseline"],
