@@ -131,7 +131,7 @@ fn every_thread_count_matches_one_thread() {
         check_teams(&arch, &[2, 3, 5, 6, 8, 16]);
     }
     // Hidden sizes that are no multiple of a panel's width (16 or 32 units): the last
-    // block's gate columns share panels (`gemm.rs`'s gathered panels), 8 units of each
+    // block's gate columns share panels (`gemm/packing.rs`'s gathered panels), 8 units of each
     // gate at H = 72, 20 (AVX-512) or 4 (AVX2) at H = 52, where a panel spans gates.
     for (hidden_size, proj_size, bidirectional) in [(72, 0, true), (52, 24, false)] {
         let arch = LstmArch {
