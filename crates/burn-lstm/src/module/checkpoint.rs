@@ -1,7 +1,7 @@
 //! Checkpoints: Burn records checked against the config before they are applied
 //! (Burn itself would silently drop a missing bias or panic on a layer count), and
-//! PyTorch `nn.LSTM` state dicts in safetensors, by their PyTorch names. The GRU's
-//! loaders (`gru.rs`) share the helpers: its parameters have the same names.
+//! PyTorch `nn.LSTM` and `nn.GRU` state dicts in safetensors, by their PyTorch names
+//! (the two share every helper: their parameters have the same names).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
@@ -13,6 +13,8 @@ use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore};
 
 use crate::error::LstmError;
 use crate::module::config::CudnnCompatibleLstmConfig;
+use crate::module::gru::CudnnCompatibleGru;
+use crate::module::gru_config::CudnnCompatibleGruConfig;
 use crate::module::lstm::CudnnCompatibleLstm;
 use crate::module::record_guard;
 use crate::module::shapes::{PARAM_NAMES, expected_shapes, unexpected, validate_layers};
@@ -111,6 +113,64 @@ impl CudnnCompatibleLstmConfig {
 
 impl<B: Backend> CudnnCompatibleLstm<B> {
     /// Saves the parameters as safetensors under PyTorch's `nn.LSTM` state-dict names,
+    /// loadable with `model.load_state_dict(safetensors.torch.load_file(path))`.
+    pub fn save_pytorch_safetensors(&self, path: impl AsRef<Path>) -> Result<(), LstmError> {
+        save_pytorch(self, path.as_ref())
+    }
+}
+
+impl CudnnCompatibleGruConfig {
+    /// Loads a module saved with a Burn file recorder, after checking every parameter
+    /// against this config (as [`CudnnCompatibleLstmConfig::load_checkpoint`](crate::CudnnCompatibleLstmConfig::load_checkpoint)
+    /// does: a damaged file or another architecture is a named error, never a panic or
+    /// a silently changed module).
+    pub fn load_checkpoint<B: Backend, R: FileRecorder<B>>(
+        &self,
+        path: impl AsRef<Path>,
+        recorder: &R,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
+        let module = self.try_init::<B>(device)?;
+        load_checked(&self.arch(), module, path.as_ref(), recorder, device, |r| {
+            &r.layers
+        })
+    }
+
+    /// Loads PyTorch `nn.GRU` parameters saved as safetensors under their state-dict
+    /// names (`weight_ih_l0`, `bias_hh_l1_reverse`, ...; gates r, z, n): the state dict
+    /// of a bare `nn.GRU`; [`Self::load_pytorch_safetensors_with_prefix`] for one inside
+    /// a larger module. Values are converted to the device's float type; every tensor
+    /// the config needs must be present with its exact shape, and no GRU parameter the
+    /// config lacks may be. As for the LSTM
+    /// ([`CudnnCompatibleLstmConfig::load_pytorch_safetensors`](crate::CudnnCompatibleLstmConfig::load_pytorch_safetensors)),
+    /// PyTorch's `batch_first` is `False` by default and ours `true`.
+    pub fn load_pytorch_safetensors<B: Backend>(
+        &self,
+        path: impl AsRef<Path>,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
+        self.load_pytorch_safetensors_with_prefix(path, "", device)
+    }
+
+    /// [`Self::load_pytorch_safetensors`] for an `nn.GRU` that is a submodule: its
+    /// tensors are `{prefix}weight_ih_l0`, ... (`prefix` `"encoder."` for a module whose
+    /// GRU is `self.encoder`). Tensors without the prefix are left alone.
+    pub fn load_pytorch_safetensors_with_prefix<B: Backend>(
+        &self,
+        path: impl AsRef<Path>,
+        prefix: &str,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
+        let arch = self.arch();
+        let pytorch = PytorchParameters::open(&arch, path.as_ref(), prefix)?;
+        let mut module = self.try_init::<B>(device)?;
+        pytorch.load_into(&mut module.layers, device)?;
+        Ok(module)
+    }
+}
+
+impl<B: Backend> CudnnCompatibleGru<B> {
+    /// Saves the parameters as safetensors under PyTorch's `nn.GRU` state-dict names,
     /// loadable with `model.load_state_dict(safetensors.torch.load_file(path))`.
     pub fn save_pytorch_safetensors(&self, path: impl AsRef<Path>) -> Result<(), LstmError> {
         save_pytorch(self, path.as_ref())

@@ -1,13 +1,10 @@
 //! [`CudnnCompatibleGru`]: a Burn module with ordinary `Param` tensors in PyTorch's and
 //! cuDNN's canonical GRU layout, running its whole layer stack as one op.
 
-use std::path::Path;
-
 use burn::module::Module;
 use burn::tensor::{Tensor, backend::Backend};
 
 use crate::error::LstmError;
-use crate::module::checkpoint::save_pytorch;
 use crate::module::layer_call::{checked_shape, run_in_layout};
 use crate::module::shapes::validate_layers;
 use crate::module::state::GruState;
@@ -81,12 +78,6 @@ impl<B: Backend> CudnnCompatibleGru<B> {
     pub fn validate(&self) -> Result<(), LstmError> {
         validate_layers(&self.arch(), &self.layers)
     }
-
-    /// Saves the parameters as safetensors under PyTorch's `nn.GRU` state-dict names,
-    /// loadable with `model.load_state_dict(safetensors.torch.load_file(path))`.
-    pub fn save_pytorch_safetensors(&self, path: impl AsRef<Path>) -> Result<(), LstmError> {
-        save_pytorch(self, path.as_ref())
-    }
 }
 
 impl<B: LstmBackend> CudnnCompatibleGru<B> {
@@ -100,6 +91,19 @@ impl<B: LstmBackend> CudnnCompatibleGru<B> {
     /// a faster one.
     pub fn kernel(&self, device: &B::Device, batch: usize, seq_len: usize) -> KernelChoice {
         B::lstm_kernel(device, &self.spec(batch, seq_len, None, device))
+    }
+
+    /// [`Self::kernel`] for a right-padded call with `lengths` (one per row): rows of
+    /// length 0 can change the choice (cuDNN refuses them; see
+    /// [`Self::forward_with_lengths`]).
+    pub fn kernel_with_lengths(
+        &self,
+        device: &B::Device,
+        batch: usize,
+        seq_len: usize,
+        lengths: Option<&[usize]>,
+    ) -> KernelChoice {
+        B::lstm_kernel(device, &self.spec(batch, seq_len, lengths, device))
     }
 
     fn spec(

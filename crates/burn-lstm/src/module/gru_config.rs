@@ -1,15 +1,11 @@
-//! [`CudnnCompatibleGruConfig`]: the architecture of the GRU module, how it is
-//! initialised and how its checkpoints load.
-
-use std::path::Path;
+//! [`CudnnCompatibleGruConfig`]: the architecture of the GRU module and how it is
+//! initialised (its checkpoints load in `checkpoint.rs`, beside the LSTM's).
 
 use burn::config::Config;
 use burn::module::Initializer;
-use burn::record::FileRecorder;
 use burn::tensor::backend::Backend;
 
 use crate::error::LstmError;
-use crate::module::checkpoint::{PytorchParameters, load_checked};
 use crate::module::config::{NanPolicy, validate_stack};
 use crate::module::gru::CudnnCompatibleGru;
 use crate::module::weights::init_layers;
@@ -97,53 +93,5 @@ impl CudnnCompatibleGruConfig {
     /// With the message of [`CudnnCompatibleGruConfig::try_init`]'s error when a field is invalid.
     pub fn init<B: Backend>(&self, device: &B::Device) -> CudnnCompatibleGru<B> {
         self.try_init(device).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Loads a module saved with a Burn file recorder, after checking every parameter
-    /// against this config (as [`CudnnCompatibleLstmConfig::load_checkpoint`](crate::CudnnCompatibleLstmConfig::load_checkpoint)
-    /// does: a damaged file or another architecture is a named error, never a panic or
-    /// a silently changed module).
-    pub fn load_checkpoint<B: Backend, R: FileRecorder<B>>(
-        &self,
-        path: impl AsRef<Path>,
-        recorder: &R,
-        device: &B::Device,
-    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
-        let module = self.try_init::<B>(device)?;
-        load_checked(&self.arch(), module, path.as_ref(), recorder, device, |r| {
-            &r.layers
-        })
-    }
-
-    /// Loads PyTorch `nn.GRU` parameters saved as safetensors under their state-dict
-    /// names (`weight_ih_l0`, `bias_hh_l1_reverse`, ...; gates r, z, n): the state dict
-    /// of a bare `nn.GRU`; [`Self::load_pytorch_safetensors_with_prefix`] for one inside
-    /// a larger module. Values are converted to the device's float type; every tensor
-    /// the config needs must be present with its exact shape, and no GRU parameter the
-    /// config lacks may be. As for the LSTM
-    /// ([`CudnnCompatibleLstmConfig::load_pytorch_safetensors`](crate::CudnnCompatibleLstmConfig::load_pytorch_safetensors)),
-    /// PyTorch's `batch_first` is `False` by default and ours `true`.
-    pub fn load_pytorch_safetensors<B: Backend>(
-        &self,
-        path: impl AsRef<Path>,
-        device: &B::Device,
-    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
-        self.load_pytorch_safetensors_with_prefix(path, "", device)
-    }
-
-    /// [`Self::load_pytorch_safetensors`] for an `nn.GRU` that is a submodule: its
-    /// tensors are `{prefix}weight_ih_l0`, ... (`prefix` `"encoder."` for a module whose
-    /// GRU is `self.encoder`). Tensors without the prefix are left alone.
-    pub fn load_pytorch_safetensors_with_prefix<B: Backend>(
-        &self,
-        path: impl AsRef<Path>,
-        prefix: &str,
-        device: &B::Device,
-    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
-        let arch = self.arch();
-        let pytorch = PytorchParameters::open(&arch, path.as_ref(), prefix)?;
-        let mut module = self.try_init::<B>(device)?;
-        pytorch.load_into(&mut module.layers, device)?;
-        Ok(module)
     }
 }

@@ -38,6 +38,20 @@ fn kernel_choice_is_reported_on<Bk: LstmBackend>() {
     let model = config().init::<Bk>(&device);
     let choice = model.clone().kernel(&device, 4, 10);
     assert_eq!(choice.kernel, LstmKernel::FusedCpu, "{choice}");
+    // Right-padded rows, one of them empty: the choice of the LSTM of the same sizes.
+    let lengths = Some(&[10, 0, 4, 7][..]);
+    let choice = model.kernel_with_lengths(&device, 4, 10, lengths);
+    let c = config();
+    let lstm = burn_lstm::CudnnCompatibleLstmConfig::new(c.input_size, c.hidden_size)
+        .with_num_layers(c.num_layers)
+        .with_bidirectional(c.bidirectional)
+        .init::<Bk>(&device);
+    let lstm_choice = lstm.kernel_with_lengths(&device, 4, 10, lengths);
+    assert_eq!(choice.kernel, LstmKernel::FusedCpu, "{choice}");
+    assert_eq!(
+        (choice.kernel, &choice.fallback_reason),
+        (lstm_choice.kernel, &lstm_choice.fallback_reason)
+    );
     let choice = model
         .clone()
         .with_kernel(Some(LstmKernel::Portable))
