@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds, on this machine (Rust, no GPU), what the GPU machine (GPU, no Rust) runs:
-# the cuDNN test binaries, lstm-bench and the train/infer examples with `--features cuda`,
+# the cuDNN test binaries, lstm-bench, the train/infer/language_model examples with
+# `--features cuda` (generate without), PyTorch's word_language_model,
 # the golden cases and the
 # peer script, packed (xz: the binaries are ~120 MB without debug info, over the 64 MiB a
 # device call carries) into .device/kit.tar.xz beside gpu-run.sh (.device/ is git-ignored).
@@ -22,8 +23,14 @@ for l in sys.stdin:
   cp "$exe" "$out/bin/$test"
 done
 # The train and infer examples with cuDNN (`gpu-run.sh example`).
-cargo build --release -p lstm-examples --features cuda --example train --example infer
-cp target/release/examples/train target/release/examples/infer "$out/bin/"
+cargo build --release -p lstm-examples --features cuda --example train --example infer \
+  --example language_model
+cp target/release/examples/train target/release/examples/infer \
+  target/release/examples/language_model "$out/bin/"
+# The language model served on the CPU (`gpu-run.sh lm`): built without CUDA, as a user
+# serving a CUDA-trained checkpoint would build it.
+cargo build --release -p lstm-examples --example generate
+cp target/release/examples/generate "$out/bin/"
 # Debug info goes, symbol names stay: a panic's backtrace on the GPU machine (gpu-run.sh
 # sets RUST_BACKTRACE=1) names its functions. If the packed kit would pass the 64 MiB a
 # device call carries, the symbols go too (said below).
@@ -31,6 +38,12 @@ strip --strip-debug "$out"/bin/*
 cp crates/burn-lstm/tests/fixtures/golden/*.safetensors "$out/golden/"
 peers="${PEERS:-../shared/peers/lstm_peers.py}"
 [ -f "$peers" ] && cp "$peers" "$out/"
+# PyTorch's word_language_model, unchanged (`gpu-run.sh lm`).
+lm_peer="${LM_PEER:-../shared/peers/word_language_model}"
+if [ -f "$lm_peer/main.py" ]; then
+  mkdir -p "$out/word_language_model"
+  cp "$lm_peer"/{main.py,model.py,data.py,LICENSE} "$out/word_language_model/"
+fi
 if [ "$(tar -C "$out" -cf - . | xz -T0 -6 | wc -c)" -gt $((60 * 1024 * 1024)) ]; then
   echo "gpu-kit: with symbol names the kit passes 60 MiB: stripping them (no readable backtraces)"
   strip "$out"/bin/*

@@ -10,6 +10,11 @@
 #                                    where the binding's host time goes, phase by phase
 #   bash .device/gpu-run.sh example  the train example on CUDA (cuDNN, a fallback panics),
 #                                    then the infer example on CPU from its checkpoint
+#   bash .device/gpu-run.sh lm       the word-level language model (docs/examples.md) on
+#                                    cuDNN against PyTorch's word_language_model on its
+#                                    cuDNN, one epoch each at LM_SIZES ("650 0.5;1500 0.65":
+#                                    width and dropout), then each CUDA-trained model
+#                                    served on the CPU by `generate` (its test perplexity)
 #   bash .device/gpu-run.sh ab       each cuDNN setting that waits for a GPU run (algorithm
 #                                    policy, event ordering, GPU weight cache, call reuse),
 #                                    off and on
@@ -90,6 +95,25 @@ if [ "$phase" = example ]; then
   timeout 120 "$kit/bin/infer" "$model" --data "$data" --plot "${OUT:-/tmp}/forecast.svg" 2>&1 |
     tail -6 | log
   echo "exit ${PIPESTATUS[0]} infer (CPU)" | log
+fi
+
+if [ "$phase" = lm ]; then
+  data=examples/data/wikitext-2
+  IFS=';' read -r -a sizes <<<"${LM_SIZES:-650 0.5;1500 0.65}"
+  for size in "${sizes[@]}"; do
+    read -r width dropout <<<"$size"
+    args="--data $data --epochs ${LM_EPOCHS:-1} --emsize $width --nhid $width"
+    args="$args --dropout $dropout --log-interval 50"
+    model="${OUT:-/tmp}/lm-$width"
+    timeout 900 python3 "$kit/word_language_model/main.py" $args --accel \
+      --save /tmp/torch-lm.pt 2>&1 | grep -E "ms/batch|valid ppl|test ppl" |
+      sed "s/^/lm torch $width: /" | log
+    timeout 900 "$kit/bin/language_model" --device cuda $args --save "$model" 2>&1 |
+      grep -E "kernel|ms/batch|valid ppl|test ppl|^[{]" | sed "s/^/lm ours $width: /" | log
+    echo "lm ours $width: exit ${PIPESTATUS[0]} language_model --device cuda" | log
+    timeout 900 "$kit/bin/generate" "$model" --data "$data" --words 20 2>&1 | tail -4 |
+      sed "s/^/lm cpu $width: /" | log
+  done
 fi
 
 if [ "$phase" = trace ]; then
