@@ -30,11 +30,12 @@
 use crate::arch::CellKind;
 use crate::buffers::Buffer;
 use crate::call::{CallError, InputStrides, LstmCall, LstmGradients, OutputGrads};
+use crate::cell::gru::gru_gate_grads;
+use crate::cell::lstm::gate_grads;
 use crate::cell_weights::CellWeights;
 use crate::forward::{CellParams, CellRun, Dims, Split};
 use crate::gemm::{PackedB, Store, gemm, par_gemm};
 use crate::real::Real;
-use crate::simd;
 use crate::tape::{CellTape, Tape};
 use crate::team::{Shared, run_team};
 
@@ -509,66 +510,5 @@ fn backward_cell<T: Real>(
             }
         }
         grads.d_weights[hh.clone()].copy_from_slice(&d_bias);
-    }
-}
-
-simd::dispatch! {
-    /// The gate gradients of one row's units (see the module docs), written over the
-    /// gate activations; `d_cell` becomes the gradient of the previous cell state and `u`
-    /// the unprojected output `o · tanh(c)`.
-    fn gate_grads<T: Real>(
-        gates: [&mut [T]; 4],
-        tanh_cell: &[T],
-        cell_prev: &[T],
-        du: &[T],
-        d_cell: &mut [T],
-        u: &mut [T],
-    ) {
-        let n = d_cell.len();
-        let [gi, gf, gg, go] = gates;
-        let (gi, gf, gg, go) = (&mut gi[..n], &mut gf[..n], &mut gg[..n], &mut go[..n]);
-        let (tanh_cell, cell_prev, du, u) = (&tanh_cell[..n], &cell_prev[..n], &du[..n], &mut u[..n]);
-        let one = T::ONE;
-        for j in 0..n {
-            let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
-            let tc = tanh_cell[j];
-            let dc = d_cell[j] + du[j] * o * (one - tc * tc);
-            gi[j] = dc * g * i * (one - i);
-            gf[j] = dc * cell_prev[j] * f * (one - f);
-            gg[j] = dc * i * (one - g * g);
-            go[j] = du[j] * tc * o * (one - o);
-            d_cell[j] = dc * f;
-            u[j] = o * tc;
-        }
-    }
-}
-
-simd::dispatch! {
-    /// A GRU's gate gradients of one row's units (see the module docs): `dr, dz, dn`
-    /// written over the gate activations, `dn·r` over `recurrent_new` (`W_hn h + b_hn`),
-    /// and `d_direct` = `dĥ·z`, the part of the previous `dh` that skips the product.
-    fn gru_gate_grads<T: Real>(
-        gates: [&mut [T]; 3],
-        recurrent_new: &mut [T],
-        hidden_prev: &[T],
-        d_hidden: &[T],
-        d_direct: &mut [T],
-    ) {
-        let n = d_direct.len();
-        let [gr, gz, gn] = gates;
-        let (gr, gz, gn) = (&mut gr[..n], &mut gz[..n], &mut gn[..n]);
-        let (recurrent_new, hidden_prev, d_hidden) =
-            (&mut recurrent_new[..n], &hidden_prev[..n], &d_hidden[..n]);
-        let one = T::ONE;
-        for j in 0..n {
-            let (r, z, new) = (gr[j], gz[j], gn[j]);
-            let dh = d_hidden[j];
-            let dn = dh * (one - z) * (one - new * new);
-            gr[j] = dn * recurrent_new[j] * r * (one - r);
-            gz[j] = dh * (hidden_prev[j] - new) * z * (one - z);
-            gn[j] = dn;
-            recurrent_new[j] = dn * r;
-            d_direct[j] = dh * z;
-        }
     }
 }

@@ -9,13 +9,14 @@ use core::ops::Range;
 use crate::arch::CellKind;
 use crate::buffers::Buffer;
 use crate::call::{CallError, InputStrides, LstmCall, LstmOutputs};
+use crate::cell::gru::gru_update;
+use crate::cell::lstm::cell_update;
 use crate::cell_weights::CellWeights;
 use crate::gemm::{
     Packed, PackedB, RowGroups, gemm, gemm_bias, gemm_bias_grouped, kernel_rows, panel, tile_calls,
 };
 use crate::packed::{PackedCell, PackedWeights, column_panels, gate_groups, unit_panels};
 use crate::real::Real;
-use crate::simd;
 use crate::tape::{CellTape, LayerTape, Tape};
 use crate::team::{Shared, aligned_part, run_team_placed, split_aligned};
 
@@ -888,72 +889,6 @@ fn forward_cell<T: Real>(run: &CellRun<'_, T>, out: CellOut<'_, T>) {
     let last = (seq % 2) * batch * p;
     out.h_n.copy_from_slice(&hidden[last..last + batch * p]);
     out.c_n.copy_from_slice(&cell);
-}
-
-simd::dispatch! {
-    /// The gate math of one row's units: activations written back over the
-    /// pre-activations, the new cell state, `tanh(c)` and `h = o · tanh(c)`.
-    fn cell_update<T: Real>(
-        gates: [&mut [T]; 4],
-        cell: &mut [T],
-        tanh_cell: &mut [T],
-        hidden: &mut [T],
-    ) {
-        let n = cell.len();
-        let [zi, zf, zg, zo] = gates;
-        let (zi, zf, zg, zo) = (&mut zi[..n], &mut zf[..n], &mut zg[..n], &mut zo[..n]);
-        let (tanh_cell, hidden) = (&mut tanh_cell[..n], &mut hidden[..n]);
-        // Two passes: the four activations (independent of each other), then the cell
-        // and `tanh(c)`, which wait on them. In one pass a unit's work was ~225
-        // instructions on one dependency chain two exponentials and divisions deep, and
-        // the out-of-order window held about two units' worth: the loop ran on latency,
-        // ~100 cycles per vector of units against ~35 of issue. Same operations on every
-        // value, so the same bits.
-        for j in 0..n {
-            zi[j] = zi[j].sigmoid_on::<FMA>();
-            zf[j] = zf[j].sigmoid_on::<FMA>();
-            zg[j] = zg[j].tanh_on::<FMA>();
-            zo[j] = zo[j].sigmoid_on::<FMA>();
-        }
-        for j in 0..n {
-            let c = zf[j] * cell[j] + zi[j] * zg[j];
-            let tc = c.tanh_on::<FMA>();
-            cell[j] = c;
-            tanh_cell[j] = tc;
-            hidden[j] = zo[j] * tc;
-        }
-    }
-}
-
-simd::dispatch! {
-    /// The GRU's gate math of one row's units: activations `r, z, n` written back over
-    /// the input projections, `W_hn h + b_hn` kept for the backward, and
-    /// `h = (1 − z) · n + z · h_prev` (as `n + z · (h_prev − n)`).
-    fn gru_update<T: Real>(
-        gates: [&mut [T]; 3],
-        recurrent: [&[T]; 3],
-        hidden_prev: &[T],
-        hidden: &mut [T],
-        recurrent_new: &mut [T],
-    ) {
-        let n = hidden.len();
-        let [xr, xz, xn] = gates;
-        let (xr, xz, xn) = (&mut xr[..n], &mut xz[..n], &mut xn[..n]);
-        let [hr, hz, hn] = recurrent;
-        let (hr, hz, hn) = (&hr[..n], &hz[..n], &hn[..n]);
-        let (hidden_prev, recurrent_new) = (&hidden_prev[..n], &mut recurrent_new[..n]);
-        // Two passes, as `cell_update`'s: the gates, then what depends on them.
-        for j in 0..n {
-            xr[j] = (xr[j] + hr[j]).sigmoid_on::<FMA>();
-            xz[j] = (xz[j] + hz[j]).sigmoid_on::<FMA>();
-        }
-        for j in 0..n {
-            let new = (xn[j] + xr[j] * hn[j]).tanh_on::<FMA>();
-            xn[j] = new;
-            recurrent_new[j] = hn[j];
-            hidden[j] = new + xz[j] * (hidden_prev[j] - new);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ mod backward;
 mod buffers;
 mod cache;
 mod call;
+mod cell;
 mod cell_weights;
 pub mod dense;
 mod forward;

@@ -58,9 +58,9 @@ fn detect() -> Isa {
 /// copy the constant `FMA` says whether it has fused multiply-adds (for
 /// [`Real::sigmoid_on`](crate::Real::sigmoid_on) and the like).
 macro_rules! dispatch {
-    ($(#[$meta:meta])* fn $name:ident<$t:ident: Real>($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident<$t:ident: Real>($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
         $(#[$meta])*
-        fn $name<$t: Real>($($arg: $ty),*) {
+        $vis fn $name<$t: Real>($($arg: $ty),*) {
             #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
             {
                 #[target_feature(enable = "avx512f,avx2,fma")]
