@@ -241,7 +241,7 @@ fn run<T: Real>(
     call.check_with_weights(packed.is_none())?;
     let arch = call.arch;
     let dims = Dims::of(call);
-    let (rows, h, p, s) = (dims.seq * dims.batch, dims.hidden, dims.out, dims.state);
+    let (rows, p, s) = (dims.seq * dims.batch, dims.out, dims.state);
     let mut h_n = Buffer::output_zeroed(call.h0.len()).into_vec();
     let mut c_n = Buffer::output_zeroed(call.c0.len()).into_vec();
     let mut tape = Vec::new();
@@ -250,28 +250,9 @@ fn run<T: Real>(
         let mask = (layer > 0)
             .then(|| call.dropout_masks.get(layer - 1))
             .flatten();
-        // Above the first layer the input is the output below (times its dropout mask),
-        // owned, so the tape keeps it without a copy.
-        let owned_input = below.take().map(|mut values| {
-            if let Some(mask) = mask {
-                for (v, &m) in values.iter_mut().zip(mask.iter()) {
-                    *v = *v * m;
-                }
-            }
-            values
-        });
-        // A strided first input is read in place, except in training, whose backward
-        // reads it by steps from the tape: copied there once, sequence-major.
-        let strided = call.strided_input().filter(|_| layer == 0);
-        let owned_input = match strided {
-            Some(strides) if save => Some(call.seq_major_input(strides)),
-            _ => owned_input,
-        };
+        let (owned_input, input_strides) =
+            layer_input(call, &dims, layer, below.take(), mask.copied(), save);
         let input: &[T] = owned_input.as_deref().unwrap_or(call.input);
-        let input_strides = match (strided, &owned_input) {
-            (Some(strides), None) => strides,
-            _ => InputStrides::seq_major(dims.batch, arch.layer_input_size(layer)),
-        };
         // Every value is written: a row's output or, past its length, zeros. The last
         // layer's is the call's output (the others are read a value at a time, by the
         // next layer's projection: their alignment does not matter).
@@ -293,17 +274,7 @@ fn run<T: Real>(
                     CellParams::Flat(&flat)
                 }
             };
-            let gru = dims.cell == CellKind::Gru;
-            // Written by `forward_cell` for every row and step, except `tanh_cell` and
-            // `recurrent_new` past a row's length, where the backward never reads the
-            // first and zeroes the second.
-            let mut cell_tape = save.then(|| CellTape {
-                gates: Buffer::for_overwrite(rows * dims.gate_cols()),
-                cell_prev: Buffer::for_overwrite(rows * s),
-                hidden_prev: Buffer::for_overwrite(rows * p),
-                tanh_cell: Buffer::for_overwrite(rows * s),
-                recurrent_new: Buffer::for_overwrite(if gru { rows * h } else { 0 }),
-            });
+            let mut cell_tape = save.then(|| new_cell_tape(&dims));
             let (gates, tape, recurrent_new) = match cell_tape.as_mut() {
                 // SAFETY: `forward_cell`'s members write the tape's entries of their own
                 // units of each step, and nothing reads the tape before the backward.
@@ -347,33 +318,7 @@ fn run<T: Real>(
         let first_cell = layer * dims.dirs;
         let h_n = &mut h_n[first_cell * dims.batch * p..(first_cell + dims.dirs) * dims.batch * p];
         let c_n = &mut c_n[first_cell * dims.batch * s..(first_cell + dims.dirs) * dims.batch * s];
-        let mut cells = Vec::new();
-        if directions_at_once::<T>(&dims, call.threads) {
-            let (h_fw, h_bw) = h_n.split_at_mut(dims.batch * p);
-            let (c_fw, c_bw) = c_n.split_at_mut(dims.batch * s);
-            let finals = [
-                std::sync::Mutex::new((h_fw, c_fw, None)),
-                std::sync::Mutex::new((h_bw, c_bw, None)),
-            ];
-            // Inference keeps the two apart, as a team's members (team.rs).
-            run_team_placed(2, !save, |member| {
-                let mut own = finals[member.id].lock().expect("one member per direction");
-                let (h_n, c_n, cell_tape) = &mut *own;
-                *cell_tape = run_direction(member.id, 1, h_n, c_n);
-            });
-            for direction in finals {
-                let (_, _, cell_tape) = direction.into_inner().expect("no member panicked");
-                cells.extend(cell_tape);
-            }
-        } else {
-            let (mut h_n, mut c_n) = (h_n, c_n);
-            for direction in 0..dims.dirs {
-                let (h_own, h_rest) = h_n.split_at_mut(dims.batch * p);
-                let (c_own, c_rest) = c_n.split_at_mut(dims.batch * s);
-                cells.extend(run_direction(direction, call.threads, h_own, c_own));
-                (h_n, c_n) = (h_rest, c_rest);
-            }
-        }
+        let cells = run_directions(&dims, call.threads, save, h_n, c_n, run_direction);
         if save {
             tape.push(LayerTape {
                 input: owned_input,
@@ -389,6 +334,97 @@ fn run<T: Real>(
         c_n,
     };
     Ok((outputs, save.then_some(Tape { layers: tape })))
+}
+
+/// The input of `layer` and its strides: above the first layer the output below
+/// (`below`, times its dropout `mask`), owned, so the tape keeps it without a copy; the
+/// call's input otherwise (`None`: read in place), except that a strided first input is
+/// copied once, sequence-major, in training (`save`), whose backward reads it by steps
+/// from the tape.
+fn layer_input<T: Real>(
+    call: &LstmCall<'_, T>,
+    dims: &Dims,
+    layer: usize,
+    below: Option<Buffer<T>>,
+    mask: Option<&[T]>,
+    save: bool,
+) -> (Option<Buffer<T>>, InputStrides) {
+    let owned_input = below.map(|mut values| {
+        if let Some(mask) = mask {
+            for (v, &m) in values.iter_mut().zip(mask.iter()) {
+                *v = *v * m;
+            }
+        }
+        values
+    });
+    let strided = call.strided_input().filter(|_| layer == 0);
+    let owned_input = match strided {
+        Some(strides) if save => Some(call.seq_major_input(strides)),
+        _ => owned_input,
+    };
+    let input_strides = match (strided, &owned_input) {
+        (Some(strides), None) => strides,
+        _ => InputStrides::seq_major(dims.batch, call.arch.layer_input_size(layer)),
+    };
+    (owned_input, input_strides)
+}
+
+/// The tape of one direction of one layer. Written by `forward_cell` for every row and
+/// step, except `tanh_cell` and `recurrent_new` past a row's length, where the backward
+/// never reads the first and zeroes the second.
+fn new_cell_tape<T: Real>(dims: &Dims) -> CellTape<T> {
+    let rows = dims.seq * dims.batch;
+    let gru = dims.cell == CellKind::Gru;
+    CellTape {
+        gates: Buffer::for_overwrite(rows * dims.gate_cols()),
+        cell_prev: Buffer::for_overwrite(rows * dims.state),
+        hidden_prev: Buffer::for_overwrite(rows * dims.out),
+        tanh_cell: Buffer::for_overwrite(rows * dims.state),
+        recurrent_new: Buffer::for_overwrite(if gru { rows * dims.hidden } else { 0 }),
+    }
+}
+
+/// Runs a layer's directions (`run_direction(direction, threads, h_n, c_n)`), each with
+/// its slices of the layer's final states `h_n` and `c_n`: both at once, one thread
+/// each, where [`directions_at_once`] says so, else one after the other on the whole
+/// team. Returns their tapes in direction order.
+fn run_directions<T: Real>(
+    dims: &Dims,
+    threads: usize,
+    save: bool,
+    h_n: &mut [T],
+    c_n: &mut [T],
+    run_direction: impl Fn(usize, usize, &mut [T], &mut [T]) -> Option<CellTape<T>> + Sync,
+) -> Vec<CellTape<T>> {
+    let (p, s) = (dims.out, dims.state);
+    let mut cells = Vec::new();
+    if directions_at_once::<T>(dims, threads) {
+        let (h_fw, h_bw) = h_n.split_at_mut(dims.batch * p);
+        let (c_fw, c_bw) = c_n.split_at_mut(dims.batch * s);
+        let finals = [
+            std::sync::Mutex::new((h_fw, c_fw, None)),
+            std::sync::Mutex::new((h_bw, c_bw, None)),
+        ];
+        // Inference keeps the two apart, as a team's members (team.rs).
+        run_team_placed(2, !save, |member| {
+            let mut own = finals[member.id].lock().expect("one member per direction");
+            let (h_n, c_n, cell_tape) = &mut *own;
+            *cell_tape = run_direction(member.id, 1, h_n, c_n);
+        });
+        for direction in finals {
+            let (_, _, cell_tape) = direction.into_inner().expect("no member panicked");
+            cells.extend(cell_tape);
+        }
+    } else {
+        let (mut h_n, mut c_n) = (h_n, c_n);
+        for direction in 0..dims.dirs {
+            let (h_own, h_rest) = h_n.split_at_mut(dims.batch * p);
+            let (c_own, c_rest) = c_n.split_at_mut(dims.batch * s);
+            cells.extend(run_direction(direction, threads, h_own, c_own));
+            (h_n, c_n) = (h_rest, c_rest);
+        }
+    }
+    cells
 }
 
 /// Whether a bidirectional layer runs its two directions at once, one thread each, rather
