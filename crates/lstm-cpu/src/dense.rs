@@ -222,18 +222,20 @@ fn check_rows<T>(logits: &[T], cols: usize, targets: &[usize]) -> Result<(), Cal
     Ok(())
 }
 
-/// Runs `work(first_row, rows)` over `logits` cut into up to `threads` runs of whole
-/// rows of `cols` values.
-fn over_row_runs<T: Send>(
+/// Runs `work(first, run)` over `values` cut into up to `threads` runs of whole units of
+/// `unit` values (`first`: the index of the run's first unit), and returns the sum of
+/// what the runs returned.
+fn over_runs<T: Send>(
     threads: usize,
-    logits: &mut [T],
-    cols: usize,
+    values: &mut [T],
+    unit: usize,
     work: impl Fn(usize, &mut [T]) -> f64 + Sync,
 ) -> f64 {
-    let rows = logits.len() / cols.max(1);
-    let per_part = rows.div_ceil(threads.max(1)).max(1);
-    let parts: Vec<Mutex<(usize, &mut [T], f64)>> = logits
-        .chunks_mut(per_part * cols.max(1))
+    let unit = unit.max(1);
+    let units = values.len() / unit;
+    let per_part = units.div_ceil(threads.max(1)).max(1);
+    let parts: Vec<Mutex<(usize, &mut [T], f64)>> = values
+        .chunks_mut(per_part * unit)
         .enumerate()
         .map(|(i, run)| Mutex::new((i * per_part, run, 0.0)))
         .collect();
@@ -261,7 +263,7 @@ pub fn softmax_nll<T: Real>(
     if cols == 0 {
         return Ok(0.0);
     }
-    Ok(over_row_runs(threads, logits, cols, |first, run| {
+    Ok(over_runs(threads, logits, cols, |first, run| {
         let mut total = 0.0;
         for (row, values) in run.chunks_exact_mut(cols).enumerate() {
             let target = values[targets[first + row]].to_f64();
@@ -332,7 +334,7 @@ pub fn softmax_nll_grad<T: Real>(
     if cols == 0 {
         return Ok(());
     }
-    over_row_runs(threads, probabilities, cols, |first, run| {
+    over_runs(threads, probabilities, cols, |first, run| {
         for (row, values) in run.chunks_exact_mut(cols).enumerate() {
             scale_row(values, scale);
             values[targets[first + row]] += -scale;
@@ -363,19 +365,12 @@ pub fn column_sums<T: Real>(threads: usize, m: &[T], sums: &mut [T]) -> Result<(
         ));
     }
     // Threads take runs of columns; each adds its columns of every row in row order.
-    let per_part = cols.div_ceil(threads.max(1)).max(1);
-    let parts: Vec<Mutex<(usize, &mut [T])>> = sums
-        .chunks_mut(per_part)
-        .enumerate()
-        .map(|(i, run)| Mutex::new((i * per_part, run)))
-        .collect();
-    run_parts(threads, parts.len(), |part| {
-        let mut part = parts[part].lock().expect("no part's work panics");
-        let (first, ref mut run) = *part;
+    over_runs(threads, sums, 1, |first, run| {
         run.fill(T::ZERO);
         for row in m.chunks_exact(cols) {
             add_row(run, &row[first..first + run.len()]);
         }
+        0.0
     });
     Ok(())
 }

@@ -38,13 +38,7 @@ pub fn decoder_nll_loss<B: Backend, C: CheckpointStrategy>(
     bias: Tensor<Autodiff<B, C>, 1>,
     targets: Tensor<Autodiff<B, C>, 1, Int>,
 ) -> Tensor<Autodiff<B, C>, 1> {
-    let [rows, inputs] = x.dims();
-    let [weight_rows, vocab] = weight.dims();
-    assert_eq!(
-        (inputs, rows, vocab),
-        (weight_rows, targets.dims()[0], bias.dims()[0]),
-        "decoder_nll_loss: x [n, in], weight [in, vocab], bias [vocab], targets [n]"
-    );
+    check_shapes(x.dims(), weight.dims(), bias.dims(), targets.dims());
     if !on_flex_f32::<B>(&[x.dtype(), weight.dtype(), bias.dtype()]) {
         return fused_nll_loss(linear(x, weight, Some(bias)), targets);
     }
@@ -93,6 +87,7 @@ pub fn decoder_nll<B: Backend>(
     bias: Tensor<B, 1>,
     targets: Tensor<B, 1, Int>,
 ) -> Tensor<B, 1> {
+    check_shapes(x.dims(), weight.dims(), bias.dims(), targets.dims());
     if !on_flex_f32::<B>(&[x.dtype(), weight.dtype(), bias.dtype()]) {
         return nll_loss(linear(x, weight, Some(bias)), targets);
     }
@@ -106,6 +101,17 @@ pub fn decoder_nll<B: Backend>(
     let (mean_nll, probabilities) = forward(&x, &weight, &bias, &targets);
     lstm_cpu::recycle_vec(probabilities);
     Tensor::from_data(TensorData::new(vec![mean_nll], [1]), &device)
+}
+
+/// Panics unless the shapes are `x [n, in]`, `weight [in, vocab]`, `bias [vocab]` and
+/// `targets [n]` (the products below assume them).
+fn check_shapes(x: [usize; 2], weight: [usize; 2], bias: [usize; 1], targets: [usize; 1]) {
+    let ([rows, inputs], [weight_rows, vocab]) = (x, weight);
+    assert_eq!(
+        (inputs, rows, vocab),
+        (weight_rows, targets[0], bias[0]),
+        "decoder loss: x [n, in], weight [in, vocab], bias [vocab], targets [n]"
+    );
 }
 
 /// Whether `B` is Flex and every operand f32: where the fused CPU kernel's products run.

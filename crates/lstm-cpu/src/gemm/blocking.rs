@@ -236,8 +236,29 @@ impl<T: Real> Product<'_, T> {
         a_tile: usize,
         first_tile: bool,
     ) -> Micro<T> {
+        let c_tile = self.c_row(row);
+        // SAFETY: the caller's promise.
+        unsafe { self.micro_args(block, q, a_tile, c_tile, first_tile, core::ptr::null()) }
+    }
+
+    /// The micro-kernel call of a tile on panel `q`: its first row at `a_tile` in the
+    /// block's `A` and at `c_tile` in `C`, prefetching `prefetch` (null: nothing).
+    ///
+    /// # Safety
+    /// The tile's rows are rows of the caller's `A` and `C`; `q` is a panel of `B`;
+    /// `prefetch` is null or inside `B`'s data.
+    unsafe fn micro_args(
+        &self,
+        block: &Block<T>,
+        q: usize,
+        a_tile: usize,
+        c_tile: usize,
+        first_tile: bool,
+        prefetch: *const T,
+    ) -> Micro<T> {
         let panel = &self.b.panels[q];
-        // SAFETY: the tile's rows are rows of the caller's A and C, and its panel is in B.
+        // SAFETY: the tile's rows are rows of the caller's A and C, its panel is in B,
+        // and the bias holds a value for every packed column.
         unsafe {
             Micro {
                 depth: block.depth,
@@ -249,10 +270,10 @@ impl<T: Real> Product<'_, T> {
                     .data
                     .as_ptr()
                     .add((q * self.b.depth + block.k0) * self.nr),
-                c: self.c.add(self.c_row(row) + panel.col),
+                c: self.c.add(c_tile + panel.col),
                 ldc: self.ldc,
                 width: panel.width,
-                prefetch: core::ptr::null(),
+                prefetch,
                 bias: match self.bias {
                     Some(bias) if block.k0 == 0 => bias.as_ptr().add(panel.col),
                     _ => core::ptr::null(),
@@ -369,49 +390,28 @@ impl<T: Real> Product<'_, T> {
     /// # Safety
     /// The tiles are rows of the caller's `A` and `C`; `p` is a panel of `B`.
     unsafe fn run_panel(&self, plan: &Plan, block: &Block<T>, p: usize, tiles: &[Tile]) {
-        let (b, k0, depth, nr) = (&self.b, block.k0, block.depth, self.nr);
-        let panel = &b.panels[p];
-        // SAFETY: offsets stay inside the panel and the caller's A and C.
-        let bp = unsafe { b.data.as_ptr().add((p * b.depth + k0) * nr) };
+        let (b, k0, depth) = (&self.b, block.k0, block.depth);
         let last_rows = block.m0 + block.rows >= self.rows;
         let next = if p + 1 < b.panels.len() {
-            Some(((p + 1) * b.depth + k0) * nr)
+            Some(((p + 1) * b.depth + k0) * self.nr)
         } else if last_rows && k0 + 2 * depth <= b.depth {
-            Some((k0 + depth) * nr)
+            Some((k0 + depth) * self.nr)
         } else {
             None
         };
         for &(i, r, a_tile, c_tile) in tiles {
-            let args = Micro {
-                depth,
-                // SAFETY: the tile's first row, inside this block's A.
-                a: unsafe { block.a.add(a_tile) },
-                rs: block.a_rs,
-                cs: block.a_cs,
-                b: bp,
-                // SAFETY: the tile's first row and the panel's first column, inside the
-                // caller's C.
-                c: unsafe { self.c.add(c_tile + panel.col) },
-                ldc: self.ldc,
-                width: panel.width,
-                prefetch: match next {
-                    // SAFETY: the next block's offset, inside `B`'s data.
-                    Some(offset) if i == 0 && plan.prefetch => unsafe {
-                        b.data.as_ptr().add(offset)
-                    },
-                    _ => core::ptr::null(),
-                },
-                bias: match self.bias {
-                    // SAFETY: the bias holds a value for every packed column.
-                    Some(bias) if k0 == 0 => unsafe { bias.as_ptr().add(panel.col) },
-                    _ => core::ptr::null(),
-                },
-                pieces: b.pieces[panel.pieces.0..].as_ptr(),
-                pieces_len: panel.pieces.1 - panel.pieces.0,
-                first_tile: i == 0,
+            let prefetch = match next {
+                // SAFETY: the next block's offset, inside `B`'s data.
+                Some(offset) if i == 0 && plan.prefetch => unsafe { b.data.as_ptr().add(offset) },
+                _ => core::ptr::null(),
             };
-            // SAFETY: `args` is a valid `Micro` of the tile's `r` rows (above).
-            unsafe { micro::<T>(r, plan.isa, nr, args) };
+            // SAFETY: the tile's rows are the caller's (its promise), `p` a panel of B,
+            // `prefetch` null or inside B's data; `micro_args` makes a valid `Micro` of
+            // the tile's `r` rows.
+            unsafe {
+                let args = self.micro_args(block, p, a_tile, c_tile, i == 0, prefetch);
+                micro::<T>(r, plan.isa, self.nr, args)
+            };
         }
     }
 }
