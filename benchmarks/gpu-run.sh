@@ -25,8 +25,9 @@
 # Knobs (environment): CELL (lstm, or gru: lstm-bench switches the unverified CUDNN_GRU
 # path on; IMPLS="cudnn portable burn-lstm" then, cudnn-raw is LSTM only),
 # SHAPES ("B T H L;…"), MODES, ITERS, IMPLS, TF32_IMPLS (may be
-# empty), TORCH=0 (no PyTorch peer), SKIP (a test name filter), TEST_TIMEOUT,
-# BENCH_TIMEOUT.
+# empty), TORCH=0 (no PyTorch peer), SKIP and ONLY (test name filters), PARALLEL (tests
+# at once), TEST_TIMEOUT, BENCH_TIMEOUT, AB_VARIANTS (a filter over the ab variants'
+# names).
 # Lines go to stdout and to $OUT/gpu-results.txt.
 set -uo pipefail
 phase="${1:-all}"
@@ -57,18 +58,33 @@ log() { tee -a "$results"; }
 
 if [ "$phase" = tests ] || [ "$phase" = all ]; then
   # The portable kernel's golden run on Cuda is slow (CubeCL autotunes every new matmul
-  # shape); SKIP names tests to leave out.
-  # Each test in its own process and time limit, so that one hang does not hide the rest.
+  # shape); SKIP and ONLY are extended regular expressions over test names (leave out,
+  # keep only). Each test in its own process and time limit, so that one hang does not
+  # hide the rest; PARALLEL of them at once (the memory test reads the whole device's
+  # use: run it alone, ONLY=device_memory). Each test's lines stay together in the log.
   # CUDA_LAUNCH_BLOCKING=1: a failed kernel launch is reported by the call that made it,
   # not by a later synchronisation.
-  for test in $("$kit/bin/cudnn" --ignored --list 2>/dev/null | sed -n 's/: test$//p'); do
-    [ -n "${SKIP:-}" ] && [[ "$test" == *"$SKIP"* ]] && continue
-    CUDA_LAUNCH_BLOCKING=1 timeout "${TEST_TIMEOUT:-240}" "$kit/bin/cudnn" --ignored --nocapture --exact "$test" 2>&1 | log
-    echo "exit ${PIPESTATUS[0]} $test" | log
-  done
-  CUDA_LAUNCH_BLOCKING=1 timeout "${TEST_TIMEOUT:-240}" "$kit/bin/cudnn_f64" --ignored --nocapture 2>&1 | log
+  logs=$(mktemp -d)
+  one_test() {
+    CUDA_LAUNCH_BLOCKING=1 timeout "${TEST_TIMEOUT:-240}" "$kit/bin/cudnn" --ignored \
+      --nocapture --exact "$1" >"$logs/$1" 2>&1
+    echo "exit $? $1" >>"$logs/$1"
+  }
+  export -f one_test
+  export kit logs
+  tests=$("$kit/bin/cudnn" --ignored --list 2>/dev/null | sed -n 's/: test$//p' |
+    grep -E "${ONLY:-.}" | { [ -n "${SKIP:-}" ] && grep -Ev "$SKIP" || cat; })
+  [ -z "${ONLY:-}" ] && f64=1 || f64=0
+  { [ "$f64" = 1 ] && echo cudnn_f64; echo "$tests"; } | grep . |
+    xargs -P "${PARALLEL:-1}" -I{} bash -c '
+      if [ {} = cudnn_f64 ]; then
+        CUDA_LAUNCH_BLOCKING=1 timeout "${TEST_TIMEOUT:-240}" "$kit/bin/cudnn_f64" --ignored \
+          --nocapture >"$logs/{}" 2>&1; echo "exit $? cudnn_f64" >>"$logs/{}"
+      else one_test {}; fi'
+  for test in $tests $([ "$f64" = 1 ] && echo cudnn_f64); do log <"$logs/$test"; done
   # PyTorch's own half-precision error on the same cases (beside the half tests' lines).
-  timeout 120 python3 crates/burn-lstm/tests/pytorch_half_error.py "$kit/golden" 2>&1 | log
+  [ "$f64" = 1 ] && timeout 120 python3 crates/burn-lstm/tests/pytorch_half_error.py \
+    "$kit/golden" 2>&1 | log
 fi
 
 # PyTorch's peer script, with cuDNN's TF32 switched as asked ($1: 1 or 0).
@@ -106,10 +122,12 @@ if [ "$phase" = lm ]; then
     args="$args --dropout $dropout --log-interval 50"
     model="${OUT:-/tmp}/lm-$width"
     timeout 900 python3 "$kit/word_language_model/main.py" $args --accel \
-      --save /tmp/torch-lm.pt 2>&1 | grep -E "ms/batch|valid ppl|test ppl" |
-      sed "s/^/lm torch $width: /" | log
+      --save /tmp/torch-lm.pt 2>&1 |
+      grep --line-buffered -E "ms/batch|valid ppl|test ppl" |
+      sed -u "s/^/lm torch $width: /" | log
     timeout 900 "$kit/bin/language_model" --device cuda $args --save "$model" 2>&1 |
-      grep -E "kernel|ms/batch|valid ppl|test ppl|^[{]" | sed "s/^/lm ours $width: /" | log
+      grep --line-buffered -E "kernel|ms/batch|valid ppl|test ppl|^[{]" |
+      sed -u "s/^/lm ours $width: /" | log
     echo "lm ours $width: exit ${PIPESTATUS[0]} language_model --device cuda" | log
     timeout 900 "$kit/bin/generate" "$model" --data "$data" --words 20 2>&1 | tail -4 |
       sed "s/^/lm cpu $width: /" | log
@@ -168,6 +186,7 @@ if [ "$phase" = ab ]; then
         flags=(--device cuda --dtype "$dtype" --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --iters "${ITERS:-20}")
         for variant in "${variants[@]}"; do
           name=${variant%%:*}
+          [[ "$name" =~ ^(${AB_VARIANTS:-.*})$ ]] || continue
           [ "$dtype" != f32 ] && [ "$name" != default ] && [ "$name" != all ] && continue
           read -r -a settings <<<"${variant#*:}"
           echo "ab $name $(env BURN_LSTM_CUDNN_HALF=1 "${settings[@]}" timeout 60 "$kit/bin/lstm-bench" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
