@@ -15,15 +15,15 @@
 #                                    cuDNN, one epoch each at LM_SIZES ("650 0.5;1500 0.65":
 #                                    width and dropout), then each CUDA-trained model
 #                                    served on the CPU by `generate` (its test perplexity)
-#   bash .device/gpu-run.sh ab       each cuDNN setting that waits for a GPU run (algorithm
+#   bash .device/gpu-run.sh ab       each cuDNN setting of the op's speed (algorithm
 #                                    policy, event ordering, GPU weight cache, call reuse),
-#                                    off and on
+#                                    on (the default) and off
 #                                    in the same call, with cudnn-raw and PyTorch beside it:
 #                                    JSON lines prefixed `ab <variant>` (AB_SHAPES,
 #                                    AB_DTYPES; about 7 minutes with the defaults)
 #   bash .device/gpu-run.sh all      tests and bench
-# Knobs (environment): CELL (lstm, or gru: lstm-bench switches the unverified CUDNN_GRU
-# path on; IMPLS="cudnn portable burn-lstm" then, cudnn-raw is LSTM only),
+# Knobs (environment): CELL (lstm, or gru: IMPLS="cudnn portable burn-lstm" then,
+# cudnn-raw is LSTM only),
 # SHAPES ("B T H L;…"), MODES, ITERS, IMPLS, TF32_IMPLS (may be
 # empty), TORCH=0 (no PyTorch peer), SKIP and ONLY (test name filters), PARALLEL (tests
 # at once), TEST_TIMEOUT, BENCH_TIMEOUT, AB_VARIANTS (a filter over the ab variants'
@@ -166,18 +166,18 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
 fi
 
 if [ "$phase" = ab ]; then
-  # Each setting that waits for a GPU run, off and on, in one call: same machine, same
-  # warm GPU, PyTorch beside it. A variant is a list of settings; `default` sets none.
-  # cudnn-raw reads BURN_LSTM_CUDNN_ALGO too (the floor the op through Burn can reach).
-  # f16 runs with BURN_LSTM_CUDNN_HALF=1, and only the default and `all` variants.
+  # Each setting of the op's speed (all on by default), off one at a time and all off,
+  # in one call: same machine, same warm GPU, PyTorch beside it. A variant is a list of
+  # settings; `default` sets none. cudnn-raw reads BURN_LSTM_CUDNN_ALGO too (the floor
+  # the op through Burn can reach). f16 runs only the `default` and `none` variants.
   IFS=';' read -r -a shapes <<<"${AB_SHAPES:-1 100 128 1;16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}"
   variants=(
     "default:"
-    "algo=auto:BURN_LSTM_CUDNN_ALGO=auto"
-    "events=1:BURN_LSTM_CUDNN_EVENTS=1"
-    "cache=1:BURN_LSTM_GPU_WEIGHT_CACHE=1"
-    "reuse=1:BURN_LSTM_CUDNN_REUSE=1"
-    "all:BURN_LSTM_CUDNN_ALGO=auto BURN_LSTM_CUDNN_EVENTS=1 BURN_LSTM_GPU_WEIGHT_CACHE=1 BURN_LSTM_CUDNN_REUSE=1"
+    "algo=standard:BURN_LSTM_CUDNN_ALGO=standard"
+    "events=0:BURN_LSTM_CUDNN_EVENTS=0"
+    "cache=0:BURN_LSTM_GPU_WEIGHT_CACHE=0"
+    "reuse=0:BURN_LSTM_CUDNN_REUSE=0"
+    "none:BURN_LSTM_CUDNN_ALGO=standard BURN_LSTM_CUDNN_EVENTS=0 BURN_LSTM_GPU_WEIGHT_CACHE=0 BURN_LSTM_CUDNN_REUSE=0"
   )
   for dtype in ${AB_DTYPES:-f32 f16}; do
     for mode in infer train; do
@@ -187,9 +187,9 @@ if [ "$phase" = ab ]; then
         for variant in "${variants[@]}"; do
           name=${variant%%:*}
           [[ "$name" =~ ^(${AB_VARIANTS:-.*})$ ]] || continue
-          [ "$dtype" != f32 ] && [ "$name" != default ] && [ "$name" != all ] && continue
+          [ "$dtype" != f32 ] && [ "$name" != default ] && [ "$name" != none ] && continue
           read -r -a settings <<<"${variant#*:}"
-          echo "ab $name $(env BURN_LSTM_CUDNN_HALF=1 "${settings[@]}" timeout 60 "$kit/bin/lstm-bench" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
+          echo "ab $name $(env "${settings[@]}" timeout 60 "$kit/bin/lstm-bench" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
         done
         if [ "$dtype" = f32 ]; then
           for algo in standard auto; do

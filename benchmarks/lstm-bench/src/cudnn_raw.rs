@@ -118,8 +118,8 @@ pub fn build(args: &Args) -> Result<Call, String> {
 }
 
 /// The algorithm the op through Burn would run (same variable, same rules):
-/// `BURN_LSTM_CUDNN_ALGO` = `auto` (PyTorch's choice), an algorithm's name, or unset
-/// (standard). The choice is printed to stderr.
+/// `BURN_LSTM_CUDNN_ALGO` = `auto` or unset (PyTorch's choice, the op's default),
+/// `standard`, or an algorithm's name. The choice is printed to stderr.
 fn algorithm(
     handle: &CudnnHandle,
     config: &RnnConfig,
@@ -128,8 +128,8 @@ fn algorithm(
 ) -> Result<RnnAlgo, String> {
     let policy = std::env::var("BURN_LSTM_CUDNN_ALGO").unwrap_or_default();
     let algo = match policy.trim() {
-        "" | "standard" => RnnAlgo::Standard,
-        "auto" => {
+        "standard" => RnnAlgo::Standard,
+        "" | "auto" => {
             let props = DeviceProps::of(handle).map_err(|e| e.to_string())?;
             let choice = choose_algo(&AlgoCall::new(config, shape, training, props));
             eprintln!("cudnn-raw: algorithm {}", choice.reason);

@@ -86,9 +86,6 @@ fn build_cuda(args: &Args) -> Result<Call, String> {
         },
     );
     use burn::tensor::{bf16, f16};
-    // Timing the half and GRU paths is how they get verified: switched on for this run.
-    burn_lstm::set_cudnn_half(true);
-    burn_lstm::set_cudnn_gru(true);
     match (args.implementation.as_str(), args.dtype) {
         ("cudnn-raw", _) if args.cell == Cell::Gru => {
             Err("--impl cudnn-raw: LSTM only (--cell lstm)".into())

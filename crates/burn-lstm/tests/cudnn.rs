@@ -12,13 +12,11 @@
 //! projected, right-padded stack against the fused CPU kernel; 10,000 training calls
 //! with flat device memory; several host threads calling one module at once; cuDNN's
 //! inter-layer dropout masks (rate, scaling, the backward using the forward's masks);
-//! the golden cases with each cuDNN algorithm the policy can pick; and the paths that wait
-//! for a GPU run (event ordering, the GPU weight cache, the automatic algorithm) under
+//! the golden cases with each cuDNN algorithm the policy can pick; and the paths of the
+//! op's speed (event ordering, the GPU weight cache, the automatic algorithm) under
 //! CubeCL work from several threads.
 //!
-//! The half-precision golden tests (f16, bf16) run in a child process each, with the
-//! cuDNN half path switched on (`BURN_LSTM_CUDNN_HALF=1`, unverified until they pass on
-//! a GPU).
+//! The half-precision golden tests (f16, bf16) run in a child process each.
 //!
 //! The cuDNN math mode is process-wide, so the tests that depend on it take [`MATH`]
 //! and set the mode they need.
@@ -60,6 +58,25 @@ fn with_math<T>(mode: CudnnMath, f: impl FnOnce() -> T) -> T {
     let result = f();
     assert_no_runtime_fallback();
     result
+}
+
+/// [`with_math`] in exact FP32 on the standard algorithm, the most exact one (the
+/// persistent algorithms, the default's choice for small hidden sizes, are checked with
+/// their own bound: `golden_cases_through_cudnn_with_each_algorithm`). The policy goes
+/// back to its default after.
+fn exact_f32<T>(f: impl FnOnce() -> T) -> T {
+    use burn_lstm::{CudnnAlgo, set_cudnn_algo};
+    with_math(CudnnMath::Fma, || {
+        struct Restore;
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                set_cudnn_algo(CudnnAlgo::Auto);
+            }
+        }
+        let _restore = Restore;
+        set_cudnn_algo(CudnnAlgo::Standard);
+        f()
+    })
 }
 
 /// A cuDNN call that fails at run time is answered by the portable kernel, with the
@@ -133,8 +150,8 @@ fn without_a_gpu_the_choice_names_the_reason() {
     }
 }
 
-/// f16 and bf16 models stay on the portable kernel until the unverified cuDNN half path
-/// is switched on, and the choice says how (checked before any GPU is looked for).
+/// f16 and bf16 models run the portable kernel while the cuDNN half path is switched off,
+/// and the choice says how to switch it on (checked before any GPU is looked for).
 #[test]
 fn half_models_on_cuda_name_the_switch() {
     use burn::tensor::{bf16, f16};
@@ -151,6 +168,7 @@ fn half_models_on_cuda_name_the_switch() {
         let reason = choice.fallback_reason.expect("a fallback names its reason");
         assert!(reason.contains("BURN_LSTM_CUDNN_HALF=1"), "{reason}");
     }
+    burn_lstm::set_cudnn_half(true);
 }
 
 /// Set in the child process of a half-precision GPU test: the Cuda device's float type.
@@ -244,7 +262,7 @@ fn requests_and_unsupported_architectures_fall_back_with_reasons() {
 static EMPTY_ROWS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
-fn empty_rows_run_the_portable_kernel_by_default() {
+fn empty_rows_run_the_portable_kernel_when_switched_off() {
     let _lock = EMPTY_ROWS.lock().unwrap_or_else(|e| e.into_inner());
     set_cudnn_empty_rows(false);
     let mut padded = spec(&config(), 3, 4);
@@ -268,9 +286,10 @@ fn empty_rows_run_the_portable_kernel_by_default() {
             .is_none_or(|r| !r.contains("length 0")),
         "{choice:?}"
     );
+    set_cudnn_empty_rows(true);
 }
 
-/// The compacting path around cuDNN (`BURN_LSTM_CUDNN_EMPTY_ROWS=1`): the non-empty
+/// The compacting path around cuDNN (on by default): the non-empty
 /// rows of every golden case give PyTorch's numbers, the empty rows their exact values
 /// (`common/empty_rows_check.rs`), and a batch of only empty rows runs no kernel.
 #[test]
@@ -279,32 +298,33 @@ fn empty_rows_around_cudnn_when_switched_on() {
     assert!(gpu_usable(), "cuDNN does not run here");
     let _lock = EMPTY_ROWS.lock().unwrap_or_else(|e| e.into_inner());
     set_cudnn_empty_rows(true);
-    with_math(CudnnMath::Fma, || {
+    exact_f32(|| {
         empty_rows_check::run_all::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, 1e-4);
         empty_rows_check::run_all::<Autodiff<PlainCuda>>("cuda-plain", LstmKernel::Cudnn, 1e-4);
         empty_rows_check::only_empty_rows::<Autodiff<Cuda>>(LstmKernel::Cudnn);
     });
-    set_cudnn_empty_rows(false);
 }
 
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn golden_cases_through_cudnn_on_fused_cuda() {
     assert!(gpu_usable(), "cuDNN does not run here");
-    with_math(CudnnMath::Fma, || {
-        run_all::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, "f32", 1e-4)
-    });
+    exact_f32(|| run_all::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, "f32", 1e-4));
 }
 
-/// TF32 rounds every product's inputs to a 10-bit mantissa (relative 2^-11, about 5e-4).
-/// Measured on an H100 (cuDNN 9.19): at most 1.4e-3 of the largest value on the small
-/// cases, 2.4e-2 on `medium` (20 steps, 2 layers, hidden 128: sums of 192 rounded
-/// products, carried through the recurrence). The bound is 5e-2; the printed lines give
-/// the real errors.
-/// Every golden case (LSTM and GRU) with each algorithm the policy can pick: PyTorch's
-/// automatic choice and each persistent algorithm forced. A call an algorithm refuses
-/// (cuDNN's own refusal included) runs on the standard algorithm with the reason logged,
-/// never as an error: no runtime fallback to the portable kernel is allowed.
+/// Every golden case (LSTM and GRU) with each algorithm the policy can pick: the
+/// standard one, PyTorch's automatic choice (the default) and each persistent algorithm
+/// forced. A call an algorithm refuses (cuDNN's own refusal included) runs on the
+/// standard algorithm with the reason logged, never as an error: no runtime fallback to
+/// the portable kernel is allowed.
+///
+/// The persistent algorithms are less exact in FP32 than the standard one. Measured on
+/// an H100 (cuDNN 9.19, 2026-11-26), largest error relative to the largest value:
+/// `medium` (LSTM) 4.2e-4 (grad.x; y 1.8e-4) where the standard algorithm gives 1.5e-5,
+/// `gru_medium` 1.0e-3 (h_n) where it gives 6.2e-5; within 1e-4 on the other cases.
+/// PyTorch runs the same algorithms on these shapes. Their bounds are about 2.5 and 3
+/// times those (1e-3 LSTM, 3e-3 GRU; docs/numerics.md); the standard algorithm keeps the
+/// f32 bounds of the CPU kernels.
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn golden_cases_through_cudnn_with_each_algorithm() {
@@ -313,23 +333,32 @@ fn golden_cases_through_cudnn_with_each_algorithm() {
     assert!(gpu_usable(), "cuDNN does not run here");
     let _lock = GRU.lock().unwrap_or_else(|e| e.into_inner());
     burn_lstm::set_cudnn_gru(true);
-    for policy in [
-        CudnnAlgo::Auto,
-        CudnnAlgo::Forced(CudnnRnnAlgo::PersistStatic),
-        CudnnAlgo::Forced(CudnnRnnAlgo::PersistStaticSmallH),
+    for (policy, lstm_bound, gru_bound) in [
+        (CudnnAlgo::Standard, 1e-4, 3e-4),
+        (CudnnAlgo::Auto, 1e-3, 3e-3),
+        (CudnnAlgo::Forced(CudnnRnnAlgo::PersistStatic), 1e-3, 3e-3),
+        (
+            CudnnAlgo::Forced(CudnnRnnAlgo::PersistStaticSmallH),
+            1e-3,
+            3e-3,
+        ),
     ] {
         set_cudnn_algo(policy);
         let label = format!("f32-{policy:?}");
         with_math(CudnnMath::Fma, || {
-            run_all::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, &label, 1e-4);
-            run_all_gru::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, &label, 3e-4);
+            run_all::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, &label, lstm_bound);
+            run_all_gru::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, &label, gru_bound);
         });
     }
-    set_cudnn_algo(CudnnAlgo::Standard);
-    burn_lstm::set_cudnn_gru(false);
+    set_cudnn_algo(CudnnAlgo::Auto);
     assert_no_runtime_fallback();
 }
 
+/// TF32 rounds every product's inputs to a 10-bit mantissa (relative 2^-11, about 5e-4).
+/// Measured on an H100 (cuDNN 9.19): at most 1.4e-3 of the largest value on the small
+/// cases, 2.4e-2 on `medium` (20 steps, 2 layers, hidden 128: sums of 192 rounded
+/// products, carried through the recurrence). The bound is 5e-2; the printed lines give
+/// the real errors.
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn golden_cases_through_cudnn_in_tf32() {
@@ -343,9 +372,7 @@ fn golden_cases_through_cudnn_in_tf32() {
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn golden_cases_through_cudnn_on_plain_cuda() {
     assert!(gpu_usable(), "cuDNN does not run here");
-    with_math(CudnnMath::Fma, || {
-        run_all::<Autodiff<PlainCuda>>("cuda-plain", LstmKernel::Cudnn, "f32", 1e-4)
-    });
+    exact_f32(|| run_all::<Autodiff<PlainCuda>>("cuda-plain", LstmKernel::Cudnn, "f32", 1e-4));
 }
 
 #[test]
@@ -565,7 +592,7 @@ fn a_larger_padded_stack_matches_the_fused_cpu_kernel() {
         shape,
         &lengths,
     );
-    let gpu = with_math(CudnnMath::Fma, || {
+    let gpu = exact_f32(|| {
         outputs_and_grads::<Autodiff<Cuda>>(&config, &path, LstmKernel::Cudnn, shape, &lengths)
     });
     let mut report = ErrorReport::new("larger stack cuDNN vs fused CPU", 1e-4);
@@ -613,13 +640,13 @@ fn device_memory_stays_flat_over_10000_training_calls() {
         if step % 1000 == 0 {
             eprintln!("  {step} calls, {:.1} s", started.elapsed().as_secs_f64());
         }
-        if matches!(step, 100 | 1000 | 5000 | 10_000) {
+        if matches!(step, 100 | 1000 | 2000 | 5000 | 10_000) {
             assert!(grad.into_data().iter::<f32>().all(f32::is_finite));
-            readings.push((step, used()));
+            let mib = used();
+            // As they come: a run cut short by a time limit still shows them.
+            println!("device memory in use after {step} training calls: {mib:.1} MiB");
+            readings.push((step, mib));
         }
-    }
-    for (step, mib) in &readings {
-        println!("device memory in use after {step} training calls: {mib:.1} MiB");
     }
     assert_no_runtime_fallback();
     let growth = readings.last().unwrap().1 - readings[0].1;
@@ -684,7 +711,7 @@ fn several_host_threads_calling_one_module_get_the_answers_of_one() {
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn cudnn_drops_with_rate_p_and_backpropagates_through_the_same_masks() {
     assert!(gpu_usable(), "cuDNN does not run here");
-    with_math(CudnnMath::Fma, || {
+    exact_f32(|| {
         check_dropout_masks::<Autodiff<Cuda>>(LstmKernel::Cudnn, &CudaDevice::default(), 1e-4)
     });
 }
@@ -692,8 +719,8 @@ fn cudnn_drops_with_rate_p_and_backpropagates_through_the_same_masks() {
 /// Held by every test that depends on the process-wide switch of the cuDNN GRU path.
 static GRU: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// A GRU on Cuda stays on the portable kernel until the unverified `CUDNN_GRU` path is
-/// switched on, and the choice says how (checked before any GPU is looked for).
+/// A GRU on Cuda runs the portable kernel while the `CUDNN_GRU` path is switched off, and
+/// the choice says how to switch it on (checked before any GPU is looked for).
 #[test]
 fn a_gru_on_cuda_names_the_switch() {
     let _lock = GRU.lock().unwrap_or_else(|e| e.into_inner());
@@ -709,10 +736,10 @@ fn a_gru_on_cuda_names_the_switch() {
         let reason = choice.fallback_reason.expect("a fallback names its reason");
         assert!(reason.contains("BURN_LSTM_CUDNN_GRU=1"), "{reason}");
     }
+    burn_lstm::set_cudnn_gru(true);
 }
 
-/// The `CUDNN_GRU` path (`BURN_LSTM_CUDNN_GRU=1`, unverified until this passes on a
-/// GPU): every GRU golden case through cuDNN forward and backward on the fused and the
+/// The `CUDNN_GRU` path (on by default): every GRU golden case through cuDNN forward and backward on the fused and the
 /// plain Cuda backend. f32 bound as on the CPU kernels (`suite/gru_golden_f32.rs`).
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
@@ -721,20 +748,19 @@ fn gru_golden_cases_through_cudnn_when_switched_on() {
     assert!(gpu_usable(), "cuDNN does not run here");
     let _lock = GRU.lock().unwrap_or_else(|e| e.into_inner());
     burn_lstm::set_cudnn_gru(true);
-    with_math(CudnnMath::Fma, || {
+    exact_f32(|| {
         run_all_gru::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, "f32", 3e-4);
         run_all_gru::<Autodiff<PlainCuda>>("cuda-plain", LstmKernel::Cudnn, "f32", 3e-4);
     });
-    burn_lstm::set_cudnn_gru(false);
     assert_no_runtime_fallback();
 }
 
-/// The paths that wait for a GPU run, all on (event ordering, the GPU weight cache, the
-/// automatic algorithm, call reuse), under load: several host threads, each writing the op's input
+/// The paths of the op's speed, all on (event ordering, the GPU weight cache, the
+/// automatic algorithm, call reuse; the defaults), under load: several host threads, each writing the op's input
 /// with a CubeCL kernel right before the call and reading its results with another right
 /// after, inference on the fused backend (the weight cache's path) and training every
 /// fifth call; every value is checked against the fused CPU kernel on the same input.
-/// The settings go back to their defaults after.
+/// The settings are their defaults after.
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn cubecl_work_around_the_op_from_several_threads_sees_every_value_with_the_new_paths_on() {
@@ -817,9 +843,9 @@ fn cubecl_work_around_the_op_from_several_threads_sees_every_value_with_the_new_
             });
         }
     });
-    set_cudnn_events(false);
-    set_gpu_weight_cache(false);
-    set_cudnn_algo(CudnnAlgo::Standard);
-    set_cudnn_reuse(false);
+    set_cudnn_events(true);
+    set_gpu_weight_cache(true);
+    set_cudnn_algo(CudnnAlgo::Auto);
+    set_cudnn_reuse(true);
     assert_no_runtime_fallback();
 }

@@ -19,10 +19,9 @@ use crate::op::spec::{CellKind, LstmArch, LstmSpec};
 /// Keras calls `reset_after=True`), whose whole layer stack runs as one op. Create it
 /// with [`CudnnCompatibleGruConfig`](crate::CudnnCompatibleGruConfig).
 ///
-/// Flex and NdArray run it with the fused CPU kernel, every other backend with the
-/// portable kernel for now (cuDNN's GRU is off until verified on a GPU:
-/// `BURN_LSTM_CUDNN_GRU=1`, [`crate::settings`]); the kernel-choice API
-/// ([`Self::kernel`]) says which. The repository's `docs/gru.md` has the cell's
+/// Flex and NdArray run it with the fused CPU kernel, Burn's Cuda backend with cuDNN
+/// (`CUDNN_GRU`; [`crate::settings`]), every other backend with the portable kernel; the
+/// kernel-choice API ([`Self::kernel`]) says which. The repository's `docs/gru.md` has the cell's
 /// equations and how Keras and Burn GRUs relate to it.
 #[derive(Module, Debug)]
 pub struct CudnnCompatibleGru<B: Backend> {

@@ -148,10 +148,10 @@ impl<B: LstmBackend> CudnnCompatibleLstm<B> {
     /// accepted on every kernel: such a row's outputs are zero at every step, its final
     /// state is its initial state (zeros without one), and in training the gradients of
     /// its final state flow unchanged to its initial state, with no gradient to the
-    /// parameters or to its input. cuDNN refuses empty rows, so on CUDA a batch with one
-    /// runs the portable kernel unless `BURN_LSTM_CUDNN_EMPTY_ROWS=1` ([`crate::settings`];
-    /// [`Self::kernel_with_lengths`] tells which kernel runs). A
-    /// batch of only empty rows works too.
+    /// parameters or to its input. cuDNN refuses empty rows, so on CUDA the op takes them
+    /// out around the cuDNN call (`BURN_LSTM_CUDNN_EMPTY_ROWS=0` runs such a batch on the
+    /// portable kernel instead, [`crate::settings`]; [`Self::kernel_with_lengths`] tells
+    /// which kernel runs). A batch of only empty rows works too.
     ///
     /// # Panics
     /// With the message of [`Self::try_forward`]'s error on invalid input.

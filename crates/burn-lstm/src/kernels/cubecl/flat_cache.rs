@@ -4,8 +4,8 @@
 //! never stale). The buffer then keeps its own id from call to call, which is what lets
 //! the cuDNN op reuse the weight space it copied from it (`kernels/cudnn/ops.rs`).
 //!
-//! Off unless `BURN_LSTM_GPU_WEIGHT_CACHE=1` or [`set_gpu_weight_cache`] turns it on,
-//! until a GPU run verifies it (`gpu-run.sh tests` and `ab`). At most
+//! On by default; `BURN_LSTM_GPU_WEIGHT_CACHE=0` or [`set_gpu_weight_cache`] turns it
+//! off. At most
 //! [`MAX_ENTRIES`] modules and `BURN_LSTM_WEIGHT_CACHE_MIB` (default 512) of buffers.
 
 use std::any::Any;
@@ -26,14 +26,14 @@ pub(crate) const MAX_ENTRIES: usize = 8;
 static SWITCH: AtomicU8 = AtomicU8::new(0);
 
 /// Whether inference on a GPU backend keeps derived copies of unchanged parameters (the
-/// flat buffer on the fused backends, cuDNN's weight space). Off by default (not yet
-/// verified on a GPU); `BURN_LSTM_GPU_WEIGHT_CACHE=1` turns it on until
+/// flat buffer on the fused backends, cuDNN's weight space). On by default;
+/// `BURN_LSTM_GPU_WEIGHT_CACHE` (`1` on, anything else off) decides until
 /// [`set_gpu_weight_cache`] is called.
 pub fn gpu_weight_cache() -> bool {
     match SWITCH.load(Ordering::Relaxed) {
         1 => false,
         2 => true,
-        _ => std::env::var("BURN_LSTM_GPU_WEIGHT_CACHE").is_ok_and(|v| v == "1"),
+        _ => std::env::var("BURN_LSTM_GPU_WEIGHT_CACHE").map_or(true, |v| v == "1"),
     }
 }
 

@@ -100,7 +100,7 @@ fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
     debug_check_non_empty::<CubeBackend<R, F, I, BT>>("the CubeCL op's inputs", inputs.tensors());
     let choice = choice::<R>(&inputs.input.device, spec, inputs.input.dtype);
     if choice.kernel == LstmKernel::Cudnn {
-        // Rows of length 0 (only with BURN_LSTM_CUDNN_EMPTY_ROWS=1, see `choice`) are
+        // Rows of length 0 (unless BURN_LSTM_CUDNN_EMPTY_ROWS=0, see `choice`) are
         // taken out before cuDNN, which refuses them, and put back after.
         return match EmptyRows::of(spec) {
             Some(rows) => {

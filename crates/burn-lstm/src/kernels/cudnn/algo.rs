@@ -10,12 +10,11 @@ use cudnn_rnn::{AlgoCall, DeviceProps, RnnAlgo, RnnConfig, SeqShape, choose_algo
 /// How the cuDNN op chooses cuDNN's RNN algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CudnnAlgo {
-    /// Always `CUDNN_RNN_ALGO_STANDARD` (the default until the persistent algorithms are
-    /// verified and timed on a GPU through this op).
+    /// Always `CUDNN_RNN_ALGO_STANDARD` (the most exact in FP32: see docs/numerics.md).
     Standard,
     /// PyTorch's choice per call (`get_algo`: `PERSIST_STATIC_SMALL_H` for small hidden
     /// sizes, `PERSIST_STATIC` for some half-precision shapes, else standard);
-    /// [`cudnn_rnn::choose_algo`] has the rules.
+    /// [`cudnn_rnn::choose_algo`] has the rules. The default.
     Auto,
     /// One algorithm for every call it accepts (tests and benchmarks); a call it refuses
     /// runs the standard algorithm, and the trace says why.
@@ -46,8 +45,7 @@ static POLICY: Mutex<Option<CudnnAlgo>> = Mutex::new(None);
 
 /// The policy in force: the last [`set_cudnn_algo`], else the environment variable
 /// `BURN_LSTM_CUDNN_ALGO` (`standard`, `auto` or an algorithm's name), else
-/// [`CudnnAlgo::Standard`]. A value that names no policy is logged once and read as
-/// `standard`.
+/// [`CudnnAlgo::Auto`]. A value that names no policy is logged once and read as `auto`.
 pub fn cudnn_algo() -> CudnnAlgo {
     if let Some(policy) = *POLICY.lock().unwrap_or_else(|e| e.into_inner()) {
         return policy;
@@ -55,9 +53,9 @@ pub fn cudnn_algo() -> CudnnAlgo {
     match std::env::var("BURN_LSTM_CUDNN_ALGO") {
         Ok(text) => text.parse().unwrap_or_else(|reason: String| {
             crate::kernels::cudnn::device::log_fallback_once(&reason);
-            CudnnAlgo::Standard
+            CudnnAlgo::Auto
         }),
-        Err(_) => CudnnAlgo::Standard,
+        Err(_) => CudnnAlgo::Auto,
     }
 }
 
@@ -91,7 +89,9 @@ pub(crate) fn pick(
     };
     let wanted = match (policy, props) {
         (CudnnAlgo::Standard, _) => {
-            return standard("standard: the default policy (BURN_LSTM_CUDNN_ALGO unset)".into());
+            return standard(
+                "standard: asked for by the policy (BURN_LSTM_CUDNN_ALGO=standard)".into(),
+            );
         }
         (CudnnAlgo::Auto, None) => {
             return standard(
@@ -172,7 +172,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_policy_keeps_the_standard_algorithm() {
+    fn the_standard_policy_keeps_the_standard_algorithm() {
         let shape = SeqShape::full(100, 1).unwrap();
         let pick = pick(
             CudnnAlgo::Standard,
@@ -182,7 +182,7 @@ mod tests {
             Some(H100),
         );
         assert_eq!(pick.algo, RnnAlgo::Standard);
-        assert!(pick.reason.contains("default"), "{}", pick.reason);
+        assert!(pick.reason.contains("asked for"), "{}", pick.reason);
     }
 
     #[test]

@@ -34,9 +34,9 @@ fn half_switched_off(data_type: DataType) -> Option<String> {
     let half = matches!(data_type, DataType::F16 | DataType::Bf16);
     (half && !cudnn_half()).then(|| {
         format!(
-            "{data_type:?} models on cuDNN are off by default (unverified on a GPU: set \
-             BURN_LSTM_CUDNN_HALF=1 or call set_cudnn_half(true)); the portable kernel \
-             computes them in f32"
+            "{data_type:?} models on cuDNN are switched off (BURN_LSTM_CUDNN_HALF is set and \
+             not 1, or set_cudnn_half(false) was called; BURN_LSTM_CUDNN_HALF=1 or \
+             set_cudnn_half(true) turns them on); the portable kernel computes them in f32"
         )
     })
 }
@@ -63,8 +63,8 @@ pub(crate) fn choice<R: 'static, D: 'static>(
     }
     if spec.arch.cell == CellKind::Gru && !cudnn_gru() {
         return portable(
-            "a gru runs the portable kernel on Cuda: the CUDNN_GRU path is not yet verified \
-             on a GPU (BURN_LSTM_CUDNN_GRU=1 or burn_lstm::set_cudnn_gru(true) turns it on; \
+            "a gru runs the portable kernel on Cuda: the CUDNN_GRU path is switched off \
+             (BURN_LSTM_CUDNN_GRU=1 or burn_lstm::set_cudnn_gru(true) turns it on; \
              docs/gru.md)"
                 .into(),
         );
@@ -84,7 +84,8 @@ pub(crate) fn choice<R: 'static, D: 'static>(
     if empty_rows && !cudnn_empty_rows() {
         return portable(
             "the batch has rows of length 0, which cuDNN refuses; running them around cuDNN \
-             is off by default (unverified on a GPU: set BURN_LSTM_CUDNN_EMPTY_ROWS=1 or call set_cudnn_empty_rows(true))"
+             is switched off (BURN_LSTM_CUDNN_EMPTY_ROWS=1 or set_cudnn_empty_rows(true) \
+             turns it on)"
                 .into(),
         );
     }
@@ -127,12 +128,12 @@ mod tests {
     use crate::kernels::cudnn::settings::set_cudnn_half;
 
     #[test]
-    fn half_models_need_the_switch() {
+    fn half_models_name_the_switch_when_it_is_off() {
         assert_eq!(data_type(DType::F16), Some(DataType::F16));
         assert_eq!(data_type(DType::BF16), Some(DataType::Bf16));
         assert_eq!(data_type(DType::I32), None);
         set_cudnn_half(false);
-        let reason = half_switched_off(DataType::Bf16).expect("off by default");
+        let reason = half_switched_off(DataType::Bf16).expect("switched off");
         assert!(reason.contains("BURN_LSTM_CUDNN_HALF=1"), "{reason}");
         assert!(reason.starts_with("Bf16 models"), "{reason}");
         assert_eq!(half_switched_off(DataType::F32), None);

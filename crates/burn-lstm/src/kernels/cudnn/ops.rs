@@ -2,8 +2,8 @@
 //!
 //! Interop with CubeCL: the tensors' device addresses come from CubeCL's resources.
 //! CubeCL's stream is not public, so the call is ordered against CubeCL's work by
-//! `ordering.rs`: two host synchronisations (the default), or events on the GPU context
-//! (`BURN_LSTM_CUDNN_EVENTS=1`).
+//! `ordering.rs`: events on the GPU context (the default), or two host synchronisations
+//! (`BURN_LSTM_CUDNN_EVENTS=0`).
 
 use std::sync::Mutex;
 

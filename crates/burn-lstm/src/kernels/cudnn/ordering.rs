@@ -1,7 +1,7 @@
-//! How a cuDNN call is ordered against CubeCL's work on the same GPU: host
-//! synchronisation (the default: the host waits for CubeCL before the call and for
-//! cuDNN after it) or events (`BURN_LSTM_CUDNN_EVENTS=1`: the device orders both sides
-//! and the host waits for nothing, see [`cudnn_events`]).
+//! How a cuDNN call is ordered against CubeCL's work on the same GPU: events (the
+//! default: the device orders both sides and the host waits for nothing, see
+//! [`cudnn_events`]) or host synchronisation (`BURN_LSTM_CUDNN_EVENTS=0`: the host waits
+//! for CubeCL before the call and for cuDNN after it).
 //!
 //! The order of one call: [`Ordering::before`] once the call's buffers are known, its
 //! work queued, then [`Ordering::after`] with what `before` returned. An event step the

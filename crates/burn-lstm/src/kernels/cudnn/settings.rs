@@ -37,7 +37,8 @@ pub fn set_cudnn_math(mode: MathMode) {
 /// A process-wide switch for a cuDNN path: its environment variable (`1` on, anything
 /// else off) decides until [`OptInSwitch::set`] does; unset, `default_on`. A path not yet
 /// verified on a GPU is off by default; a GPU run that verifies it flips its
-/// `default_on` (one line each, below).
+/// `default_on` (one line each, below). Every path below is verified (an H100, cuDNN
+/// 9.19, 2026-11-26) and on.
 struct OptInSwitch {
     /// 0: unset (read `variable`), 1: off, 2: on.
     state: AtomicU8,
@@ -71,14 +72,13 @@ impl OptInSwitch {
     }
 }
 
-static EMPTY_ROWS: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_EMPTY_ROWS", false);
+static EMPTY_ROWS: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_EMPTY_ROWS", true);
 
 /// Whether a batch with rows of length 0 runs on cuDNN, those rows taken out before the
-/// call and put back after (`kernels/empty_rows.rs`). Off by default: that path has not
-/// yet run on a GPU, so such a batch runs the verified portable kernel instead, and
-/// [`KernelChoice`](crate::KernelChoice) says why. The environment variable
-/// `BURN_LSTM_CUDNN_EMPTY_ROWS=1` turns it on until [`set_cudnn_empty_rows`] is called
-/// (see docs/robustness.md).
+/// call and put back after (`kernels/empty_rows.rs`). On by default; switched off, such a
+/// batch runs the portable kernel, and [`KernelChoice`](crate::KernelChoice) says why.
+/// The environment variable `BURN_LSTM_CUDNN_EMPTY_ROWS` (`1` on, anything else off)
+/// decides until [`set_cudnn_empty_rows`] is called (see docs/robustness.md).
 pub fn cudnn_empty_rows() -> bool {
     EMPTY_ROWS.get()
 }
@@ -89,12 +89,12 @@ pub fn set_cudnn_empty_rows(enabled: bool) {
     EMPTY_ROWS.set(enabled);
 }
 
-static GRU: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_GRU", false);
+static GRU: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_GRU", true);
 
 /// Whether a GRU (`CudnnCompatibleGru`) runs on cuDNN (`CUDNN_GRU`) on the Cuda backend.
-/// Off by default: that path has not yet run on a GPU, so a GRU there runs the verified
-/// portable kernel instead, and [`KernelChoice`](crate::KernelChoice) says why. The
-/// environment variable `BURN_LSTM_CUDNN_GRU=1` turns it on until [`set_cudnn_gru`] is
+/// On by default; switched off, a GRU there runs the portable kernel, and
+/// [`KernelChoice`](crate::KernelChoice) says why. The environment variable
+/// `BURN_LSTM_CUDNN_GRU` (`1` on, anything else off) decides until [`set_cudnn_gru`] is
 /// called (docs/gru.md).
 pub fn cudnn_gru() -> bool {
     GRU.get()
@@ -106,15 +106,16 @@ pub fn set_cudnn_gru(enabled: bool) {
     GRU.set(enabled);
 }
 
-static EVENTS: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_EVENTS", false);
+static EVENTS: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_EVENTS", true);
 
 /// Whether a cuDNN call is ordered against CubeCL's work with events instead of two host
 /// synchronisations (before: wait for CubeCL; after: wait for cuDNN). With events the
 /// host waits for nothing: cuDNN's stream waits for everything submitted to the GPU
 /// context before the call (`cuCtxRecordEvent`), and everything submitted after it waits
 /// for cuDNN's work (`cuCtxWaitEvent`); needs a CUDA 12.5 driver or newer (older: the
-/// host synchronisations, with the reason logged once). Off by default: not yet verified
-/// on a GPU. `BURN_LSTM_CUDNN_EVENTS=1` turns it on until [`set_cudnn_events`] is called.
+/// host synchronisations, with the reason logged once). On by default;
+/// `BURN_LSTM_CUDNN_EVENTS` (`1` on, anything else off) decides until [`set_cudnn_events`]
+/// is called.
 pub fn cudnn_events() -> bool {
     EVENTS.get()
 }
@@ -125,14 +126,14 @@ pub fn set_cudnn_events(enabled: bool) {
     EVENTS.set(enabled);
 }
 
-static REUSE: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_REUSE", false);
+static REUSE: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_REUSE", true);
 
 /// Whether each GPU's cuDNN state keeps what a call can reuse (cudnn-rnn's
 /// [`CallReuse`](cudnn_rnn::CallReuse): one grow-only work space per stream, call
 /// descriptors and temp sizes cached per shape, no device copy of the row lengths when
 /// every row is full, as PyTorch passes none). Read when a GPU's cuDNN state is created
-/// (its first call). Off by default: not yet verified on a GPU.
-/// `BURN_LSTM_CUDNN_REUSE=1` turns it on until [`set_cudnn_reuse`] is called.
+/// (its first call). On by default; `BURN_LSTM_CUDNN_REUSE` (`1` on, anything else off)
+/// decides until [`set_cudnn_reuse`] is called.
 pub fn cudnn_reuse() -> bool {
     REUSE.get()
 }
@@ -143,14 +144,14 @@ pub fn set_cudnn_reuse(enabled: bool) {
     REUSE.set(enabled);
 }
 
-static HALF: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_HALF", false);
+static HALF: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_HALF", true);
 
 /// Whether f16 and bf16 models (`Cuda<f16>`, `Cuda<bf16>`) run on cuDNN (half data,
-/// f32 math on tensor cores, as PyTorch runs them). Off by default: that path has not
-/// yet run on a GPU, so such a model runs the verified portable kernel instead (in f32
-/// inside, see docs/numerics.md), and [`KernelChoice`](crate::KernelChoice) says why.
-/// The environment variable `BURN_LSTM_CUDNN_HALF=1` turns it on until
-/// [`set_cudnn_half`] is called (docs/cudnn.md).
+/// f32 math on tensor cores, as PyTorch runs them). On by default; switched off, such a
+/// model runs the portable kernel (in f32 inside, see docs/numerics.md), and
+/// [`KernelChoice`](crate::KernelChoice) says why. The environment variable
+/// `BURN_LSTM_CUDNN_HALF` (`1` on, anything else off) decides until [`set_cudnn_half`] is
+/// called (docs/cudnn.md).
 pub fn cudnn_half() -> bool {
     HALF.get()
 }
