@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use burn::backend::{Flex, NdArray};
-use burn_lstm::LstmBackend;
+use burn_lstm::RnnBackend;
 use clap::{Parser, ValueEnum};
 use lstm_examples::sunspots::{self, ExampleError};
 
@@ -70,7 +70,7 @@ fn main() {
     }
 }
 
-fn run<B: LstmBackend>(args: &Args, device: &B::Device) -> Result<(), ExampleError> {
+fn run<B: RnnBackend>(args: &Args, device: &B::Device) -> Result<(), ExampleError> {
     let (checkpoint, data, plot, horizon): (&Path, &Path, &Path, usize) =
         (&args.checkpoint, &args.data, &args.plot, args.horizon);
     let (model, config) =

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use cudnn_rnn::{
     AlgoCall, BackwardBuffers, CudnnHandle, DataType, DeviceBuffer, DeviceProps, DropoutState,
-    ForwardBuffers, Lstm, MathMode, RnnAlgo, RnnConfig, SeqShape, choose_algo,
+    ForwardBuffers, MathMode, Rnn, RnnAlgo, RnnConfig, SeqShape, choose_algo,
 };
 
 use crate::args::{Args, Mode};
@@ -56,7 +56,7 @@ pub fn build(args: &Args) -> Result<Call, String> {
     let shape = SeqShape::full(args.seq, args.batch).map_err(|e| e.to_string())?;
     config.algo = algorithm(&handle, &config, &shape, matches!(args.mode, Mode::Train))?;
     let dropout = DropoutState::new(&handle, 0.0, 0).map_err(|e| e.to_string())?;
-    let lstm = Lstm::new(&handle, config.clone(), &dropout).map_err(|e| e.to_string())?;
+    let lstm = Rnn::new(&handle, config.clone(), &dropout).map_err(|e| e.to_string())?;
     let stream = handle.stream().clone();
     let (t, b) = (args.seq, args.batch);
     let y_len = t * b * config.dirs() * args.hidden;

@@ -6,7 +6,7 @@ use burn::tensor::{
     Distribution, Tensor,
     backend::{AutodiffBackend, Backend},
 };
-use burn_lstm::{LstmBackend, LstmKernel};
+use burn_lstm::{RnnBackend, RnnKernel};
 
 use crate::args::{Args, Cell, CpuBackend, Device, Dtype, Mode};
 use crate::model::Layer;
@@ -106,10 +106,10 @@ fn build_cuda(args: &Args) -> Result<Call, String> {
 
 /// The implementations through Burn on one Cuda backend type.
 #[cfg(feature = "cuda")]
-fn cuda_impl<B: LstmBackend + 'static>(args: &Args) -> Result<Call, String> {
+fn cuda_impl<B: RnnBackend + 'static>(args: &Args) -> Result<Call, String> {
     match args.implementation.as_str() {
-        "cudnn" => ours::<B>(args, LstmKernel::Cudnn),
-        "portable" => ours::<B>(args, LstmKernel::Portable),
+        "cudnn" => ours::<B>(args, RnnKernel::Cudnn),
+        "portable" => ours::<B>(args, RnnKernel::Portable),
         "burn-lstm" => Ok(burn_nn::<B>(args)),
         other => Err(format!(
             "--impl {other} --device cuda: not available; on cuda: cudnn, cudnn-raw, portable, burn-lstm"
@@ -118,7 +118,7 @@ fn cuda_impl<B: LstmBackend + 'static>(args: &Args) -> Result<Call, String> {
 }
 
 /// The CPU implementations, through Burn on backend `B` (`Flex` or `NdArray`).
-fn build_cpu<B: LstmBackend + 'static>(args: &Args) -> Result<Call, String> {
+fn build_cpu<B: RnnBackend + 'static>(args: &Args) -> Result<Call, String> {
     if args.implementation == "burn-lstm" && (args.proj_size > 0 || args.row_lengths().is_some()) {
         return Err(
             "--impl burn-lstm: Burn's nn::Lstm and nn::Gru have no projection and no lengths"
@@ -126,8 +126,8 @@ fn build_cpu<B: LstmBackend + 'static>(args: &Args) -> Result<Call, String> {
         );
     }
     match args.implementation.as_str() {
-        "portable" => ours::<B>(args, LstmKernel::Portable),
-        "fused-cpu" => ours::<B>(args, LstmKernel::FusedCpu),
+        "portable" => ours::<B>(args, RnnKernel::Portable),
+        "fused-cpu" => ours::<B>(args, RnnKernel::FusedCpu),
         "burn-lstm" => Ok(burn_nn::<B>(args)),
         "lstm-cpu" => Ok(kernel_alone(args, args.mode)),
         other => Err(format!(
@@ -163,7 +163,7 @@ fn train_done<B: AutodiffBackend>(y: Tensor<B, 3>) {
 
 /// `CudnnCompatibleLstm` or `CudnnCompatibleGru` (`--cell`) on `B` (on `Autodiff<B>` for
 /// `--mode train`) with `kernel` asked for (refused if another would run).
-fn ours<B: LstmBackend + 'static>(args: &Args, kernel: LstmKernel) -> Result<Call, String> {
+fn ours<B: RnnBackend + 'static>(args: &Args, kernel: RnnKernel) -> Result<Call, String> {
     burn_lstm::set_cpu_threads(args.threads);
     let lengths = args.row_lengths();
     match args.mode {
@@ -186,7 +186,7 @@ fn ours<B: LstmBackend + 'static>(args: &Args, kernel: LstmKernel) -> Result<Cal
     }
 }
 
-fn check_kernel(choice: burn_lstm::KernelChoice, kernel: LstmKernel) -> Result<(), String> {
+fn check_kernel(choice: burn_lstm::KernelChoice, kernel: RnnKernel) -> Result<(), String> {
     if choice.kernel == kernel {
         Ok(())
     } else {
@@ -264,7 +264,7 @@ fn burn_nn_forward<B: Backend + 'static>(args: &Args) -> impl Fn() -> Tensor<B, 
 /// parameters are unchanged). Training runs `forward_train` and `backward` with `dy = 1`
 /// (the gradient of `sum(y)`).
 fn kernel_alone(args: &Args, mode: Mode) -> Call {
-    let arch = lstm_cpu::LstmArch {
+    let arch = lstm_cpu::RnnArch {
         cell: args.cell.kind(),
         input_size: args.input,
         hidden_size: args.hidden,
@@ -291,7 +291,7 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
     let (seq_len, batch, threads) = (args.seq, args.batch, args.threads);
     let packed = lstm_cpu::PackedWeights::new(&arch, &weights).expect("valid weights");
     Box::new(move || {
-        let call = lstm_cpu::LstmCall {
+        let call = lstm_cpu::RnnCall {
             arch: &arch,
             seq_len,
             batch,

@@ -5,21 +5,21 @@
 use burn::tensor::Tensor;
 use burn_lstm::{
     CudnnCompatibleGru, CudnnCompatibleGruConfig, CudnnCompatibleLstm, CudnnCompatibleLstmConfig,
-    KernelChoice, LstmBackend, LstmKernel,
+    KernelChoice, RnnBackend, RnnKernel,
 };
 
 use crate::args::{Args, Cell};
 
 /// An LSTM or GRU layer stack of the shape of the command line.
-pub enum Layer<B: LstmBackend> {
+pub enum Layer<B: RnnBackend> {
     Lstm(CudnnCompatibleLstm<B>),
     Gru(CudnnCompatibleGru<B>),
 }
 
-impl<B: LstmBackend> Layer<B> {
+impl<B: RnnBackend> Layer<B> {
     /// The layer of `args`'s cell and shape (batch-first, biases, PyTorch's
     /// initialisation) with `kernel` asked for.
-    pub fn new(args: &Args, kernel: LstmKernel) -> Result<Self, String> {
+    pub fn new(args: &Args, kernel: RnnKernel) -> Result<Self, String> {
         let device = Default::default();
         Ok(match args.cell {
             Cell::Lstm => Layer::Lstm(

@@ -3,7 +3,7 @@
 
 /// Errors returned by the LSTM module, its op and its checkpoint functions.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum LstmError {
+pub enum RnnError {
     /// An argument of a call (input, state, lengths) or a config field is not acceptable.
     #[error("invalid `{argument}`: expected {expected}, got {actual}")]
     InvalidArgument {
@@ -90,8 +90,8 @@ pub enum LstmError {
     },
 }
 
-impl LstmError {
-    /// Shorthand for [`LstmError::InvalidArgument`].
+impl RnnError {
+    /// Shorthand for [`RnnError::InvalidArgument`].
     pub fn invalid(
         argument: impl Into<String>,
         expected: impl Into<String>,

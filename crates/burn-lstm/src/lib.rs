@@ -5,7 +5,7 @@
 //! `Param` tensors in PyTorch's and cuDNN's canonical layout (per layer and direction
 //! `weight_ih [4H, in]`, `weight_hh [4H, H_out]`, `bias_ih [4H]`, `bias_hh [4H]`,
 //! `weight_hr [H_out, H]`; gates i, f, g, o, a GRU's r, z, n). The whole layer stack
-//! runs as one op of the backend ([`LstmBackend`]) with an explicit backward: cuDNN on
+//! runs as one op of the backend ([`RnnBackend`]) with an explicit backward: cuDNN on
 //! Burn's Cuda backend (feature `cuda`), a fused kernel on Flex and NdArray, a portable
 //! kernel of Burn tensor ops elsewhere. Outputs, final states and every gradient equal
 //! PyTorch's `nn.LSTM` / `nn.GRU` (golden tests in float64 and float32).
@@ -15,7 +15,7 @@
 //! variable lengths ([`CudnnCompatibleLstm::forward_with_lengths`], rows of length 0
 //! included), projection (`proj_size`, LSTMP), no bias, a NaN policy, and errors that
 //! name the argument, the expected and the actual value
-//! ([`CudnnCompatibleLstm::try_forward`], [`LstmError`]).
+//! ([`CudnnCompatibleLstm::try_forward`], [`RnnError`]).
 //!
 //! ```
 //! use burn::backend::Flex;
@@ -95,12 +95,18 @@ pub struct TrainCudaServeCpuGuide;
 #[doc = include_str!("../../../docs/pytorch.md")]
 pub struct PytorchGuide;
 
+mod deprecated;
 mod error;
 mod kernels;
 mod module;
 mod op;
 
-pub use error::LstmError;
+#[allow(deprecated)]
+pub use deprecated::{
+    LstmArch, LstmBackend, LstmDirectionWeights, LstmError, LstmGrads, LstmInputs, LstmKernel,
+    LstmLayer, LstmOutput, LstmOutputGrads, LstmSaved, LstmSpec, lstm,
+};
+pub use error::RnnError;
 #[cfg(feature = "cubecl")]
 pub use kernels::cubecl::flat_cache::{gpu_weight_cache, set_gpu_weight_cache};
 #[cfg(feature = "cuda")]
@@ -119,13 +125,13 @@ pub use module::gru_config::CudnnCompatibleGruConfig;
 pub use module::lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmRecord};
 pub use module::model_checkpoint::load_file_checked;
 pub use module::state::{GruState, LstmState};
-pub use module::weights::{LstmDirectionWeights, LstmLayer};
-pub use op::call::lstm;
-pub use op::choice::{KernelChoice, LstmKernel};
-pub use op::contract::LstmBackend;
+pub use module::weights::{RnnDirectionWeights, RnnLayer};
+pub use op::call::rnn;
+pub use op::choice::{KernelChoice, RnnKernel};
+pub use op::contract::RnnBackend;
 pub use op::flat_weights::{FlatBufferOps, GradientSplit};
-pub use op::io::{HostResiduals, LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
-pub use op::spec::{CellKind, DirectionLayout, LstmArch, LstmSpec};
+pub use op::io::{HostResiduals, RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
+pub use op::spec::{CellKind, DirectionLayout, RnnArch, RnnSpec};
 
 // Keras (`.keras`, `.h5`) and ONNX import of recurrent layers (docs/keras-onnx.md).
 mod import;

@@ -33,8 +33,8 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_cubecl::CubeBackend;
 use burn_lstm::{
-    CudnnCompatibleLstm, CudnnCompatibleLstmConfig, CudnnMath, LstmBackend, LstmKernel, LstmSpec,
-    LstmState, set_cudnn_empty_rows, set_cudnn_math,
+    CudnnCompatibleLstm, CudnnCompatibleLstmConfig, CudnnMath, LstmState, RnnBackend, RnnKernel,
+    RnnSpec, set_cudnn_empty_rows, set_cudnn_math,
 };
 use common::dropout_check::check_dropout_masks;
 use common::empty_rows_check;
@@ -99,8 +99,8 @@ fn config() -> CudnnCompatibleLstmConfig {
 }
 
 /// One call of `config` on a `[batch, seq_len]` input.
-fn spec(config: &CudnnCompatibleLstmConfig, batch: usize, seq_len: usize) -> LstmSpec {
-    LstmSpec {
+fn spec(config: &CudnnCompatibleLstmConfig, batch: usize, seq_len: usize) -> RnnSpec {
+    RnnSpec {
         arch: config.arch(),
         seq_len,
         batch,
@@ -114,29 +114,29 @@ fn spec(config: &CudnnCompatibleLstmConfig, batch: usize, seq_len: usize) -> Lst
 
 fn gpu_usable() -> bool {
     // Asks the op itself: the cuDNN state of device 0 is created here.
-    let choice = Cuda::lstm_kernel(&CudaDevice::default(), &spec(&config(), 2, 3));
-    if choice.kernel != LstmKernel::Cudnn {
+    let choice = Cuda::rnn_kernel(&CudaDevice::default(), &spec(&config(), 2, 3));
+    if choice.kernel != RnnKernel::Cudnn {
         eprintln!("cuDNN is not used: {choice}");
     }
-    choice.kernel == LstmKernel::Cudnn
+    choice.kernel == RnnKernel::Cudnn
 }
 
 #[test]
 fn without_a_gpu_the_choice_names_the_reason() {
     let spec = spec(&config(), 2, 3);
     for choice in [
-        Cuda::lstm_kernel(&CudaDevice::default(), &spec),
-        PlainCuda::lstm_kernel(&CudaDevice::default(), &spec),
-        Autodiff::<Cuda>::lstm_kernel(&CudaDevice::default(), &spec),
+        Cuda::rnn_kernel(&CudaDevice::default(), &spec),
+        PlainCuda::rnn_kernel(&CudaDevice::default(), &spec),
+        Autodiff::<Cuda>::rnn_kernel(&CudaDevice::default(), &spec),
     ] {
         if cudnn_rnn::driver_present() && cudnn_rnn::check_cudnn().is_ok() {
             // A machine with a driver and cuDNN: either it runs, or it says why not.
             assert!(
-                choice.kernel == LstmKernel::Cudnn || choice.fallback_reason.is_some(),
+                choice.kernel == RnnKernel::Cudnn || choice.fallback_reason.is_some(),
                 "{choice}"
             );
         } else {
-            assert_eq!(choice.kernel, LstmKernel::Portable, "{choice}");
+            assert_eq!(choice.kernel, RnnKernel::Portable, "{choice}");
             let reason = choice.fallback_reason.expect("a fallback names its reason");
             assert!(
                 reason.contains("cuDNN is not usable on CUDA device 0"),
@@ -158,13 +158,13 @@ fn half_models_on_cuda_name_the_switch() {
     burn_lstm::set_cudnn_half(false);
     let spec = spec(&config(), 2, 3);
     for choice in [
-        burn::backend::Cuda::<f16, i32>::lstm_kernel(&CudaDevice::default(), &spec),
-        CubeBackend::<cubecl_cuda::CudaRuntime, bf16, i32, u8>::lstm_kernel(
+        burn::backend::Cuda::<f16, i32>::rnn_kernel(&CudaDevice::default(), &spec),
+        CubeBackend::<cubecl_cuda::CudaRuntime, bf16, i32, u8>::rnn_kernel(
             &CudaDevice::default(),
             &spec,
         ),
     ] {
-        assert_eq!(choice.kernel, LstmKernel::Portable, "{choice}");
+        assert_eq!(choice.kernel, RnnKernel::Portable, "{choice}");
         let reason = choice.fallback_reason.expect("a fallback names its reason");
         assert!(reason.contains("BURN_LSTM_CUDNN_HALF=1"), "{reason}");
     }
@@ -190,8 +190,8 @@ fn golden_cases_through_cudnn_in_half<F: burn_cubecl::FloatElement>(name: &str, 
     let dtype = common::half_check::float_dtype(name);
     let device = CudaDevice::default();
     let _ = set_default_dtypes::<HalfCuda<F>>(&device, dtype, IntDType::I32);
-    let choice = HalfCuda::<F>::lstm_kernel(&device, &spec(&config(), 2, 3));
-    assert_eq!(choice.kernel, LstmKernel::Cudnn, "{choice}");
+    let choice = HalfCuda::<F>::rnn_kernel(&device, &spec(&config(), 2, 3));
+    assert_eq!(choice.kernel, RnnKernel::Cudnn, "{choice}");
     common::half_check::run_all_half::<Autodiff<HalfCuda<F>>>(
         &device,
         dtype,
@@ -224,9 +224,9 @@ fn golden_cases_through_cudnn_in_bf16() {
 fn requests_and_unsupported_architectures_fall_back_with_reasons() {
     let device = CudaDevice::default();
     let mut asked = spec(&config(), 2, 3);
-    asked.kernel = Some(LstmKernel::Portable);
-    let choice = Cuda::lstm_kernel(&device, &asked);
-    assert_eq!(choice.kernel, LstmKernel::Portable);
+    asked.kernel = Some(RnnKernel::Portable);
+    let choice = Cuda::rnn_kernel(&device, &asked);
+    assert_eq!(choice.kernel, RnnKernel::Portable);
     assert!(
         choice
             .fallback_reason
@@ -234,8 +234,8 @@ fn requests_and_unsupported_architectures_fall_back_with_reasons() {
             .contains("portable kernel was asked for")
     );
 
-    asked.kernel = Some(LstmKernel::FusedCpu);
-    let choice = Cuda::lstm_kernel(&device, &asked);
+    asked.kernel = Some(RnnKernel::FusedCpu);
+    let choice = Cuda::rnn_kernel(&device, &asked);
     assert!(
         choice
             .fallback_reason
@@ -249,8 +249,8 @@ fn requests_and_unsupported_architectures_fall_back_with_reasons() {
         2,
         2,
     );
-    let choice = Cuda::lstm_kernel(&device, &lstmp);
-    assert_eq!(choice.kernel, LstmKernel::Portable);
+    let choice = Cuda::rnn_kernel(&device, &lstmp);
+    assert_eq!(choice.kernel, RnnKernel::Portable);
     let reason = choice.fallback_reason.unwrap();
     assert!(reason.contains("proj_size"), "{reason}");
 
@@ -268,17 +268,17 @@ fn empty_rows_run_the_portable_kernel_when_switched_off() {
     let mut padded = spec(&config(), 3, 4);
     padded.lengths = Some(vec![4, 0, 2].into());
     for choice in [
-        Cuda::lstm_kernel(&CudaDevice::default(), &padded),
-        PlainCuda::lstm_kernel(&CudaDevice::default(), &padded),
+        Cuda::rnn_kernel(&CudaDevice::default(), &padded),
+        PlainCuda::rnn_kernel(&CudaDevice::default(), &padded),
     ] {
-        assert_eq!(choice.kernel, LstmKernel::Portable, "{choice}");
+        assert_eq!(choice.kernel, RnnKernel::Portable, "{choice}");
         let reason = choice.fallback_reason.expect("a fallback names its reason");
         assert!(reason.contains("length 0"), "{reason}");
         assert!(reason.contains("BURN_LSTM_CUDNN_EMPTY_ROWS"), "{reason}");
     }
     // The same batch without its empty row is not refused for that reason.
     padded.lengths = Some(vec![4, 1, 2].into());
-    let choice = Cuda::lstm_kernel(&CudaDevice::default(), &padded);
+    let choice = Cuda::rnn_kernel(&CudaDevice::default(), &padded);
     assert!(
         choice
             .fallback_reason
@@ -299,9 +299,9 @@ fn empty_rows_around_cudnn_when_switched_on() {
     let _lock = EMPTY_ROWS.lock().unwrap_or_else(|e| e.into_inner());
     set_cudnn_empty_rows(true);
     exact_f32(|| {
-        empty_rows_check::run_all::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, 1e-4);
-        empty_rows_check::run_all::<Autodiff<PlainCuda>>("cuda-plain", LstmKernel::Cudnn, 1e-4);
-        empty_rows_check::only_empty_rows::<Autodiff<Cuda>>(LstmKernel::Cudnn);
+        empty_rows_check::run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, 1e-4);
+        empty_rows_check::run_all::<Autodiff<PlainCuda>>("cuda-plain", RnnKernel::Cudnn, 1e-4);
+        empty_rows_check::only_empty_rows::<Autodiff<Cuda>>(RnnKernel::Cudnn);
     });
 }
 
@@ -309,7 +309,7 @@ fn empty_rows_around_cudnn_when_switched_on() {
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn golden_cases_through_cudnn_on_fused_cuda() {
     assert!(gpu_usable(), "cuDNN does not run here");
-    exact_f32(|| run_all::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, "f32", 1e-4));
+    exact_f32(|| run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32", 1e-4));
 }
 
 /// Every golden case (LSTM and GRU) with each algorithm the policy can pick: the
@@ -346,8 +346,8 @@ fn golden_cases_through_cudnn_with_each_algorithm() {
         set_cudnn_algo(policy);
         let label = format!("f32-{policy:?}");
         with_math(CudnnMath::Fma, || {
-            run_all::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, &label, lstm_bound);
-            run_all_gru::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, &label, gru_bound);
+            run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, &label, lstm_bound);
+            run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, &label, gru_bound);
         });
     }
     set_cudnn_algo(CudnnAlgo::Auto);
@@ -364,7 +364,7 @@ fn golden_cases_through_cudnn_with_each_algorithm() {
 fn golden_cases_through_cudnn_in_tf32() {
     assert!(gpu_usable(), "cuDNN does not run here");
     with_math(CudnnMath::Tf32, || {
-        run_all::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, "f32-tf32", 5e-2)
+        run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-tf32", 5e-2)
     });
 }
 
@@ -372,7 +372,7 @@ fn golden_cases_through_cudnn_in_tf32() {
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn golden_cases_through_cudnn_on_plain_cuda() {
     assert!(gpu_usable(), "cuDNN does not run here");
-    exact_f32(|| run_all::<Autodiff<PlainCuda>>("cuda-plain", LstmKernel::Cudnn, "f32", 1e-4));
+    exact_f32(|| run_all::<Autodiff<PlainCuda>>("cuda-plain", RnnKernel::Cudnn, "f32", 1e-4));
 }
 
 #[test]
@@ -384,7 +384,7 @@ fn golden_cases_through_the_portable_kernel_on_cuda() {
     // on a fresh machine: CubeCL autotunes every new matmul shape (minutes for all cases).
     run_all::<Autodiff<Cuda>>(
         "cuda",
-        LstmKernel::Portable,
+        RnnKernel::Portable,
         "f32 (CubeCL matmul: TF32)",
         5e-2,
     );
@@ -418,7 +418,7 @@ fn one_checkpoint_gives_the_same_outputs_on_ndarray_flex_and_cuda() {
     let on_cuda = config
         .load_checkpoint::<Cuda, _>(&path, &recorder, &cuda)
         .expect("load on CUDA");
-    assert_eq!(on_cuda.kernel(&cuda, 3, 7).kernel, LstmKernel::Cudnn);
+    assert_eq!(on_cuda.kernel(&cuda, 3, 7).kernel, RnnKernel::Cudnn);
     let on_flex = config
         .load_checkpoint::<Flex, _>(&path, &recorder, &Default::default())
         .expect("load on Flex");
@@ -508,10 +508,10 @@ fn parameter_grads<B: AutodiffBackend>(
 
 /// Outputs, final states and every gradient of one training call of the module stored
 /// at `path` (PyTorch names), with `kernel`, on `B`.
-fn outputs_and_grads<B: AutodiffBackend + LstmBackend>(
+fn outputs_and_grads<B: AutodiffBackend + RnnBackend>(
     config: &CudnnCompatibleLstmConfig,
     path: &std::path::Path,
-    kernel: LstmKernel,
+    kernel: RnnKernel,
     [batch, seq, input]: [usize; 3],
     lengths: &[usize],
 ) -> Vec<(&'static str, Vec<f64>)> {
@@ -588,12 +588,12 @@ fn a_larger_padded_stack_matches_the_fused_cpu_kernel() {
     let cpu = outputs_and_grads::<Autodiff<NdArray<f32>>>(
         &config,
         &path,
-        LstmKernel::FusedCpu,
+        RnnKernel::FusedCpu,
         shape,
         &lengths,
     );
     let gpu = exact_f32(|| {
-        outputs_and_grads::<Autodiff<Cuda>>(&config, &path, LstmKernel::Cudnn, shape, &lengths)
+        outputs_and_grads::<Autodiff<Cuda>>(&config, &path, RnnKernel::Cudnn, shape, &lengths)
     });
     let mut report = ErrorReport::new("larger stack cuDNN vs fused CPU", 1e-4);
     for ((name, expected), (_, actual)) in cpu.iter().zip(&gpu) {
@@ -621,7 +621,7 @@ fn device_memory_stays_flat_over_10000_training_calls() {
         .with_dropout(0.1)
         .with_batch_first(true);
     let model = config.init::<Autodiff<Cuda>>(&device);
-    assert_eq!(model.kernel(&device, 16, 20).kernel, LstmKernel::Cudnn);
+    assert_eq!(model.kernel(&device, 16, 20).kernel, RnnKernel::Cudnn);
     let x =
         Tensor::<Autodiff<Cuda>, 3>::random([16, 20, 32], Distribution::Normal(0.0, 1.0), &device);
     let lengths: Vec<usize> = (0..16).map(|r| 20 - r).collect();
@@ -712,7 +712,7 @@ fn several_host_threads_calling_one_module_get_the_answers_of_one() {
 fn cudnn_drops_with_rate_p_and_backpropagates_through_the_same_masks() {
     assert!(gpu_usable(), "cuDNN does not run here");
     exact_f32(|| {
-        check_dropout_masks::<Autodiff<Cuda>>(LstmKernel::Cudnn, &CudaDevice::default(), 1e-4)
+        check_dropout_masks::<Autodiff<Cuda>>(RnnKernel::Cudnn, &CudaDevice::default(), 1e-4)
     });
 }
 
@@ -728,11 +728,11 @@ fn a_gru_on_cuda_names_the_switch() {
     let mut gru = spec(&config(), 2, 3);
     gru.arch.cell = burn_lstm::CellKind::Gru;
     for choice in [
-        Cuda::lstm_kernel(&CudaDevice::default(), &gru),
-        PlainCuda::lstm_kernel(&CudaDevice::default(), &gru),
-        Autodiff::<Cuda>::lstm_kernel(&CudaDevice::default(), &gru),
+        Cuda::rnn_kernel(&CudaDevice::default(), &gru),
+        PlainCuda::rnn_kernel(&CudaDevice::default(), &gru),
+        Autodiff::<Cuda>::rnn_kernel(&CudaDevice::default(), &gru),
     ] {
-        assert_eq!(choice.kernel, LstmKernel::Portable, "{choice}");
+        assert_eq!(choice.kernel, RnnKernel::Portable, "{choice}");
         let reason = choice.fallback_reason.expect("a fallback names its reason");
         assert!(reason.contains("BURN_LSTM_CUDNN_GRU=1"), "{reason}");
     }
@@ -749,8 +749,8 @@ fn gru_golden_cases_through_cudnn_when_switched_on() {
     let _lock = GRU.lock().unwrap_or_else(|e| e.into_inner());
     burn_lstm::set_cudnn_gru(true);
     exact_f32(|| {
-        run_all_gru::<Autodiff<Cuda>>("cuda", LstmKernel::Cudnn, "f32", 3e-4);
-        run_all_gru::<Autodiff<PlainCuda>>("cuda-plain", LstmKernel::Cudnn, "f32", 3e-4);
+        run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32", 3e-4);
+        run_all_gru::<Autodiff<PlainCuda>>("cuda-plain", RnnKernel::Cudnn, "f32", 3e-4);
     });
     assert_no_runtime_fallback();
 }

@@ -9,14 +9,14 @@
 mod common;
 
 use burn::backend::Autodiff;
-use burn_lstm::LstmKernel;
+use burn_lstm::RnnKernel;
 use common::golden_check::run_all;
 
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn golden_cases_through_cudnn_f64() {
     type PlainCuda64 = burn_cubecl::CubeBackend<cubecl_cuda::CudaRuntime, f64, i32, u8>;
-    run_all::<Autodiff<PlainCuda64>>("cuda-plain", LstmKernel::Cudnn, "f64", 1e-9);
+    run_all::<Autodiff<PlainCuda64>>("cuda-plain", RnnKernel::Cudnn, "f64", 1e-9);
     let errors = burn_lstm::cudnn_runtime_errors();
     assert!(errors.is_empty(), "cuDNN failed at run time: {errors:#?}");
 }

@@ -22,7 +22,7 @@ mod common;
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Tensor};
-use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmBackend, cpu_cache_usage};
+use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, RnnBackend, cpu_cache_usage};
 
 /// Resident memory of this process in bytes (`None` off Linux).
 fn rss_bytes() -> Option<usize> {
@@ -89,14 +89,14 @@ fn growth(label: &str, n: usize, every: usize, mut call: impl FnMut(usize)) -> O
     baseline.map(|_| worst)
 }
 
-fn run<B: AutodiffBackend + LstmBackend>(
+fn run<B: AutodiffBackend + RnnBackend>(
     label: &str,
     device: &B::Device,
     training: usize,
     inference: usize,
     bound: isize,
 ) where
-    B::InnerBackend: LstmBackend,
+    B::InnerBackend: RnnBackend,
 {
     let (batch, seq) = (LENGTHS.len(), 16);
     let model: CudnnCompatibleLstm<B> = config().init(device);

@@ -22,7 +22,7 @@
 //! One difference: PyTorch chooses the forward's algorithm with the forward limit and the
 //! backward's with the backward limit, so a training forward with hidden 129..=192 runs
 //! `PERSIST_STATIC_SMALL_H` and its backward runs the standard algorithm over that
-//! forward's reserve space. Here an [`Lstm`](crate::Lstm) holds one RNN descriptor, and
+//! forward's reserve space. Here an [`Rnn`](crate::Rnn) holds one RNN descriptor, and
 //! the backward that reads a forward's reserve space runs with the descriptor (and so the
 //! algorithm) of that forward; a training call therefore takes the algorithm valid for
 //! both, the backward limit (hidden <= 128).
@@ -48,7 +48,7 @@ pub const SMALL_H_BACKWARD_MAX_HIDDEN: usize = 128;
 impl RnnAlgo {
     /// Refuses a call whose row lengths vary on a persistent algorithm (they refuse
     /// variable sequence lengths with `CUDNN_STATUS_NOT_SUPPORTED`, which is why PyTorch
-    /// runs them on unpacked input only). Called by [`Lstm::forward`](crate::Lstm::forward)
+    /// runs them on unpacked input only). Called by [`Rnn::forward`](crate::Rnn::forward)
     /// before cuDNN sees the call.
     pub fn check_shape(self, shape: &SeqShape) -> Result<()> {
         if self.is_persistent() && lengths_vary(shape) {

@@ -23,7 +23,7 @@ use crate::status::check;
 ///
 /// With [`CallReuse::work_pool`] on, the handle keeps one work-space buffer, grown (never
 /// shrunk) to the largest size a call has needed ([`next_capacity`]), and lends it to
-/// every [`Lstm`](crate::Lstm) call made with it. Reuse is sound because:
+/// every [`Rnn`](crate::Rnn) call made with it. Reuse is sound because:
 ///
 /// - cuDNN's work space is scratch for one call only: nothing in it is read by a later
 ///   call (what a backward needs of its forward is in the reserve space, which is never

@@ -6,8 +6,8 @@
 //! - [`check_cudnn`]: is libcudnn there, version >= 9, sub-libraries consistent.
 //! - [`CudnnHandle`]: a cuDNN handle bound to one stream.
 //! - [`DropoutState`]: the inter-layer dropout descriptor with its generator states.
-//! - [`Lstm`]: a configured LSTM or GRU ([`RnnConfig`], [`RnnCell`]; the type keeps the
-//!   name it had before the GRU), its weight-space layout read from
+//! - [`Rnn`]: a configured LSTM or GRU ([`RnnConfig`], [`RnnCell`]), its weight-space
+//!   layout read from
 //!   `cudnnGetRNNWeightParams` ([`WeightSpaceLayout`]), `forward` (inference or training
 //!   with a [`ReserveSpace`]) and `backward` (data, then weights).
 //! - [`RnnAlgo`] ([`RnnConfig::algo`], standard by default) and [`choose_algo`]: the
@@ -19,7 +19,7 @@
 //! - [`wait_for_context`] / [`context_waits_for`]: this crate's stream ordered against
 //!   the context's other streams with events, not host synchronisation.
 //! - [`CopyPlan`]: merged device copies between the weight space and another layout.
-//! - [`CallReuse`]: per-call host work a handle and its LSTMs may keep between calls (a
+//! - [`CallReuse`]: per-call host work a handle and its RNNs may keep between calls (a
 //!   grow-only work-space pool, [`next_capacity`]; call descriptors and temp-space sizes
 //!   cached per [`CallKey`]; a null `devSeqLengths` for full-length rows), each switch
 //!   off by default.
@@ -34,9 +34,9 @@ mod dropout;
 mod error;
 mod handle;
 mod library;
-mod lstm;
 mod ordering;
 mod reuse;
+mod rnn;
 mod rnn_algo;
 mod shape;
 mod status;
@@ -52,7 +52,11 @@ pub use dropout::DropoutState;
 pub use error::{CudnnRnnError, Result};
 pub use handle::CudnnHandle;
 pub use library::{CudnnVersion, REQUIRED_CUDNN_MAJOR, check_cudnn, driver_present};
-pub use lstm::{BackwardBuffers, DeviceBuffer, ForwardBuffers, Lstm, ReserveSpace};
+pub use rnn::{BackwardBuffers, DeviceBuffer, ForwardBuffers, ReserveSpace, Rnn};
+
+/// The name [`Rnn`] had before it held GRUs too.
+#[deprecated(since = "0.2.0", note = "renamed `Rnn` (it holds GRUs too)")]
+pub type Lstm = Rnn;
 pub use ordering::{context_waits_for, wait_for_context};
 pub use reuse::{
     CALL_CACHE_CAPACITY, CallKey, CallReuse, WORK_POOL_GRANULE, needs_dev_lengths, next_capacity,

@@ -10,7 +10,7 @@
 use crate::shape::SeqShape;
 
 /// Which per-call host work a [`CudnnHandle`](crate::CudnnHandle) and the
-/// [`Lstm`](crate::Lstm)s called with it may keep between calls. Each switch is off by
+/// [`Rnn`](crate::Rnn)s called with it may keep between calls. Each switch is off by
 /// default ([`CallReuse::OFF`]); a caller turns one on with
 /// [`CudnnHandle::set_call_reuse`](crate::CudnnHandle::set_call_reuse) or
 /// [`CudnnHandle::with_call_reuse`](crate::CudnnHandle::with_call_reuse) once a GPU run
@@ -24,7 +24,7 @@ pub struct CallReuse {
     pub work_pool: bool,
     /// The call descriptors (`cudnnSetRNNDataDescriptor`, `cudnnSetTensorNdDescriptor`)
     /// and the `cudnnGetRNNTempSpaceSizes` result kept per [`CallKey`] on each
-    /// [`Lstm`](crate::Lstm), at most [`CALL_CACHE_CAPACITY`] of them, least recently
+    /// [`Rnn`](crate::Rnn), at most [`CALL_CACHE_CAPACITY`] of them, least recently
     /// used out.
     pub descriptor_cache: bool,
     /// A null `devSeqLengths` (as PyTorch passes it) when every row is full length, instead
@@ -51,7 +51,7 @@ impl CallReuse {
 /// The work-space pool grows in whole multiples of this (1 MiB).
 pub const WORK_POOL_GRANULE: usize = 1 << 20;
 
-/// Entries of an [`Lstm`](crate::Lstm)'s descriptor cache.
+/// Entries of an [`Rnn`](crate::Rnn)'s descriptor cache.
 pub const CALL_CACHE_CAPACITY: usize = 16;
 
 /// The capacity the work-space pool must grow to for a call that needs `wanted` bytes
@@ -81,7 +81,7 @@ pub fn needs_dev_lengths(reuse: CallReuse, shape: &SeqShape) -> bool {
     !(reuse.null_dev_lengths && shape.is_full())
 }
 
-/// What a cached call plan depends on besides the [`Lstm`](crate::Lstm): the shape
+/// What a cached call plan depends on besides the [`Rnn`](crate::Rnn): the shape
 /// (sequence length, batch and every row's length: cuDNN's data descriptors hold the
 /// lengths array, `cudnnSetRNNDataDescriptor`) and the forward mode (the temp-space
 /// sizes differ between inference and training; a backward uses the training entry of

@@ -41,10 +41,10 @@ impl core::fmt::Display for CellKind {
     }
 }
 
-/// Architecture of a recurrent layer stack: everything a checkpoint fixes. The name
-/// predates the GRU: `cell` says which cell it is.
+/// Architecture of a recurrent layer stack: everything a checkpoint fixes, `cell` among
+/// it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct LstmArch {
+pub struct RnnArch {
     /// The cell: LSTM or GRU. A GRU has no cell state and no projection.
     pub cell: CellKind,
     /// Features of each input step.
@@ -78,7 +78,7 @@ pub struct DirectionLayout {
     pub input_size: usize,
 }
 
-impl LstmArch {
+impl RnnArch {
     /// Number of directions: 2 when bidirectional, else 1.
     pub fn dirs(&self) -> usize {
         if self.bidirectional { 2 } else { 1 }
@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn layout_is_contiguous_in_pytorch_order() {
-        let arch = LstmArch {
+        let arch = RnnArch {
             cell: CellKind::Lstm,
             input_size: 3,
             hidden_size: 5,
@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn gru_layout_has_three_gate_blocks_and_no_cell_state() {
-        let arch = LstmArch {
+        let arch = RnnArch {
             cell: CellKind::Gru,
             input_size: 3,
             hidden_size: 5,

@@ -29,7 +29,7 @@
 
 use crate::arch::CellKind;
 use crate::buffers::Buffer;
-use crate::call::{CallError, InputStrides, LstmCall, LstmGradients, OutputGrads};
+use crate::call::{CallError, InputStrides, OutputGrads, RnnCall, RnnGradients};
 use crate::cell::gru::gru_gate_grads;
 use crate::cell::lstm::gate_grads;
 use crate::cell_weights::CellWeights;
@@ -41,10 +41,10 @@ use crate::team::{Shared, run_team};
 
 /// Gradients of the call's inputs from the upstream gradients of its outputs.
 pub fn backward<T: Real>(
-    call: &LstmCall<'_, T>,
+    call: &RnnCall<'_, T>,
     mut tape: Tape<T>,
     grads: OutputGrads<'_, T>,
-) -> Result<LstmGradients<T>, CallError> {
+) -> Result<RnnGradients<T>, CallError> {
     call.check()?;
     grads.check(call)?;
     tape.check(call)?;
@@ -108,7 +108,7 @@ pub fn backward<T: Real>(
         }
         d_output = d_input;
     }
-    Ok(LstmGradients {
+    Ok(RnnGradients {
         input: d_output.into_vec(),
         weights: d_weights,
         h0: d_h0,

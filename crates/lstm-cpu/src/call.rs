@@ -2,15 +2,15 @@
 
 use core::fmt;
 
-use crate::arch::{CellKind, LstmArch};
+use crate::arch::{CellKind, RnnArch};
 use crate::buffers::Buffer;
 
 /// One call of the kernel: a whole layer stack over a whole (padded) batch.
 /// Layouts are sequence-major and row-major, as in the rest of the workspace.
 #[derive(Clone, Copy, Debug)]
-pub struct LstmCall<'a, T> {
+pub struct RnnCall<'a, T> {
     /// The layer stack.
-    pub arch: &'a LstmArch,
+    pub arch: &'a RnnArch,
     /// Time steps `T` (the padded length when `lengths` is set).
     pub seq_len: usize,
     /// Batch rows `B`.
@@ -30,7 +30,7 @@ pub struct LstmCall<'a, T> {
     /// Inference reads it in place; training copies it once, sequence-major, into the
     /// tape (the backward's products read it by steps).
     pub input_strides: Option<InputStrides>,
-    /// Flat parameters in the canonical layout ([`LstmArch::direction_layout`]).
+    /// Flat parameters in the canonical layout ([`RnnArch::direction_layout`]).
     pub weights: &'a [T],
     /// Initial hidden state `[layers * dirs, B, H_out]`.
     pub h0: &'a [T],
@@ -88,7 +88,7 @@ impl InputStrides {
 
 /// Results of a forward call.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LstmOutputs<T> {
+pub struct RnnOutputs<T> {
     /// Output of the last layer `[T, B, dirs * H_out]`, zero past each row's length.
     pub y: Vec<T>,
     /// Final hidden state of every layer and direction `[layers * dirs, B, H_out]`.
@@ -108,14 +108,14 @@ pub struct OutputGrads<'a, T> {
     /// Gradient of `c_n`.
     pub dc_n: &'a [T],
     /// Whether to compute the gradient of `input`. When not (an input nobody trains,
-    /// such as raw features), [`LstmGradients::input`] is left empty and the first
+    /// such as raw features), [`RnnGradients::input`] is left empty and the first
     /// layer's input product, a sixth of a one-layer step's work, is skipped.
     pub input_wanted: bool,
 }
 
 /// Gradients of a call's inputs.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LstmGradients<T> {
+pub struct RnnGradients<T> {
     /// Of `input`, `[T, B, I]` (empty unless [`OutputGrads::input_wanted`]).
     pub input: Vec<T>,
     /// Of the flat parameters, same layout.
@@ -150,7 +150,7 @@ impl fmt::Display for CallError {
 impl std::error::Error for CallError {}
 
 /// A GRU has no projection (PyTorch's `nn.GRU` and cuDNN's GRU have none).
-pub(crate) fn cell_fits(arch: &LstmArch) -> Result<(), CallError> {
+pub(crate) fn cell_fits(arch: &RnnArch) -> Result<(), CallError> {
     match arch.cell {
         CellKind::Gru if arch.proj_size > 0 => Err(CallError {
             argument: "arch.proj_size",
@@ -178,7 +178,7 @@ pub(crate) fn len_check(
     }
 }
 
-impl<T> LstmCall<'_, T> {
+impl<T> RnnCall<'_, T> {
     /// Checks every slice length and every length against the architecture and shape.
     pub fn check(&self) -> Result<(), CallError> {
         self.check_with_weights(true)
@@ -307,7 +307,7 @@ impl<T> LstmCall<'_, T> {
 }
 
 impl<T> OutputGrads<'_, T> {
-    pub(crate) fn check<U>(&self, call: &LstmCall<'_, U>) -> Result<(), CallError> {
+    pub(crate) fn check<U>(&self, call: &RnnCall<'_, U>) -> Result<(), CallError> {
         let a = call.arch;
         let rows = call.seq_len * call.batch;
         len_check(
@@ -335,8 +335,8 @@ impl<T> OutputGrads<'_, T> {
 mod tests {
     use super::*;
 
-    fn gru() -> LstmArch {
-        LstmArch {
+    fn gru() -> RnnArch {
+        RnnArch {
             cell: CellKind::Gru,
             input_size: 3,
             hidden_size: 4,
@@ -347,8 +347,8 @@ mod tests {
         }
     }
 
-    fn call<'a>(arch: &'a LstmArch, weights: &'a [f32], c0: &'a [f32]) -> LstmCall<'a, f32> {
-        LstmCall {
+    fn call<'a>(arch: &'a RnnArch, weights: &'a [f32], c0: &'a [f32]) -> RnnCall<'a, f32> {
+        RnnCall {
             arch,
             seq_len: 2,
             batch: 1,
@@ -376,7 +376,7 @@ mod tests {
         );
         assert_eq!(err.actual, "4 values");
 
-        let projected = LstmArch {
+        let projected = RnnArch {
             proj_size: 2,
             ..gru()
         };

@@ -8,7 +8,7 @@ use core::ops::Range;
 
 use crate::arch::CellKind;
 use crate::buffers::Buffer;
-use crate::call::{CallError, InputStrides, LstmCall, LstmOutputs};
+use crate::call::{CallError, InputStrides, RnnCall, RnnOutputs};
 use crate::cell::gru::gru_update;
 use crate::cell::lstm::cell_update;
 use crate::cell_weights::CellWeights;
@@ -21,14 +21,14 @@ use crate::tape::{CellTape, LayerTape, Tape};
 use crate::team::{Shared, aligned_part, run_team_placed, split_aligned};
 
 /// Inference: outputs only.
-pub fn forward<T: Real>(call: &LstmCall<'_, T>) -> Result<LstmOutputs<T>, CallError> {
+pub fn forward<T: Real>(call: &RnnCall<'_, T>) -> Result<RnnOutputs<T>, CallError> {
     run(call, false, None).map(|(outputs, _)| outputs)
 }
 
 /// Training: outputs and the [`Tape`] that [`backward`](crate::backward) needs.
 pub fn forward_train<T: Real>(
-    call: &LstmCall<'_, T>,
-) -> Result<(LstmOutputs<T>, Tape<T>), CallError> {
+    call: &RnnCall<'_, T>,
+) -> Result<(RnnOutputs<T>, Tape<T>), CallError> {
     run(call, true, None)
         .map(|(outputs, tape)| (outputs, tape.expect("a training run keeps its tape")))
 }
@@ -37,9 +37,9 @@ pub fn forward_train<T: Real>(
 /// flat parameters `packed` was made from. `call.weights` is not read (it may be empty);
 /// `packed` must be of `call.arch`.
 pub fn forward_packed<T: Real>(
-    call: &LstmCall<'_, T>,
+    call: &RnnCall<'_, T>,
     packed: &PackedWeights<T>,
-) -> Result<LstmOutputs<T>, CallError> {
+) -> Result<RnnOutputs<T>, CallError> {
     if packed.arch() != call.arch {
         return Err(CallError {
             argument: "packed",
@@ -72,7 +72,7 @@ pub(crate) struct Dims {
 }
 
 impl Dims {
-    pub fn of<T>(call: &LstmCall<'_, T>) -> Self {
+    pub fn of<T>(call: &RnnCall<'_, T>) -> Self {
         Self {
             cell: call.arch.cell,
             state: call.arch.cell_state_size(),
@@ -234,10 +234,10 @@ pub(crate) struct Share {
 }
 
 fn run<T: Real>(
-    call: &LstmCall<'_, T>,
+    call: &RnnCall<'_, T>,
     save: bool,
     packed: Option<&PackedWeights<T>>,
-) -> Result<(LstmOutputs<T>, Option<Tape<T>>), CallError> {
+) -> Result<(RnnOutputs<T>, Option<Tape<T>>), CallError> {
     call.check_with_weights(packed.is_none())?;
     let arch = call.arch;
     let dims = Dims::of(call);
@@ -328,7 +328,7 @@ fn run<T: Real>(
         }
         below = Some(output);
     }
-    let outputs = LstmOutputs {
+    let outputs = RnnOutputs {
         y: below.expect("at least one layer").into_vec(),
         h_n,
         c_n,
@@ -342,7 +342,7 @@ fn run<T: Real>(
 /// copied once, sequence-major, in training (`save`), whose backward reads it by steps
 /// from the tape.
 fn layer_input<T: Real>(
-    call: &LstmCall<'_, T>,
+    call: &RnnCall<'_, T>,
     dims: &Dims,
     layer: usize,
     below: Option<Buffer<T>>,

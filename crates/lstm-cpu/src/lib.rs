@@ -2,11 +2,11 @@
 //! A fused LSTM and GRU on plain slices: forward (inference and training) and
 //! backpropagation through time, for whole layer stacks (multi-layer, bidirectional,
 //! right-padded lengths, projection (LSTM), inter-layer dropout masks), in `f32` (fast)
-//! and `f64` (tests). The cell is [`LstmArch::cell`]; the crate keeps its name (both
+//! and `f64` (tests). The cell is [`RnnArch::cell`]; the crate keeps its name (both
 //! cells share every part of it but the gate math, and renaming would break users).
 //!
 //! No framework dependency: `burn-lstm` dispatches its NdArray backend here. Parameters
-//! are PyTorch's and cuDNN's canonical flat layout ([`LstmArch::direction_layout`]).
+//! are PyTorch's and cuDNN's canonical flat layout ([`RnnArch::direction_layout`]).
 //! No values are cached between calls: weights are packed at the start of every call, so
 //! a changed parameter can never meet a stale packed copy; a caller that serves one set
 //! of weights for many calls may pack them once itself ([`PackedWeights`],
@@ -17,15 +17,15 @@
 //! recurrent stack (a language model's decoder and softmax loss).
 //!
 //! ```
-//! use lstm_cpu::{CellKind, LstmArch, LstmCall, forward};
+//! use lstm_cpu::{CellKind, RnnArch, RnnCall, forward};
 //!
-//! let arch = LstmArch { cell: CellKind::Lstm, input_size: 3, hidden_size: 4, proj_size: 0,
+//! let arch = RnnArch { cell: CellKind::Lstm, input_size: 3, hidden_size: 4, proj_size: 0,
 //!                       num_layers: 1, bidirectional: false, bias: true };
 //! let (t, b) = (5, 2);
 //! let weights = vec![0.1f32; arch.weight_count()];
 //! let input = vec![1.0f32; t * b * 3];
 //! let zeros = vec![0.0f32; b * 4];
-//! let call = LstmCall { arch: &arch, seq_len: t, batch: b, lengths: None, input: &input,
+//! let call = RnnCall { arch: &arch, seq_len: t, batch: b, lengths: None, input: &input,
 //!                       input_strides: None, weights: &weights, h0: &zeros, c0: &zeros, dropout_masks: &[],
 //!                       threads: 1 };
 //! let out = forward(&call).unwrap();
@@ -40,6 +40,7 @@ mod call;
 mod cell;
 mod cell_weights;
 pub mod dense;
+mod deprecated;
 mod forward;
 mod gemm;
 mod isa_runs;
@@ -56,12 +57,14 @@ mod team;
 mod test_runs;
 mod vector;
 
-pub use arch::{CellKind, DirectionLayout, LstmArch};
+pub use arch::{CellKind, DirectionLayout, RnnArch};
 pub use backward::backward;
 pub use buffers::{
     cache_limit_bytes, cached_buffer_bytes, recycle_vec, release_cached_buffers, vec_with_capacity,
 };
-pub use call::{CallError, InputStrides, LstmCall, LstmGradients, LstmOutputs, OutputGrads};
+pub use call::{CallError, InputStrides, OutputGrads, RnnCall, RnnGradients, RnnOutputs};
+#[allow(deprecated)]
+pub use deprecated::{LstmArch, LstmCall, LstmGradients, LstmOutputs};
 pub use forward::{forward, forward_packed, forward_train};
 pub use isa_runs::instruction_set;
 pub use packed::PackedWeights;

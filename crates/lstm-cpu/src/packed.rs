@@ -16,7 +16,7 @@
 
 use core::ops::Range;
 
-use crate::arch::LstmArch;
+use crate::arch::RnnArch;
 use crate::call::{CallError, cell_fits, len_check};
 use crate::cell_weights::CellWeights;
 use crate::gemm::{PackedB, panel};
@@ -27,7 +27,7 @@ use crate::real::Real;
 /// [`forward_packed`]. Holds no reference to the flat parameters it was made from.
 #[derive(Debug)]
 pub struct PackedWeights<T: Real> {
-    arch: LstmArch,
+    arch: RnnArch,
     cells: Vec<PackedCell<T>>,
 }
 
@@ -49,8 +49,8 @@ pub(crate) struct PackedCell<T: Real> {
 
 impl<T: Real> PackedWeights<T> {
     /// Packs `weights`, the canonical flat parameters of `arch`
-    /// ([`LstmArch::direction_layout`]).
-    pub fn new(arch: &LstmArch, weights: &[T]) -> Result<Self, CallError> {
+    /// ([`RnnArch::direction_layout`]).
+    pub fn new(arch: &RnnArch, weights: &[T]) -> Result<Self, CallError> {
         cell_fits(arch)?;
         len_check(
             "weights",
@@ -80,7 +80,7 @@ impl<T: Real> PackedWeights<T> {
     }
 
     /// The architecture the weights belong to.
-    pub fn arch(&self) -> &LstmArch {
+    pub fn arch(&self) -> &RnnArch {
         &self.arch
     }
 

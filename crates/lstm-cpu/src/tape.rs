@@ -2,7 +2,7 @@
 //! (not processing order), so the weight gradients are single GEMMs over all steps.
 
 use crate::buffers::Buffer;
-use crate::call::{CallError, LstmCall};
+use crate::call::{CallError, RnnCall};
 use crate::real::Real;
 
 /// The residuals of [`forward_train`](crate::forward_train), consumed by
@@ -63,7 +63,7 @@ impl<T: Real> Tape<T> {
         values * core::mem::size_of::<T>()
     }
 
-    pub(crate) fn check<U>(&self, call: &LstmCall<'_, U>) -> Result<(), CallError> {
+    pub(crate) fn check<U>(&self, call: &RnnCall<'_, U>) -> Result<(), CallError> {
         let a = call.arch;
         let rows = call.seq_len * call.batch;
         let fits = self.layers.len() == a.num_layers

@@ -3,7 +3,7 @@
 //! rows' outputs, their initial state as their final state, and in the backward
 //! `dh_n` / `dc_n` passed straight to `dh0` / `dc0` with nothing to the parameters.
 
-use lstm_cpu::{LstmArch, LstmCall, LstmGradients, LstmOutputs, OutputGrads};
+use lstm_cpu::{OutputGrads, RnnArch, RnnCall, RnnGradients, RnnOutputs};
 
 fn uniform(len: usize, scale: f64, seed: u64) -> Vec<f64> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -31,8 +31,8 @@ fn rows(values: &[f64], lead: usize, batch: usize, keep: &[usize]) -> Vec<f64> {
 }
 
 struct Run {
-    out: LstmOutputs<f64>,
-    grads: LstmGradients<f64>,
+    out: RnnOutputs<f64>,
+    grads: RnnGradients<f64>,
     h0: Vec<f64>,
     c0: Vec<f64>,
     dh_n: Vec<f64>,
@@ -41,7 +41,7 @@ struct Run {
 
 /// One training call and its backward; inputs are drawn for the full batch and the rows
 /// `keep` of them taken, so a compact call sees the very same rows.
-fn run(arch: &LstmArch, seq: usize, lengths: &[usize], keep: &[usize]) -> Run {
+fn run(arch: &RnnArch, seq: usize, lengths: &[usize], keep: &[usize]) -> Run {
     let full = lengths.len();
     let (cells, out, h) = (arch.cells(), arch.output_size(), arch.hidden_size);
     let state = arch.cell_state_size();
@@ -54,7 +54,7 @@ fn run(arch: &LstmArch, seq: usize, lengths: &[usize], keep: &[usize]) -> Run {
     let dh_n = pick(uniform(cells * full * out, 1.0, 6), cells);
     let dc_n = pick(uniform(cells * full * state, 1.0, 7), cells);
     let lengths: Vec<usize> = keep.iter().map(|&b| lengths[b]).collect();
-    let call = LstmCall {
+    let call = RnnCall {
         arch,
         seq_len: seq,
         batch: keep.len(),
@@ -102,9 +102,9 @@ fn max_diff(a: &[f64], b: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn archs() -> Vec<LstmArch> {
+fn archs() -> Vec<RnnArch> {
     vec![
-        LstmArch {
+        RnnArch {
             cell: lstm_cpu::CellKind::Lstm,
             input_size: 5,
             hidden_size: 8,
@@ -113,7 +113,7 @@ fn archs() -> Vec<LstmArch> {
             bidirectional: true,
             bias: true,
         },
-        LstmArch {
+        RnnArch {
             cell: lstm_cpu::CellKind::Lstm,
             input_size: 3,
             hidden_size: 6,
@@ -122,7 +122,7 @@ fn archs() -> Vec<LstmArch> {
             bidirectional: true,
             bias: false,
         },
-        LstmArch {
+        RnnArch {
             cell: lstm_cpu::CellKind::Lstm,
             input_size: 4,
             hidden_size: 5,
@@ -131,7 +131,7 @@ fn archs() -> Vec<LstmArch> {
             bidirectional: false,
             bias: true,
         },
-        LstmArch {
+        RnnArch {
             cell: lstm_cpu::CellKind::Gru,
             input_size: 5,
             hidden_size: 7,
@@ -210,7 +210,7 @@ fn a_length_past_the_sequence_is_still_an_error() {
     let weights = vec![0.0f64; arch.weight_count()];
     let state = vec![0.0f64; batch * arch.hidden_size];
     let lengths = [0, 4];
-    let call = LstmCall {
+    let call = RnnCall {
         arch,
         seq_len: seq,
         batch,

@@ -11,7 +11,7 @@
 mod common;
 
 use common::uniform;
-use lstm_cpu::{CellKind, InputStrides, LstmArch, LstmCall, LstmOutputs, OutputGrads};
+use lstm_cpu::{CellKind, InputStrides, OutputGrads, RnnArch, RnnCall, RnnOutputs};
 
 fn arch(
     cell: CellKind,
@@ -20,8 +20,8 @@ fn arch(
     proj: usize,
     layers: usize,
     bidir: bool,
-) -> LstmArch {
-    LstmArch {
+) -> RnnArch {
+    RnnArch {
         cell,
         input_size: input,
         hidden_size: hidden,
@@ -53,7 +53,7 @@ fn assert_close(got: &[f32], want: &[f32], what: &str) {
     }
 }
 
-fn check(arch: &LstmArch, batch: usize, seq: usize, threads: usize) {
+fn check(arch: &RnnArch, batch: usize, seq: usize, threads: usize) {
     let i = arch.input_size;
     let out = arch.output_size();
     let input = uniform(seq * batch * i, 1.0, 1);
@@ -64,7 +64,7 @@ fn check(arch: &LstmArch, batch: usize, seq: usize, threads: usize) {
     );
     let h0 = uniform(arch.cells() * batch * out, 0.5, 3);
     let c0 = uniform(arch.cells() * batch * arch.cell_state_size(), 0.5, 4);
-    let call = LstmCall {
+    let call = RnnCall {
         arch,
         seq_len: seq,
         batch,
@@ -123,14 +123,14 @@ fn check(arch: &LstmArch, batch: usize, seq: usize, threads: usize) {
     for (name, strides) in layouts {
         let what = format!("{name} {batch}x{seq} {arch:?} threads {threads}");
         let stored = stored_at(&input, seq, batch, i, strides);
-        let strided = LstmCall {
+        let strided = RnnCall {
             input: &stored,
             input_strides: Some(strides),
             ..call
         };
         let got = lstm_cpu::forward(&strided).expect("valid strided call");
         let from_packed = lstm_cpu::forward_packed(
-            &LstmCall {
+            &RnnCall {
                 weights: &[],
                 ..strided
             },
@@ -138,7 +138,7 @@ fn check(arch: &LstmArch, batch: usize, seq: usize, threads: usize) {
         )
         .expect("valid strided call");
         for (outputs, how) in [(&got, "forward"), (&from_packed, "packed")] {
-            let LstmOutputs { y, h_n, c_n } = outputs;
+            let RnnOutputs { y, h_n, c_n } = outputs;
             assert_close(y, &want.y, &format!("{what} {how} y"));
             assert_close(h_n, &want.h_n, &format!("{what} {how} h_n"));
             assert_close(c_n, &want.c_n, &format!("{what} {how} c_n"));
@@ -183,7 +183,7 @@ fn a_strided_input_must_lie_in_its_slice_and_its_tape_keep_a_copy() {
     let input = uniform(seq * batch * 4, 1.0, 1);
     let weights = uniform(arch.weight_count(), 0.5, 2);
     let zeros = vec![0.0f32; batch * 3];
-    let seq_major = LstmCall {
+    let seq_major = RnnCall {
         arch: &arch,
         seq_len: seq,
         batch,
@@ -199,7 +199,7 @@ fn a_strided_input_must_lie_in_its_slice_and_its_tape_keep_a_copy() {
     // The last row (step 4 of batch row 1) starts at 4 * 5 + 20 = 40 and ends at 44,
     // past the 40 values.
     let strides = InputStrides { step: 5, row: 20 };
-    let short = LstmCall {
+    let short = RnnCall {
         input_strides: Some(strides),
         ..seq_major
     };
@@ -209,13 +209,13 @@ fn a_strided_input_must_lie_in_its_slice_and_its_tape_keep_a_copy() {
     assert_eq!(err.actual, "40 values");
     assert!(err.to_string().contains("at least 44"), "{err}");
     let wider = stored_at(&input, seq, batch, 4, InputStrides::batch_first(seq, 4));
-    let batch_first = LstmCall {
+    let batch_first = RnnCall {
         input: &wider,
         input_strides: Some(InputStrides::batch_first(seq, 4)),
         ..seq_major
     };
     // Sequence-major strides given explicitly are the layout without strides.
-    let explicit = LstmCall {
+    let explicit = RnnCall {
         input_strides: Some(InputStrides::seq_major(batch, 4)),
         ..seq_major
     };

@@ -14,10 +14,10 @@ use std::time::Duration;
 mod common;
 
 use common::uniform;
-use lstm_cpu::{LstmArch, LstmCall, OutputGrads, PackedWeights};
+use lstm_cpu::{OutputGrads, PackedWeights, RnnArch, RnnCall};
 
 /// y, h_n, c_n, and the gradients of the input and the weights of one training call.
-fn run(arch: &LstmArch, batch: usize, seq: usize, threads: usize) -> Vec<Vec<f32>> {
+fn run(arch: &RnnArch, batch: usize, seq: usize, threads: usize) -> Vec<Vec<f32>> {
     let out = if arch.proj_size > 0 {
         arch.proj_size
     } else {
@@ -33,7 +33,7 @@ fn run(arch: &LstmArch, batch: usize, seq: usize, threads: usize) -> Vec<Vec<f32
     let h0 = uniform(cells * batch * out, 0.5, 3);
     let c0 = uniform(cells * batch * arch.cell_state_size(), 0.5, 4);
     let lengths: Vec<usize> = (0..batch).map(|b| 1 + (b * 5) % seq).collect();
-    let call = LstmCall {
+    let call = RnnCall {
         arch,
         seq_len: seq,
         batch,
@@ -55,7 +55,7 @@ fn run(arch: &LstmArch, batch: usize, seq: usize, threads: usize) -> Vec<Vec<f32
     // Weights packed beforehand (for every team split) give the very same numbers.
     let packed = PackedWeights::new(arch, &weights).expect("valid weights");
     let from_packed = lstm_cpu::forward_packed(
-        &LstmCall {
+        &RnnCall {
             weights: &[],
             ..call
         },
@@ -102,7 +102,7 @@ fn run(arch: &LstmArch, batch: usize, seq: usize, threads: usize) -> Vec<Vec<f32
 }
 
 /// `run` on another thread, failing instead of hanging the test run.
-fn run_within(arch: LstmArch, batch: usize, seq: usize, threads: usize) -> Vec<Vec<f32>> {
+fn run_within(arch: RnnArch, batch: usize, seq: usize, threads: usize) -> Vec<Vec<f32>> {
     let (send, receive) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = send.send(run(&arch, batch, seq, threads));
@@ -119,7 +119,7 @@ fn every_thread_count_matches_one_thread() {
         "every_thread_count_matches_one_thread",
     );
     for (proj_size, bidirectional) in [(16, false), (24, true), (0, true), (200, false)] {
-        let arch = LstmArch {
+        let arch = RnnArch {
             cell: lstm_cpu::CellKind::Lstm,
             input_size: 48,
             hidden_size: 256,
@@ -134,7 +134,7 @@ fn every_thread_count_matches_one_thread() {
     // block's gate columns share panels (`gemm/packing.rs`'s gathered panels), 8 units of each
     // gate at H = 72, 20 (AVX-512) or 4 (AVX2) at H = 52, where a panel spans gates.
     for (hidden_size, proj_size, bidirectional) in [(72, 0, true), (52, 24, false)] {
-        let arch = LstmArch {
+        let arch = RnnArch {
             cell: lstm_cpu::CellKind::Lstm,
             input_size: 48,
             hidden_size,
@@ -162,7 +162,7 @@ fn every_thread_count_matches_one_thread_for_a_gru() {
         (72, false, &[2, 3, 5]),
         (52, true, &[2, 5]),
     ] {
-        let arch = LstmArch {
+        let arch = RnnArch {
             cell: lstm_cpu::CellKind::Gru,
             input_size: 48,
             hidden_size,
@@ -177,8 +177,8 @@ fn every_thread_count_matches_one_thread_for_a_gru() {
 
 /// Every thread count of `counts` gives one thread's numbers, split by rows (batch 25)
 /// and by units (batch 6).
-fn check_teams(arch: &LstmArch, counts: &[usize]) {
-    let LstmArch {
+fn check_teams(arch: &RnnArch, counts: &[usize]) {
+    let RnnArch {
         hidden_size,
         proj_size,
         bidirectional,
@@ -204,7 +204,7 @@ fn check_teams(arch: &LstmArch, counts: &[usize]) {
 
 #[test]
 fn packed_weights_of_another_architecture_are_an_error() {
-    let arch = LstmArch {
+    let arch = RnnArch {
         cell: lstm_cpu::CellKind::Lstm,
         input_size: 4,
         hidden_size: 8,
@@ -213,7 +213,7 @@ fn packed_weights_of_another_architecture_are_an_error() {
         bidirectional: false,
         bias: true,
     };
-    let other = LstmArch {
+    let other = RnnArch {
         cell: lstm_cpu::CellKind::Lstm,
         hidden_size: 16,
         ..arch.clone()
@@ -221,7 +221,7 @@ fn packed_weights_of_another_architecture_are_an_error() {
     let packed = PackedWeights::new(&other, &uniform(other.weight_count(), 0.1, 1)).unwrap();
     let zeros = vec![0.0f32; 8];
     let input = uniform(4 * 2, 1.0, 2);
-    let call = LstmCall {
+    let call = RnnCall {
         arch: &arch,
         seq_len: 2,
         batch: 1,

@@ -11,7 +11,7 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
 use burn::tensor::backend::Backend;
-use burn_lstm::LstmBackend;
+use burn_lstm::RnnBackend;
 
 use super::error::LmError;
 use super::model::{LmConfig, WordLm, WordLmRecord};
@@ -64,10 +64,7 @@ pub struct SavedModel<B: Backend> {
 
 /// Loads `dir/{config.json, vocab.txt, model.mpk}`: every file missing, damaged or not
 /// matching the others is an error naming it, what was expected and what was found.
-pub fn load_model<B: LstmBackend>(
-    dir: &Path,
-    device: &B::Device,
-) -> Result<SavedModel<B>, LmError> {
+pub fn load_model<B: RnnBackend>(dir: &Path, device: &B::Device) -> Result<SavedModel<B>, LmError> {
     let file = |name: &str| -> Result<PathBuf, LmError> {
         let path = dir.join(name);
         if path.is_file() {

@@ -23,7 +23,7 @@ use burn::tensor::module::linear;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, ElementConversion, Int, Tensor, TensorData, TensorPrimitive};
 use burn_flex::{Flex, FlexTensor};
-use burn_lstm::LstmBackend;
+use burn_lstm::RnnBackend;
 use lstm_cpu::dense::{MatrixRef, column_sums, matmul, softmax_nll, softmax_nll_grad};
 
 use super::fused_loss::fused_nll_loss;
@@ -265,7 +265,7 @@ fn from_flex<B: Backend>(t: FlexTensor) -> FloatTensor<B> {
 /// The mean negative log-likelihood of a training window from the LSTM's output
 /// `y [seq, batch, nhid]`: the decoder and the loss as one op ([`decoder_nll_loss`]), or
 /// (`fused = false`) Burn's `linear` and `CrossEntropyLoss`.
-pub fn training_loss<B: LstmBackend>(
+pub fn training_loss<B: RnnBackend>(
     model: &WordLm<Autodiff<B>>,
     y: Tensor<Autodiff<B>, 3>,
     targets: Tensor<Autodiff<B>, 1, Int>,

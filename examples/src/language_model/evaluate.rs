@@ -1,7 +1,7 @@
 //! The perplexity of a split, as PyTorch's `evaluate`.
 
 use burn::tensor::{ElementConversion, Int, Tensor};
-use burn_lstm::LstmBackend;
+use burn_lstm::RnnBackend;
 
 use super::batches::{get_batch, windows};
 use super::decoder_loss::decoder_nll;
@@ -12,7 +12,7 @@ use super::model::WordLm;
 /// from each window to the next, starting from zeros. Reads one number back from the
 /// device, at the end. Run it on a model without autodiff (`model.valid()`): dropout is
 /// then off.
-pub fn evaluate<B: LstmBackend>(model: &WordLm<B>, source: &Tensor<B, 2, Int>, bptt: usize) -> f64 {
+pub fn evaluate<B: RnnBackend>(model: &WordLm<B>, source: &Tensor<B, 2, Int>, bptt: usize) -> f64 {
     let [steps, _] = source.dims();
     let device = source.device();
     let mut state = None;

@@ -9,7 +9,7 @@ use burn::nn::{Dropout, DropoutConfig, Embedding, EmbeddingConfig};
 use burn::tensor::backend::Backend;
 use burn::tensor::module::linear;
 use burn::tensor::{Int, Tensor};
-use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmBackend, LstmState};
+use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmState, RnnBackend};
 
 /// PyTorch's `initrange`: the embedding and decoder weights start uniform in ±0.1.
 pub const INIT_RANGE: f64 = 0.1;
@@ -174,7 +174,7 @@ impl<B: Backend> WordLm<B> {
     }
 }
 
-impl<B: LstmBackend> WordLm<B> {
+impl<B: RnnBackend> WordLm<B> {
     /// Logits `[seq * batch, vocab]` of the next word after every word of
     /// `input [seq, batch]`, and the LSTM's final state (`state`: the initial one, zeros
     /// when `None`). PyTorch's `forward` returns the log-softmax of these logits; the loss

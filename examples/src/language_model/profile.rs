@@ -14,7 +14,7 @@ use burn::module::{AutodiffModule, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
-use burn_lstm::{LstmBackend, LstmState};
+use burn_lstm::{LstmState, RnnBackend};
 
 use super::decoder_loss::training_loss;
 use super::model::WordLm;
@@ -84,7 +84,7 @@ impl fmt::Display for PhaseTimes {
 
 /// The gradients of one step, phase by phase (see the module's documentation), with
 /// the loss and the LSTM's final state. `state` is the carried state, already detached.
-pub(crate) fn profiled_gradients<B: LstmBackend>(
+pub(crate) fn profiled_gradients<B: RnnBackend>(
     model: &WordLm<Autodiff<B>>,
     data: Tensor<Autodiff<B>, 2, Int>,
     targets: Tensor<Autodiff<B>, 1, Int>,

@@ -3,7 +3,7 @@
 //! with the LSTM's state carried.
 
 use burn::tensor::{Int, Tensor, TensorData};
-use burn_lstm::{LstmBackend, LstmState};
+use burn_lstm::{LstmState, RnnBackend};
 
 use super::error::LmError;
 use super::model::WordLm;
@@ -59,7 +59,7 @@ impl Sampler {
 /// Feeds `prompt` (word ids, at least one) through `model` and samples `count` words
 /// after it, each fed back as the next input with the state carried. Returns the sampled
 /// ids.
-pub fn generate<B: LstmBackend>(
+pub fn generate<B: RnnBackend>(
     model: &WordLm<B>,
     prompt: &[u32],
     count: usize,

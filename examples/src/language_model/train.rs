@@ -20,7 +20,7 @@ use burn::module::AutodiffModule;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Int, Tensor};
-use burn_lstm::{LstmBackend, LstmState};
+use burn_lstm::{LstmState, RnnBackend};
 
 use super::batches::{batchify, get_batch, window_count, windows};
 use super::checkpoint::{save_config_and_vocab, save_model};
@@ -204,7 +204,7 @@ pub fn repackage<B: AutodiffBackend>(state: LstmState<B>) -> LstmState<B> {
 /// `state` (detached first; zeros when `None`), and the window's final state, detached.
 /// `fused`: the loss as one autodiff op ([`fused_nll_loss`]), else Burn's
 /// `CrossEntropyLoss`.
-pub fn window_loss<B: LstmBackend>(
+pub fn window_loss<B: RnnBackend>(
     model: &WordLm<Autodiff<B>>,
     data: Tensor<Autodiff<B>, 2, Int>,
     targets: Tensor<Autodiff<B>, 1, Int>,
@@ -218,7 +218,7 @@ pub fn window_loss<B: LstmBackend>(
 /// Trains a model on `corpus.train` with `options` on `Autodiff<B>`, validating and
 /// testing after every epoch (on `B`), and saves the best (by validation loss) to
 /// `options.save`.
-pub fn train<B: LstmBackend>(
+pub fn train<B: RnnBackend>(
     corpus: &Corpus,
     options: &TrainOptions,
     device: &B::Device,
@@ -336,7 +336,7 @@ struct Run {
 
 impl Run {
     /// One pass over the training stream; returns the model and the epoch's mean loss.
-    fn epoch<B: LstmBackend>(
+    fn epoch<B: RnnBackend>(
         &mut self,
         mut model: WordLm<Autodiff<B>>,
         optim: &mut impl Optimizer<WordLm<Autodiff<B>>, Autodiff<B>>,

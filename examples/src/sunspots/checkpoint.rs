@@ -7,7 +7,7 @@ use std::path::Path;
 use burn::config::Config;
 use burn::module::Module;
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
-use burn_lstm::{LstmBackend, LstmError};
+use burn_lstm::{RnnBackend, RnnError};
 
 use super::error::ExampleError;
 use super::model::{ForecastConfig, Forecaster};
@@ -47,7 +47,7 @@ pub fn save_forecaster<B: burn::tensor::backend::Backend>(
 
 /// Loads `model.mpk` from `checkpoint` (a directory, or the `.mpk` file in one) with the
 /// `config.json` next to it (or `config`), checking every parameter's shape.
-pub fn load_forecaster<B: LstmBackend>(
+pub fn load_forecaster<B: RnnBackend>(
     checkpoint: &Path,
     config: Option<&Path>,
     device: &B::Device,
@@ -97,7 +97,7 @@ pub fn load_forecaster<B: LstmBackend>(
     let model =
         burn_lstm::load_file_checked(config.init::<B>(device), &model_path, &recorder, device)
             .map_err(|e| match e {
-                LstmError::Io { message, .. } => ExampleError::Corrupt {
+                RnnError::Io { message, .. } => ExampleError::Corrupt {
                     what: "checkpoint",
                     path: model_path.clone(),
                     message,

@@ -32,7 +32,7 @@ use burn::train::{
     RegressionOutput, SupervisedLearningStrategy, SupervisedTrainingEventProcessor, TrainLoader,
     TrainStep, TrainingComponents, TrainingItem, ValidLoader,
 };
-use burn_lstm::LstmBackend;
+use burn_lstm::RnnBackend;
 
 use super::loader::WindowBatch;
 use super::model::Forecaster;
@@ -45,9 +45,9 @@ pub struct DataParallel<B: AutodiffBackend> {
     devices: Vec<B::Device>,
 }
 
-impl<B: AutodiffBackend + LstmBackend> DataParallel<B>
+impl<B: AutodiffBackend + RnnBackend> DataParallel<B>
 where
-    B::InnerBackend: LstmBackend,
+    B::InnerBackend: RnnBackend,
 {
     /// One peer per device (at least one).
     pub fn new(devices: Vec<B::Device>) -> Self {
@@ -95,7 +95,7 @@ impl<B: AutodiffBackend> Drop for Registered<B> {
 /// its shard and all-reduced (mean), with each shard's output. Equal to the gradients of
 /// the whole batch on one device up to summation order: each shard's loss is weighted by
 /// its share of the batch (`WindowBatch::shards`). The peers must be registered.
-pub fn data_parallel_step<B: AutodiffBackend + LstmBackend>(
+pub fn data_parallel_step<B: AutodiffBackend + RnnBackend>(
     model: &Forecaster<B>,
     batch: WindowBatch<B>,
     devices: &[B::Device],
@@ -135,8 +135,8 @@ pub fn data_parallel_step<B: AutodiffBackend + LstmBackend>(
 
 impl<B, LR, O> SupervisedLearningStrategy<Components<B, LR, O>> for DataParallel<B>
 where
-    B: AutodiffBackend + LstmBackend,
-    B::InnerBackend: LstmBackend,
+    B: AutodiffBackend + RnnBackend,
+    B::InnerBackend: RnnBackend,
     LR: LrScheduler + 'static,
     O: Optimizer<Forecaster<B>, B> + 'static,
 {
@@ -220,8 +220,8 @@ pub fn custom_strategy<B, LR, O>(
     devices: Vec<B::Device>,
 ) -> Arc<dyn SupervisedLearningStrategy<Components<B, LR, O>>>
 where
-    B: AutodiffBackend + LstmBackend,
-    B::InnerBackend: LstmBackend,
+    B: AutodiffBackend + RnnBackend,
+    B::InnerBackend: RnnBackend,
     LR: LrScheduler + 'static,
     O: Optimizer<Forecaster<B>, B> + 'static,
 {

@@ -1,7 +1,7 @@
 //! Serving a forecaster: one-step-ahead forecasts of the held-back months with their
 //! errors, and forecasts past the end of the data.
 
-use burn_lstm::LstmBackend;
+use burn_lstm::RnnBackend;
 
 use super::data::Series;
 use super::error::ExampleError;
@@ -23,7 +23,7 @@ pub struct Evaluation {
 }
 
 /// Forecasts every held-back month from the months before it.
-pub fn evaluate<B: LstmBackend>(
+pub fn evaluate<B: RnnBackend>(
     model: &Forecaster<B>,
     config: &ForecastConfig,
     series: &Series,
@@ -70,7 +70,7 @@ pub fn evaluate<B: LstmBackend>(
 
 /// Forecasts `horizon` months past the end of the series, each from the previous
 /// forecasts (recursive multi-step forecast).
-pub fn forecast_ahead<B: LstmBackend>(
+pub fn forecast_ahead<B: RnnBackend>(
     model: &Forecaster<B>,
     config: &ForecastConfig,
     series: &Series,

@@ -17,7 +17,7 @@ use burn::train::{
     InferenceStep, Learner, LearningComponentsMarker, LearningResult, RegressionOutput,
     SupervisedTraining, TrainOutput, TrainStep,
 };
-use burn_lstm::LstmBackend;
+use burn_lstm::RnnBackend;
 
 use super::checkpoint::save_forecaster;
 use super::data::Series;
@@ -61,7 +61,7 @@ pub struct TrainOptions {
     pub devices: usize,
 }
 
-impl<B: AutodiffBackend + LstmBackend> TrainStep for Forecaster<B> {
+impl<B: AutodiffBackend + RnnBackend> TrainStep for Forecaster<B> {
     type Input = WindowBatch<B>;
     type Output = RegressionOutput<B>;
 
@@ -71,7 +71,7 @@ impl<B: AutodiffBackend + LstmBackend> TrainStep for Forecaster<B> {
     }
 }
 
-impl<B: LstmBackend> InferenceStep for Forecaster<B> {
+impl<B: RnnBackend> InferenceStep for Forecaster<B> {
     type Input = WindowBatch<B>;
     type Output = RegressionOutput<B>;
 
@@ -80,7 +80,7 @@ impl<B: LstmBackend> InferenceStep for Forecaster<B> {
     }
 }
 
-impl<B: LstmBackend> Forecaster<B> {
+impl<B: RnnBackend> Forecaster<B> {
     /// The standardised forecasts of a batch with their mean squared error.
     fn regression(&self, batch: WindowBatch<B>) -> RegressionOutput<B> {
         let forecasts = self.forward(batch.windows);
@@ -102,14 +102,14 @@ impl<B: LstmBackend> Forecaster<B> {
 /// every epoch, and saves `model.mpk` and `config.json` in `out_dir` (the `Learner`'s
 /// per-epoch checkpoints go to `out_dir/checkpoint/`). Returns the held-back evaluation
 /// of the trained model.
-pub fn train<B: AutodiffBackend + LstmBackend>(
+pub fn train<B: AutodiffBackend + RnnBackend>(
     series: &Series,
     options: &TrainOptions,
     out_dir: &Path,
     device: &B::Device,
 ) -> Result<Evaluation, ExampleError>
 where
-    B::InnerBackend: LstmBackend,
+    B::InnerBackend: RnnBackend,
 {
     B::seed(device, options.seed);
     let mut config = options.config.clone();
@@ -191,12 +191,12 @@ type Training<B> = SupervisedTraining<LearningComponentsMarker<B, f64, Forecaste
 
 /// `training` with one data-parallel peer per device (`data_parallel.rs`).
 #[cfg(feature = "distributed")]
-fn with_data_parallel<B: AutodiffBackend + LstmBackend>(
+fn with_data_parallel<B: AutodiffBackend + RnnBackend>(
     training: Training<B>,
     devices: Vec<B::Device>,
 ) -> Result<Training<B>, ExampleError>
 where
-    B::InnerBackend: LstmBackend,
+    B::InnerBackend: RnnBackend,
 {
     use burn::train::TrainingStrategy;
     let strategy = super::data_parallel::custom_strategy::<B, f64, Adam<B>>(devices);
@@ -204,12 +204,12 @@ where
 }
 
 #[cfg(not(feature = "distributed"))]
-fn with_data_parallel<B: AutodiffBackend + LstmBackend>(
+fn with_data_parallel<B: AutodiffBackend + RnnBackend>(
     _training: Training<B>,
     _devices: Vec<B::Device>,
 ) -> Result<Training<B>, ExampleError>
 where
-    B::InnerBackend: LstmBackend,
+    B::InnerBackend: RnnBackend,
 {
     Err(ExampleError::Usage(
         "--devices: this build has no data-parallel training; build with `--features distributed`"

@@ -5,7 +5,7 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Tensor, TensorData, backend::Backend};
-use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmBackend};
+use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, RnnBackend};
 
 use super::data::Series;
 use super::error::ExampleError;
@@ -88,7 +88,7 @@ impl ForecastConfig {
     }
 }
 
-impl<B: LstmBackend> Forecaster<B> {
+impl<B: RnnBackend> Forecaster<B> {
     /// `windows [N, window]` of standardised values to the standardised next value `[N]`.
     pub fn forward(&self, windows: Tensor<B, 2>) -> Tensor<B, 1> {
         let [n, window] = windows.dims();

@@ -1,14 +1,14 @@
 //! The HDF5 files Keras writes, read with `hdf5-reader` (pure Rust, no libhdf5): groups,
 //! string attributes (fixed-length or variable-length) and float datasets (contiguous,
 //! compact or chunked, with or without gzip and shuffle; superblocks 0 to 3). Every
-//! failure is an [`LstmError::Io`] naming the file and the object; a panic of the
+//! failure is an [`RnnError::Io`] naming the file and the object; a panic of the
 //! decoder on a damaged file is caught and becomes one too.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use hdf5_reader::{Datatype, Hdf5File};
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::import::host::HostTensor;
 
 /// HDF5's signature, at offset 0 (or 512, 1024, ... after a user block).
@@ -39,7 +39,7 @@ fn caught<T>(
     source: &str,
     what: &str,
     f: impl FnOnce() -> Result<T, String>,
-) -> Result<T, LstmError> {
+) -> Result<T, RnnError> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(result) => result.map_err(|e| io(source, format!("{what}: {e}"))),
         Err(_) => Err(io(
@@ -49,8 +49,8 @@ fn caught<T>(
     }
 }
 
-pub(crate) fn io(source: &str, message: impl Into<String>) -> LstmError {
-    LstmError::Io {
+pub(crate) fn io(source: &str, message: impl Into<String>) -> RnnError {
+    RnnError::Io {
         path: source.to_string(),
         message: message.into(),
     }
@@ -59,7 +59,7 @@ pub(crate) fn io(source: &str, message: impl Into<String>) -> LstmError {
 impl H5 {
     /// Parses the file's superblock and root group. `source` names it in errors (the
     /// path, or `model.keras!model.weights.h5` inside an archive).
-    pub fn from_bytes(bytes: Vec<u8>, source: String) -> Result<Self, LstmError> {
+    pub fn from_bytes(bytes: Vec<u8>, source: String) -> Result<Self, RnnError> {
         if !is_hdf5(&bytes) {
             return Err(io(&source, "not an HDF5 file (no HDF5 signature)"));
         }
@@ -81,7 +81,7 @@ impl H5 {
 
     /// `(groups, datasets)` directly under the group at `path` (`""` is the root), or
     /// `None` when there is no such group.
-    pub fn members(&self, path: &str) -> Result<Option<Members>, LstmError> {
+    pub fn members(&self, path: &str) -> Result<Option<Members>, RnnError> {
         caught(&self.source, &format!("listing group '/{path}'"), || {
             let group = match self.group(path) {
                 Some(group) => group,
@@ -108,7 +108,7 @@ impl H5 {
     /// The string values of attribute `name` of the group at `path`: `None` when the
     /// group or the attribute is absent, an empty list for an empty non-string array
     /// (h5py writes an empty list as float64), an error for another type.
-    pub fn attr_strings(&self, path: &str, name: &str) -> Result<Option<Vec<String>>, LstmError> {
+    pub fn attr_strings(&self, path: &str, name: &str) -> Result<Option<Vec<String>>, RnnError> {
         caught(
             &self.source,
             &format!("reading attribute '{name}' of '/{path}'"),
@@ -141,7 +141,7 @@ impl H5 {
 
     /// The float dataset at `path` (float32 or float64, any byte order), or `None` when
     /// there is none.
-    pub fn dataset(&self, path: &str) -> Result<Option<HostTensor>, LstmError> {
+    pub fn dataset(&self, path: &str) -> Result<Option<HostTensor>, RnnError> {
         let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
         match self.members(parent)? {
             Some((_, datasets)) if datasets.iter().any(|d| d == name) => {}

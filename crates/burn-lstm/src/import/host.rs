@@ -5,12 +5,12 @@
 use burn::module::Param;
 use burn::tensor::{Tensor, TensorData, backend::Backend};
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::module::config::CudnnCompatibleLstmConfig;
 use crate::module::gru::CudnnCompatibleGru;
 use crate::module::gru_config::CudnnCompatibleGruConfig;
 use crate::module::lstm::CudnnCompatibleLstm;
-use crate::module::weights::{LstmDirectionWeights, LstmLayer};
+use crate::module::weights::{RnnDirectionWeights, RnnLayer};
 use crate::op::spec::CellKind;
 
 /// A dense row-major tensor read from a file (float32 or float64 values, held in f64:
@@ -75,7 +75,7 @@ pub(crate) fn gru_config(stack: &StackParams) -> CudnnCompatibleGruConfig {
 pub(crate) fn build_lstm<B: Backend>(
     stack: StackParams,
     device: &B::Device,
-) -> Result<(CudnnCompatibleLstm<B>, CudnnCompatibleLstmConfig), LstmError> {
+) -> Result<(CudnnCompatibleLstm<B>, CudnnCompatibleLstmConfig), RnnError> {
     debug_assert_eq!(stack.cell, CellKind::Lstm);
     let config = lstm_config(&stack);
     let mut module = config.try_init::<B>(device)?;
@@ -88,7 +88,7 @@ pub(crate) fn build_lstm<B: Backend>(
 pub(crate) fn build_gru<B: Backend>(
     stack: StackParams,
     device: &B::Device,
-) -> Result<(CudnnCompatibleGru<B>, CudnnCompatibleGruConfig), LstmError> {
+) -> Result<(CudnnCompatibleGru<B>, CudnnCompatibleGruConfig), RnnError> {
     debug_assert_eq!(stack.cell, CellKind::Gru);
     let config = gru_config(&stack);
     let mut module = config.try_init::<B>(device)?;
@@ -97,18 +97,18 @@ pub(crate) fn build_gru<B: Backend>(
     Ok((module, config))
 }
 
-fn layers<B: Backend>(stack: StackParams, device: &B::Device) -> Vec<LstmLayer<B>> {
+fn layers<B: Backend>(stack: StackParams, device: &B::Device) -> Vec<RnnLayer<B>> {
     stack
         .layers
         .into_iter()
-        .map(|(forward, reverse)| LstmLayer {
+        .map(|(forward, reverse)| RnnLayer {
             forward: direction(forward, device),
             reverse: reverse.map(|r| direction(r, device)),
         })
         .collect()
 }
 
-fn direction<B: Backend>(params: DirectionParams, device: &B::Device) -> LstmDirectionWeights<B> {
+fn direction<B: Backend>(params: DirectionParams, device: &B::Device) -> RnnDirectionWeights<B> {
     // `Tensor::from_data` converts the f64 values to the device's float type.
     let matrix = |t: HostTensor| {
         Param::from_tensor(Tensor::<B, 2>::from_data(
@@ -120,7 +120,7 @@ fn direction<B: Backend>(params: DirectionParams, device: &B::Device) -> LstmDir
         let n = v.len();
         Param::from_tensor(Tensor::<B, 1>::from_data(TensorData::new(v, [n]), device))
     };
-    LstmDirectionWeights {
+    RnnDirectionWeights {
         weight_ih: matrix(params.weight_ih),
         weight_hh: matrix(params.weight_hh),
         bias_ih: params.bias_ih.map(vector),

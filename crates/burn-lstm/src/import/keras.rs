@@ -6,7 +6,7 @@ use std::path::Path;
 use burn::tensor::backend::Backend;
 use serde_json::Value;
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::import::hdf5::io;
 use crate::import::host::{StackParams, build_gru, build_lstm};
 use crate::import::keras_config::{
@@ -58,13 +58,13 @@ pub struct KerasRecurrentLayer {
     pub settings_known: bool,
     /// Why the layer cannot be loaded (a setting cuDNN cannot run, a missing or
     /// misshapen weight), returned when it is selected; `None` when it can.
-    pub refusal: Option<LstmError>,
+    pub refusal: Option<RnnError>,
 }
 
 struct Recurrent {
     info: KerasRecurrentLayer,
     /// Its weights, read and converted (or why not).
-    loaded: Result<LoadedLayer, LstmError>,
+    loaded: Result<LoadedLayer, RnnError>,
     /// Position in the architecture's layer list (None without one).
     entry: Option<usize>,
     /// Position in the weights file's list of recurrent layers.
@@ -81,7 +81,7 @@ struct Recurrent {
 /// selecting it returns that error. Building a module reads nothing more from the file.
 ///
 /// ```no_run
-/// # fn main() -> Result<(), burn_lstm::LstmError> {
+/// # fn main() -> Result<(), burn_lstm::RnnError> {
 /// use burn::backend::Flex;
 /// use burn_lstm::{KerasModel, RecurrentSelection};
 ///
@@ -117,7 +117,7 @@ impl KerasModel {
     /// Opens a Keras file (`.keras` or `.h5`, told apart by content). A weights-only
     /// `.h5` is read from its weights alone (see
     /// [`KerasRecurrentLayer::settings_known`]).
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, LstmError> {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, RnnError> {
         let file = keras_file::open(path.as_ref())?;
         Self::from_file(file, None)
     }
@@ -129,7 +129,7 @@ impl KerasModel {
     pub fn open_with_architecture(
         path: impl AsRef<Path>,
         architecture: impl AsRef<Path>,
-    ) -> Result<Self, LstmError> {
+    ) -> Result<Self, RnnError> {
         let file = keras_file::open(path.as_ref())?;
         let json_path = architecture.as_ref();
         let json_source = json_path.display().to_string();
@@ -139,7 +139,7 @@ impl KerasModel {
         Self::from_file(file, Some(json))
     }
 
-    fn from_file(file: KerasFile, architecture: Option<Value>) -> Result<Self, LstmError> {
+    fn from_file(file: KerasFile, architecture: Option<Value>) -> Result<Self, RnnError> {
         let source = file.source.clone();
         let weights = keras_weights::recurrent_layers(&file.h5, &file.layout)?;
         let config = architecture.or(file.config.clone());
@@ -181,7 +181,7 @@ impl KerasModel {
                 }
                 let loaded = match (&settings, order) {
                     (Err(e), _) => Err(e.clone()),
-                    (Ok(_), None) => Err(LstmError::CheckpointTensor {
+                    (Ok(_), None) => Err(RnnError::CheckpointTensor {
                         source_name: file.h5.source().to_string(),
                         problem: "missing",
                         name: format!("the weights of Keras layer '{}'", entry.name),
@@ -346,7 +346,7 @@ impl KerasModel {
         &self,
         layers: impl Into<RecurrentSelection>,
         device: &B::Device,
-    ) -> Result<(CudnnCompatibleLstm<B>, CudnnCompatibleLstmConfig), LstmError> {
+    ) -> Result<(CudnnCompatibleLstm<B>, CudnnCompatibleLstmConfig), RnnError> {
         build_lstm(self.stack(&layers.into(), CellKind::Lstm)?, device)
     }
 
@@ -357,7 +357,7 @@ impl KerasModel {
         &self,
         layers: impl Into<RecurrentSelection>,
         device: &B::Device,
-    ) -> Result<(CudnnCompatibleGru<B>, CudnnCompatibleGruConfig), LstmError> {
+    ) -> Result<(CudnnCompatibleGru<B>, CudnnCompatibleGruConfig), RnnError> {
         build_gru(self.stack(&layers.into(), CellKind::Gru)?, device)
     }
 
@@ -366,7 +366,7 @@ impl KerasModel {
         &self,
         selection: &RecurrentSelection,
         cell: CellKind,
-    ) -> Result<StackParams, LstmError> {
+    ) -> Result<StackParams, RnnError> {
         let names: Vec<&str> = self
             .recurrent
             .iter()
@@ -379,7 +379,7 @@ impl KerasModel {
         };
         for name in asked {
             if let Some((_, class)) = self.others.iter().find(|(n, _)| n == name) {
-                return Err(LstmError::invalid(
+                return Err(RnnError::invalid(
                     setting(&self.source, name, "class"),
                     "LSTM, GRU, CuDNNLSTM, CuDNNGRU or Bidirectional of one of them",
                     class.clone(),
@@ -393,7 +393,7 @@ impl KerasModel {
             let loaded = layer.loaded.as_ref().map_err(Clone::clone)?;
             let info = &layer.info;
             if loaded.cell != cell {
-                return Err(LstmError::invalid(
+                return Err(RnnError::invalid(
                     format!("{}: Keras layer '{}'", self.source, info.name),
                     format!(
                         "an {} layer (this call loads {}s)",
@@ -427,7 +427,7 @@ impl KerasModel {
     }
 
     /// Checks that `upper` can sit on `lower` in one multi-layer module.
-    fn check_link(&self, lower: &Recurrent, upper: &Recurrent) -> Result<(), LstmError> {
+    fn check_link(&self, lower: &Recurrent, upper: &Recurrent) -> Result<(), RnnError> {
         let (a, b) = (&lower.info, &upper.info);
         let what = |setting: &str| {
             format!(
@@ -439,7 +439,7 @@ impl KerasModel {
             if x == y {
                 Ok(())
             } else {
-                Err(LstmError::invalid(
+                Err(RnnError::invalid(
                     what(name),
                     format!("{x}, as '{}' (one module has one {name})", a.name),
                     y,
@@ -460,14 +460,14 @@ impl KerasModel {
         )?;
         let feeds = a.units * if a.bidirectional { 2 } else { 1 };
         if b.input_size != feeds {
-            return Err(LstmError::invalid(
+            return Err(RnnError::invalid(
                 what("input size"),
                 format!("{feeds} (the output of '{}')", a.name),
                 b.input_size.to_string(),
             ));
         }
         if !a.return_sequences {
-            return Err(LstmError::invalid(
+            return Err(RnnError::invalid(
                 format!("{}: Keras layer '{}' return_sequences", self.source, a.name),
                 format!("true (it feeds '{}' in the stack)", b.name),
                 "false",
@@ -482,7 +482,7 @@ impl KerasModel {
                     let inbound = match entry.inbound.as_slice() {
                         [one] => one,
                         other => {
-                            return Err(LstmError::invalid(
+                            return Err(RnnError::invalid(
                                 what("input"),
                                 format!("the output of '{}' alone", a.name),
                                 format!(
@@ -493,7 +493,7 @@ impl KerasModel {
                         }
                     };
                     let Some(next) = self.entries.iter().position(|e| &e.name == inbound) else {
-                        return Err(LstmError::invalid(
+                        return Err(RnnError::invalid(
                             what("input"),
                             format!("the output of '{}'", a.name),
                             format!("'{inbound}'"),
@@ -504,7 +504,7 @@ impl KerasModel {
                     }
                     let class = &self.entries[next].class_name;
                     if class == "Masking" {
-                        return Err(LstmError::invalid(
+                        return Err(RnnError::invalid(
                             what("input"),
                             format!(
                                 "the output of '{}' (a Masking layer between stacked layers changes which steps the upper layer reads)",
@@ -514,7 +514,7 @@ impl KerasModel {
                         ));
                     }
                     if !identity_at_inference(class) {
-                        return Err(LstmError::invalid(
+                        return Err(RnnError::invalid(
                             what("input"),
                             format!(
                                 "the output of '{}' (only dropout-like layers may sit between stacked layers)",
@@ -528,7 +528,7 @@ impl KerasModel {
             }
             _ => {
                 if upper.order != lower.order.wrapping_add(1) {
-                    return Err(LstmError::invalid(
+                    return Err(RnnError::invalid(
                         what("position"),
                         format!("the recurrent layer right after '{}' in the file", a.name),
                         "another layer (a weights-only file without its architecture stacks consecutive layers only)",
@@ -579,7 +579,7 @@ impl<B: Backend> CudnnCompatibleLstm<B> {
         path: impl AsRef<Path>,
         layers: impl Into<RecurrentSelection>,
         device: &B::Device,
-    ) -> Result<(Self, CudnnCompatibleLstmConfig), LstmError> {
+    ) -> Result<(Self, CudnnCompatibleLstmConfig), RnnError> {
         KerasModel::open(path)?.lstm(layers, device)
     }
 }
@@ -591,7 +591,7 @@ impl<B: Backend> CudnnCompatibleGru<B> {
         path: impl AsRef<Path>,
         layers: impl Into<RecurrentSelection>,
         device: &B::Device,
-    ) -> Result<(Self, CudnnCompatibleGruConfig), LstmError> {
+    ) -> Result<(Self, CudnnCompatibleGruConfig), RnnError> {
         KerasModel::open(path)?.gru(layers, device)
     }
 }

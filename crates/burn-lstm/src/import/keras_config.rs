@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::op::spec::CellKind;
 
 /// One top-level layer of the model.
@@ -18,8 +18,8 @@ pub(crate) struct LayerEntry {
 }
 
 /// The top-level layers of a model's architecture JSON, in order.
-pub(crate) fn layers(source: &str, model: &Value) -> Result<Vec<LayerEntry>, LstmError> {
-    let bad = |what: &str| LstmError::Io {
+pub(crate) fn layers(source: &str, model: &Value) -> Result<Vec<LayerEntry>, RnnError> {
+    let bad = |what: &str| RnnError::Io {
         path: source.to_string(),
         message: format!("the model's architecture JSON has no {what}"),
     };
@@ -131,7 +131,7 @@ pub(crate) fn setting(source: &str, layer: &str, name: &str) -> String {
 /// Reads and checks a recurrent layer's settings (of a `Bidirectional` wrapper: its
 /// merge mode and both wrapped layers'). The first setting that cuDNN's layers cannot
 /// run is the error, naming the layer, the setting, the expected and the actual value.
-pub(crate) fn settings(source: &str, entry: &LayerEntry) -> Result<Settings, LstmError> {
+pub(crate) fn settings(source: &str, entry: &LayerEntry) -> Result<Settings, RnnError> {
     let name = entry.name.as_str();
     if entry.class_name == "Bidirectional" {
         let merge = entry
@@ -140,14 +140,14 @@ pub(crate) fn settings(source: &str, entry: &LayerEntry) -> Result<Settings, Lst
             .cloned()
             .unwrap_or(Value::Null);
         if merge.as_str() != Some("concat") {
-            return Err(LstmError::invalid(
+            return Err(RnnError::invalid(
                 setting(source, name, "merge_mode"),
                 "\"concat\" (both directions side by side, as cuDNN returns them)",
                 merge.to_string(),
             ));
         }
         let inner = entry.config.get("layer").ok_or_else(|| {
-            LstmError::invalid(
+            RnnError::invalid(
                 setting(source, name, "layer"),
                 "the wrapped recurrent layer's config",
                 "none",
@@ -161,7 +161,7 @@ pub(crate) fn settings(source: &str, entry: &LayerEntry) -> Result<Settings, Lst
                 || reverse.bias != forward.bias
                 || reverse.cudnn != forward.cudnn
             {
-                return Err(LstmError::invalid(
+                return Err(RnnError::invalid(
                     setting(source, name, "backward_layer"),
                     format!(
                         "the forward layer's class and size ({} with {} units)",
@@ -191,7 +191,7 @@ fn inner_settings(
     name: &str,
     layer: &Value,
     backward: bool,
-) -> Result<Settings, LstmError> {
+) -> Result<Settings, RnnError> {
     let class_name = layer
         .get("class_name")
         .and_then(Value::as_str)
@@ -199,7 +199,7 @@ fn inner_settings(
         .to_string();
     let config = layer.get("config").cloned().unwrap_or(Value::Null);
     let Some((cell, cudnn)) = recurrent_class(&class_name) else {
-        return Err(LstmError::invalid(
+        return Err(RnnError::invalid(
             setting(source, name, "class"),
             "LSTM, GRU, CuDNNLSTM, CuDNNGRU or Bidirectional of one of them",
             if class_name.is_empty() {
@@ -212,7 +212,7 @@ fn inner_settings(
     let get = |key: &str| config.get(key).filter(|v| !v.is_null());
     let flag = |key: &str, default: bool| get(key).and_then(Value::as_bool).unwrap_or(default);
     let refuse = |key: &str, expected: &str, actual: &Value| {
-        Err(LstmError::invalid(
+        Err(RnnError::invalid(
             setting(source, name, key),
             expected,
             actual.to_string(),
@@ -271,7 +271,7 @@ fn inner_settings(
         }
     }
     let units = get("units").and_then(Value::as_u64).ok_or_else(|| {
-        LstmError::invalid(
+        RnnError::invalid(
             setting(source, name, "units"),
             "a positive integer",
             get("units").map_or("none".into(), |v| v.to_string()),

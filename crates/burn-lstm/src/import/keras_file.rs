@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::import::hdf5::{H5, io, is_hdf5};
 
 /// Where a file keeps its weights.
@@ -41,7 +41,7 @@ pub(crate) struct KerasFile {
 const MAX_MEMBER: u64 = 4 << 30;
 
 /// Opens `path` (`.keras` or `.h5`, told apart by their first bytes).
-pub(crate) fn open(path: &Path) -> Result<KerasFile, LstmError> {
+pub(crate) fn open(path: &Path) -> Result<KerasFile, RnnError> {
     let source = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| io(&source, e.to_string()))?;
     if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
@@ -94,10 +94,10 @@ pub(crate) fn open(path: &Path) -> Result<KerasFile, LstmError> {
     })
 }
 
-fn open_archive(bytes: Vec<u8>, source: String) -> Result<KerasFile, LstmError> {
+fn open_archive(bytes: Vec<u8>, source: String) -> Result<KerasFile, RnnError> {
     let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes))
         .map_err(|e| io(&source, format!("a damaged .keras archive: {e}")))?;
-    let mut member = |name: &str| -> Result<Vec<u8>, LstmError> {
+    let mut member = |name: &str| -> Result<Vec<u8>, RnnError> {
         let file = archive.by_name(name).map_err(|e| {
             io(
                 &source,
@@ -137,6 +137,6 @@ fn open_archive(bytes: Vec<u8>, source: String) -> Result<KerasFile, LstmError> 
 }
 
 /// `text` parsed as JSON, or an error naming where it came from.
-pub(crate) fn parse_json(source: &str, what: &str, text: &str) -> Result<Value, LstmError> {
+pub(crate) fn parse_json(source: &str, what: &str, text: &str) -> Result<Value, RnnError> {
     serde_json::from_str(text).map_err(|e| io(source, format!("{what} is not valid JSON: {e}")))
 }

@@ -10,7 +10,7 @@
 //!   `layers/{group}/vars` carries the layer's name as its `name` attribute (the group
 //!   itself is named after the class: `lstm`, `lstm_1`, ...).
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::import::gates::{
     KERAS_GRU, KERAS_LSTM, cudnn_input_kernel, cudnn_recurrent_kernel, keras_kernel, reorder,
 };
@@ -46,7 +46,7 @@ pub(crate) struct LayerPaths {
 pub(crate) fn recurrent_layers(
     h5: &H5,
     layout: &WeightLayout,
-) -> Result<Vec<LayerPaths>, LstmError> {
+) -> Result<Vec<LayerPaths>, RnnError> {
     match layout {
         WeightLayout::Legacy { root } => legacy(h5, root),
         WeightLayout::Native => native(h5),
@@ -61,7 +61,7 @@ fn join(root: &str, rest: &str) -> String {
     }
 }
 
-fn legacy(h5: &H5, root: &str) -> Result<Vec<LayerPaths>, LstmError> {
+fn legacy(h5: &H5, root: &str) -> Result<Vec<LayerPaths>, RnnError> {
     let names = h5.attr_strings(root, "layer_names")?.ok_or_else(|| {
         io(
             h5.source(),
@@ -192,7 +192,7 @@ fn snake_case(name: &str) -> String {
     out.to_lowercase()
 }
 
-fn native(h5: &H5) -> Result<Vec<LayerPaths>, LstmError> {
+fn native(h5: &H5) -> Result<Vec<LayerPaths>, RnnError> {
     let Some((groups, _)) = h5.members("layers")? else {
         return Ok(Vec::new());
     };
@@ -213,7 +213,7 @@ fn native(h5: &H5) -> Result<Vec<LayerPaths>, LstmError> {
             .and_then(|v| v.into_iter().next());
         let name = named.clone().unwrap_or_else(|| group.clone());
         let group = Some((group, named.is_some()));
-        let cell = |base: &str| -> Result<Option<DirectionPaths>, LstmError> {
+        let cell = |base: &str| -> Result<Option<DirectionPaths>, RnnError> {
             let vars = format!("{base}/cell/vars");
             let Some((_, datasets)) = h5.members(&vars)? else {
                 return Ok(None);
@@ -279,7 +279,7 @@ pub(crate) fn load(
     source: &str,
     paths: &LayerPaths,
     expected: Option<&Expected>,
-) -> Result<LoadedLayer, LstmError> {
+) -> Result<LoadedLayer, RnnError> {
     let forward = load_direction(h5, source, &paths.name, &paths.forward, expected)?;
     let backward = paths
         .backward
@@ -293,7 +293,7 @@ pub(crate) fn load(
             && b.bias == forward.bias
             && b.cudnn == forward.cudnn;
         if !same {
-            return Err(LstmError::invalid(
+            return Err(RnnError::invalid(
                 setting(source, &paths.name, "backward weights"),
                 format!(
                     "the forward direction's kind and sizes ({} of {} units, input {})",
@@ -336,30 +336,28 @@ fn load_direction(
     layer: &str,
     paths: &DirectionPaths,
     expected: Option<&Expected>,
-) -> Result<Direction, LstmError> {
-    let read = |path: &str| -> Result<HostTensor, LstmError> {
-        h5.dataset(path)?
-            .ok_or_else(|| LstmError::CheckpointTensor {
-                source_name: h5.source().to_string(),
-                problem: "missing",
-                name: format!("/{path}"),
-                hint: Some(format!("a weight of Keras layer '{layer}'")),
-            })
+) -> Result<Direction, RnnError> {
+    let read = |path: &str| -> Result<HostTensor, RnnError> {
+        h5.dataset(path)?.ok_or_else(|| RnnError::CheckpointTensor {
+            source_name: h5.source().to_string(),
+            problem: "missing",
+            name: format!("/{path}"),
+            hint: Some(format!("a weight of Keras layer '{layer}'")),
+        })
     };
-    let shape_error = |role: &str, path: &str, expected: Vec<usize>, actual: &[usize]| {
-        LstmError::ParameterShape {
+    let shape_error =
+        |role: &str, path: &str, expected: Vec<usize>, actual: &[usize]| RnnError::ParameterShape {
             name: format!("{source}: Keras layer '{layer}' {role} (/{path})"),
             expected,
             actual: actual.to_vec(),
-        }
-    };
+        };
     let recurrent = read(&paths.recurrent_kernel)?;
     let kernel = read(&paths.kernel)?;
     let bias = paths.bias.as_deref().map(read).transpose()?;
     if let Some(e) = expected
         && e.bias != bias.is_some()
     {
-        return Err(LstmError::CheckpointTensor {
+        return Err(RnnError::CheckpointTensor {
             source_name: h5.source().to_string(),
             problem: if e.bias { "missing" } else { "unexpected" },
             name: format!("bias of Keras layer '{layer}'"),
@@ -449,7 +447,7 @@ fn load_direction(
                     Some(reorder(&b.values[3 * h..], &KERAS_GRU)),
                 ),
                 _ if b.shape == [3 * h] => {
-                    return Err(LstmError::invalid(
+                    return Err(RnnError::invalid(
                         setting(source, layer, "reset_after"),
                         "true (a bias of shape [2, 3*units]; cuDNN's and PyTorch's GRU apply \
                          the reset gate after the recurrent product)",

@@ -2,7 +2,7 @@
 
 use burn::tensor::{Tensor, backend::Backend};
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 
 /// The valid length of each row of a batch-first input `[batch, seq, features]` as a
 /// Keras `Masking(mask_value)` layer sees it: a step is masked when every feature
@@ -14,14 +14,14 @@ use crate::error::LstmError;
 pub fn keras_mask_lengths<B: Backend>(
     input: &Tensor<B, 3>,
     mask_value: f64,
-) -> Result<Vec<usize>, LstmError> {
+) -> Result<Vec<usize>, RnnError> {
     let [batch, seq, features] = input.dims();
     let values: Vec<f64> = input
         .clone()
         .into_data()
         .convert::<f64>()
         .to_vec()
-        .map_err(|e| LstmError::invalid("input", "float values", format!("{e:?}")))?;
+        .map_err(|e| RnnError::invalid("input", "float values", format!("{e:?}")))?;
     let masked = |b: usize, t: usize| {
         let start = (b * seq + t) * features;
         values[start..start + features]
@@ -33,7 +33,7 @@ pub fn keras_mask_lengths<B: Backend>(
             let length = (0..seq).find(|&t| masked(b, t)).unwrap_or(seq);
             match (length..seq).find(|&t| !masked(b, t)) {
                 None => Ok(length),
-                Some(t) => Err(LstmError::invalid(
+                Some(t) => Err(RnnError::invalid(
                     format!("input row {b}"),
                     format!(
                         "a right-padded row: masked steps (every feature {mask_value}) only \

@@ -7,7 +7,7 @@ use std::path::Path;
 use burn::tensor::backend::Backend;
 use prost::Message;
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::import::gates::{ONNX_GRU, ONNX_LSTM, onnx_matrix, reorder};
 use crate::import::hdf5::io;
 use crate::import::host::{DirectionParams, HostTensor, StackParams, build_gru, build_lstm};
@@ -51,12 +51,12 @@ pub struct OnnxRecurrentNode {
     /// Why the node cannot be loaded (an attribute or input cuDNN cannot run, weights
     /// that are not constants or have other shapes), returned when it is selected;
     /// `None` when it can.
-    pub refusal: Option<LstmError>,
+    pub refusal: Option<RnnError>,
 }
 
 struct Node {
     info: OnnxRecurrentNode,
-    params: Result<(DirectionParams, Option<DirectionParams>), LstmError>,
+    params: Result<(DirectionParams, Option<DirectionParams>), RnnError>,
     /// Index in the graph's node list.
     index: usize,
 }
@@ -65,7 +65,7 @@ struct Node {
 /// graph's initializers (or `Constant` nodes) and checked when the file is opened.
 ///
 /// ```no_run
-/// # fn main() -> Result<(), burn_lstm::LstmError> {
+/// # fn main() -> Result<(), burn_lstm::RnnError> {
 /// use burn::backend::Flex;
 /// use burn_lstm::{OnnxModel, RecurrentSelection};
 ///
@@ -103,7 +103,7 @@ fn attr_string(a: &AttributeProto) -> String {
 
 impl OnnxModel {
     /// Opens an ONNX model file and reads its recurrent nodes.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, LstmError> {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, RnnError> {
         let path = path.as_ref();
         let source = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|e| io(&source, e.to_string()))?;
@@ -202,7 +202,7 @@ impl OnnxModel {
         &self,
         nodes: impl Into<RecurrentSelection>,
         device: &B::Device,
-    ) -> Result<(CudnnCompatibleLstm<B>, CudnnCompatibleLstmConfig), LstmError> {
+    ) -> Result<(CudnnCompatibleLstm<B>, CudnnCompatibleLstmConfig), RnnError> {
         build_lstm(self.stack(&nodes.into(), CellKind::Lstm)?, device)
     }
 
@@ -212,7 +212,7 @@ impl OnnxModel {
         &self,
         nodes: impl Into<RecurrentSelection>,
         device: &B::Device,
-    ) -> Result<(CudnnCompatibleGru<B>, CudnnCompatibleGruConfig), LstmError> {
+    ) -> Result<(CudnnCompatibleGru<B>, CudnnCompatibleGruConfig), RnnError> {
         build_gru(self.stack(&nodes.into(), CellKind::Gru)?, device)
     }
 
@@ -220,7 +220,7 @@ impl OnnxModel {
         &self,
         selection: &RecurrentSelection,
         cell: CellKind,
-    ) -> Result<StackParams, LstmError> {
+    ) -> Result<StackParams, RnnError> {
         let names: Vec<&str> = self.nodes.iter().map(|n| n.info.name.as_str()).collect();
         let picked = resolve(selection, &names, &self.source, "ONNX node")?;
         let mut layers = Vec::with_capacity(picked.len());
@@ -228,7 +228,7 @@ impl OnnxModel {
             let node = &self.nodes[index];
             let params = node.params.as_ref().map_err(Clone::clone)?;
             if node.info.cell != cell {
-                return Err(LstmError::invalid(
+                return Err(RnnError::invalid(
                     format!("{}: ONNX node '{}'", self.source, node.info.name),
                     format!(
                         "an {} node (this call loads {}s)",
@@ -263,7 +263,7 @@ impl OnnxModel {
     /// and `upper`'s `X` is `lower`'s `Y` reshaped as PyTorch exports a stack
     /// (`Transpose` with perm (0, 2, 1, 3) and `Reshape` for two directions, `Squeeze`
     /// for one; `Identity` and `Dropout` also pass).
-    fn check_link(&self, lower: &Node, upper: &Node) -> Result<(), LstmError> {
+    fn check_link(&self, lower: &Node, upper: &Node) -> Result<(), RnnError> {
         let (a, b) = (&lower.info, &upper.info);
         let what = |s: &str| {
             format!(
@@ -275,7 +275,7 @@ impl OnnxModel {
             if x == y {
                 Ok(())
             } else {
-                Err(LstmError::invalid(
+                Err(RnnError::invalid(
                     what(name),
                     format!("{x}, as '{}'", a.name),
                     y,
@@ -305,7 +305,7 @@ impl OnnxModel {
         )?;
         let feeds = a.hidden_size * if a.bidirectional { 2 } else { 1 };
         if b.input_size != feeds {
-            return Err(LstmError::invalid(
+            return Err(RnnError::invalid(
                 what("input size"),
                 format!("{feeds} (the output of '{}')", a.name),
                 b.input_size.to_string(),
@@ -343,7 +343,7 @@ impl OnnxModel {
                 _ => false,
             };
             if !passes {
-                return Err(LstmError::invalid(
+                return Err(RnnError::invalid(
                     what("input X"),
                     format!(
                         "the output Y of '{}' reshaped (Transpose (0, 2, 1, 3), Reshape, Squeeze)",
@@ -357,7 +357,7 @@ impl OnnxModel {
             }
             tensor = node.input.first().map(String::as_str).unwrap_or_default();
         }
-        Err(LstmError::invalid(
+        Err(RnnError::invalid(
             what("input X"),
             format!("the output Y of '{}' (reshaped)", a.name),
             format!("'{tensor}', which does not come from it"),
@@ -392,11 +392,10 @@ fn check(
     node: &NodeProto,
     info: &OnnxRecurrentNode,
     direction: &str,
-) -> Result<(), LstmError> {
+) -> Result<(), RnnError> {
     let what = |s: &str| format!("{source}: ONNX node '{}' {s}", info.name);
-    let refuse = |s: &str, expected: &str, actual: String| {
-        Err(LstmError::invalid(what(s), expected, actual))
-    };
+    let refuse =
+        |s: &str, expected: &str, actual: String| Err(RnnError::invalid(what(s), expected, actual));
     if info.hidden_size == 0 {
         return refuse(
             "hidden_size",
@@ -500,14 +499,14 @@ fn weights(
     node: &NodeProto,
     info: &mut OnnxRecurrentNode,
     constants: &HashMap<String, TensorProto>,
-) -> Result<(DirectionParams, Option<DirectionParams>), LstmError> {
+) -> Result<(DirectionParams, Option<DirectionParams>), RnnError> {
     let what = |s: &str| format!("{source}: ONNX node '{}' {s}", info.name);
-    let read = |slot: usize, label: &str| -> Result<Option<HostTensor>, LstmError> {
+    let read = |slot: usize, label: &str| -> Result<Option<HostTensor>, RnnError> {
         let Some(name) = node.input.get(slot).filter(|n| !n.is_empty()) else {
             return Ok(None);
         };
         let tensor = constants.get(name).ok_or_else(|| {
-            LstmError::invalid(
+            RnnError::invalid(
                 what(&format!("input {label}")),
                 "a constant (an initializer or a Constant node)",
                 format!("'{name}', computed when the graph runs"),
@@ -521,12 +520,12 @@ fn weights(
     };
     let (dirs, h) = (if info.bidirectional { 2 } else { 1 }, info.hidden_size);
     let w = read(1, "W")?
-        .ok_or_else(|| LstmError::invalid(what("input W"), "a weight tensor", "none"))?;
+        .ok_or_else(|| RnnError::invalid(what("input W"), "a weight tensor", "none"))?;
     let r = read(2, "R")?
-        .ok_or_else(|| LstmError::invalid(what("input R"), "a weight tensor", "none"))?;
+        .ok_or_else(|| RnnError::invalid(what("input R"), "a weight tensor", "none"))?;
     let b = read(3, "B")?;
     let shape_error =
-        |label: &str, expected: Vec<usize>, actual: &[usize]| LstmError::ParameterShape {
+        |label: &str, expected: Vec<usize>, actual: &[usize]| RnnError::ParameterShape {
             name: what(&format!("input {label}")),
             expected,
             actual: actual.to_vec(),
@@ -574,7 +573,7 @@ fn tensor_values(
     dir: &Path,
     name: &str,
     tensor: &TensorProto,
-) -> Result<HostTensor, LstmError> {
+) -> Result<HostTensor, RnnError> {
     let bad = |message: String| io(source, format!("tensor '{name}': {message}"));
     let shape: Vec<usize> = tensor
         .dims
@@ -688,7 +687,7 @@ impl<B: Backend> CudnnCompatibleLstm<B> {
         path: impl AsRef<Path>,
         nodes: impl Into<RecurrentSelection>,
         device: &B::Device,
-    ) -> Result<(Self, CudnnCompatibleLstmConfig), LstmError> {
+    ) -> Result<(Self, CudnnCompatibleLstmConfig), RnnError> {
         OnnxModel::open(path)?.lstm(nodes, device)
     }
 }
@@ -700,7 +699,7 @@ impl<B: Backend> CudnnCompatibleGru<B> {
         path: impl AsRef<Path>,
         nodes: impl Into<RecurrentSelection>,
         device: &B::Device,
-    ) -> Result<(Self, CudnnCompatibleGruConfig), LstmError> {
+    ) -> Result<(Self, CudnnCompatibleGruConfig), RnnError> {
         OnnxModel::open(path)?.gru(nodes, device)
     }
 }

@@ -67,10 +67,10 @@ pub(crate) fn resolve(
     names: &[&str],
     source: &str,
     what: &str,
-) -> Result<Vec<usize>, crate::LstmError> {
+) -> Result<Vec<usize>, crate::RnnError> {
     let find = |name: &str| {
         names.iter().position(|n| *n == name).ok_or_else(|| {
-            crate::LstmError::invalid(
+            crate::RnnError::invalid(
                 format!("{source}: {what}"),
                 format!("one of {}", list(names)),
                 format!("'{name}'"),
@@ -81,7 +81,7 @@ pub(crate) fn resolve(
         RecurrentSelection::Name(name) => vec![find(name)?],
         RecurrentSelection::Index(index) => {
             if *index >= names.len() {
-                return Err(crate::LstmError::invalid(
+                return Err(crate::RnnError::invalid(
                     format!("{source}: {what} index"),
                     format!(
                         "an index below {} (the file's recurrent {what}s: {})",
@@ -99,7 +99,7 @@ pub(crate) fn resolve(
                 .map(|n| find(n))
                 .collect::<Result<Vec<_>, _>>()?;
             if picked.is_empty() {
-                return Err(crate::LstmError::invalid(
+                return Err(crate::RnnError::invalid(
                     format!("{source}: {what}s"),
                     "at least one name",
                     "an empty list",
@@ -110,7 +110,7 @@ pub(crate) fn resolve(
         RecurrentSelection::All => (0..names.len()).collect(),
     };
     if picked.is_empty() {
-        return Err(crate::LstmError::invalid(
+        return Err(crate::RnnError::invalid(
             format!("{source}: {what}s"),
             format!("at least one recurrent {what} (LSTM or GRU)"),
             "none in the file",

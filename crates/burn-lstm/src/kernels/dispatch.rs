@@ -21,55 +21,55 @@ use burn_flex::{Flex, FlexTensor};
 
 use crate::kernels::fused_cpu;
 use crate::kernels::portable;
-use crate::op::choice::{KernelChoice, LstmKernel};
-use crate::op::contract::LstmBackend;
-use crate::op::io::{LstmInputs, LstmOutput, LstmSaved};
-use crate::op::spec::LstmSpec;
+use crate::op::choice::{KernelChoice, RnnKernel};
+use crate::op::contract::RnnBackend;
+use crate::op::io::{RnnInputs, RnnOutput, RnnSaved};
+use crate::op::spec::RnnSpec;
 use crate::op::tensor::tensor;
 
-impl LstmBackend for Dispatch {
-    fn lstm_kernel(device: &DispatchDevice, spec: &LstmSpec) -> KernelChoice {
+impl RnnBackend for Dispatch {
+    fn rnn_kernel(device: &DispatchDevice, spec: &RnnSpec) -> KernelChoice {
         choice(device, spec)
     }
 
-    fn lstm_forward(
+    fn rnn_forward(
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
         c0: Option<FloatTensor<Self>>,
-        spec: &LstmSpec,
-    ) -> LstmOutput<Self> {
+        spec: &RnnSpec,
+    ) -> RnnOutput<Self> {
         let device = Dispatch::float_device(&input);
-        let inputs = LstmInputs {
+        let inputs = RnnInputs {
             input,
             weights,
             h0,
             c0,
         };
         let tracked = inputs.tensors().any(Dispatch::float_is_require_grad);
-        if choice(&device, spec).kernel != LstmKernel::FusedCpu || tracked {
+        if choice(&device, spec).kernel != RnnKernel::FusedCpu || tracked {
             return portable::forward::<Self>(inputs, spec, false).0;
         }
         let on_flex = inputs.map(|t| FlexTensor::from_data(tensor::<Self, 1>(t).into_data()));
         let (output, _) = fused_cpu::call::run::<Flex>(on_flex, spec, false);
         let back = |t: FlexTensor| Dispatch::float_from_data(t.into_data(), &device);
-        LstmOutput {
+        RnnOutput {
             y: back(output.y),
             h_n: back(output.h_n),
             c_n: output.c_n.map(back),
         }
     }
 
-    fn lstm_forward_train(
+    fn rnn_forward_train(
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
         c0: Option<FloatTensor<Self>>,
-        spec: &LstmSpec,
-    ) -> (LstmOutput<Self>, LstmSaved<Self>) {
+        spec: &RnnSpec,
+    ) -> (RnnOutput<Self>, RnnSaved<Self>) {
         // Only `Autodiff<Dispatch>` calls this (Dispatch's own autodiff calls
-        // `lstm_forward`): the portable kernel, whose backward reads its residuals.
-        let inputs = LstmInputs {
+        // `rnn_forward`): the portable kernel, whose backward reads its residuals.
+        let inputs = RnnInputs {
             input,
             weights,
             h0,
@@ -82,9 +82,9 @@ impl LstmBackend for Dispatch {
 }
 
 /// The kernel a call runs on `device`, and why not a faster one.
-fn choice(device: &DispatchDevice, spec: &LstmSpec) -> KernelChoice {
-    if spec.kernel == Some(LstmKernel::Portable) {
-        return KernelChoice::fastest(LstmKernel::Portable);
+fn choice(device: &DispatchDevice, spec: &RnnSpec) -> KernelChoice {
+    if spec.kernel == Some(RnnKernel::Portable) {
+        return KernelChoice::fastest(RnnKernel::Portable);
     }
     let cpu = matches!(
         device.inner(),
@@ -95,12 +95,12 @@ fn choice(device: &DispatchDevice, spec: &LstmSpec) -> KernelChoice {
     match (cpu, autodiff) {
         (true, false) => fused_cpu::choice(dtype.into(), spec),
         (true, true) => KernelChoice::fallback(
-            LstmKernel::Portable,
+            RnnKernel::Portable,
             "Dispatch's autodiff records Burn ops and no custom backward can join its \
              graph; train on Autodiff<Flex> or Autodiff<NdArray> for the fused CPU kernel",
         ),
         (false, _) => KernelChoice::fallback(
-            LstmKernel::Portable,
+            RnnKernel::Portable,
             "Burn 0.21 keeps Dispatch's device tensors crate-private; use the concrete \
              backend (Cuda for cuDNN) for a fused kernel",
         ),

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 
 use burn::tensor::{Int, Tensor, TensorData, backend::Backend, ops::FloatTensor};
 
-use crate::op::io::{HostResiduals, LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
-use crate::op::spec::LstmSpec;
+use crate::op::io::{HostResiduals, RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
+use crate::op::spec::RnnSpec;
 use crate::op::tensor::{primitive, tensor};
 
 /// Which rows of a call are empty, and the call of the others alone.
@@ -25,19 +25,19 @@ pub(crate) struct EmptyRows {
     /// Rows of length 0, in order.
     empty: Vec<usize>,
     /// The call of the kept rows alone (`None` when every row is empty).
-    compact: Option<LstmSpec>,
+    compact: Option<RnnSpec>,
 }
 
 impl EmptyRows {
     /// `None` when no row of `spec` is empty.
-    pub fn of(spec: &LstmSpec) -> Option<Self> {
+    pub fn of(spec: &RnnSpec) -> Option<Self> {
         let lengths = spec.lengths.as_deref()?;
         if !lengths.contains(&0) {
             return None;
         }
         let (kept, empty): (Vec<usize>, Vec<usize>) =
             (0..spec.batch).partition(|&b| lengths[b] > 0);
-        let compact = (!kept.is_empty()).then(|| LstmSpec {
+        let compact = (!kept.is_empty()).then(|| RnnSpec {
             batch: kept.len(),
             lengths: Some(kept.iter().map(|&b| lengths[b]).collect()),
             ..spec.clone()
@@ -50,7 +50,7 @@ impl EmptyRows {
     }
 
     /// The call the kernel runs (`None`: no row has a step).
-    pub fn compact_spec(&self) -> Option<&LstmSpec> {
+    pub fn compact_spec(&self) -> Option<&RnnSpec> {
         self.compact.as_ref()
     }
 
@@ -103,19 +103,19 @@ impl EmptyRows {
 /// What a compacted training forward keeps: the kernel's own saved state (of the kept
 /// rows), taken by the backward.
 struct Compacted<B: Backend> {
-    inner: Mutex<Option<LstmSaved<B>>>,
+    inner: Mutex<Option<RnnSaved<B>>>,
 }
 
 /// A forward through `kernel` of a call with empty rows (`rows` = [`EmptyRows::of`]).
 pub(crate) fn forward<B: Backend>(
     rows: &EmptyRows,
-    inputs: LstmInputs<B>,
-    spec: &LstmSpec,
+    inputs: RnnInputs<B>,
+    spec: &RnnSpec,
     save: bool,
-    kernel: impl FnOnce(LstmInputs<B>, &LstmSpec, bool) -> (LstmOutput<B>, Option<LstmSaved<B>>),
-) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
+    kernel: impl FnOnce(RnnInputs<B>, &RnnSpec, bool) -> (RnnOutput<B>, Option<RnnSaved<B>>),
+) -> (RnnOutput<B>, Option<RnnSaved<B>>) {
     let arch = &spec.arch;
-    let LstmInputs {
+    let RnnInputs {
         input: x,
         weights: w,
         h0,
@@ -123,7 +123,7 @@ pub(crate) fn forward<B: Backend>(
     } = inputs.clone();
     let (output, inner) = match rows.compact_spec() {
         Some(compact) => {
-            let compact_inputs = LstmInputs {
+            let compact_inputs = RnnInputs {
                 input: rows.keep::<B>(x),
                 weights: w,
                 h0: rows.keep::<B>(h0.clone()),
@@ -140,16 +140,16 @@ pub(crate) fn forward<B: Backend>(
         Some(o) => (Some(o.y), Some(o.h_n), o.c_n),
         None => (None, None, None),
     };
-    let output = LstmOutput {
+    let output = RnnOutput {
         y: rows.merge::<B>(y, empty_y),
         h_n: rows.merge::<B>(h_n, rows.empty_rows::<B>(h0)),
         c_n: c0.map(|c0| rows.merge::<B>(c_n, rows.empty_rows::<B>(c0))),
     };
-    let saved = save.then(|| LstmSaved {
+    let saved = save.then(|| RnnSaved {
         spec: spec.clone(),
         kernel: inner
             .as_ref()
-            .map_or(crate::op::choice::LstmKernel::Portable, |s| s.kernel),
+            .map_or(crate::op::choice::RnnKernel::Portable, |s| s.kernel),
         inputs,
         residuals: Vec::new(),
         host: Some(HostResiduals(Arc::new(Compacted {
@@ -160,7 +160,7 @@ pub(crate) fn forward<B: Backend>(
 }
 
 /// Whether `saved` came from [`forward`].
-pub(crate) fn is_compacted<B: Backend>(saved: &LstmSaved<B>) -> bool {
+pub(crate) fn is_compacted<B: Backend>(saved: &RnnSaved<B>) -> bool {
     saved
         .host
         .as_ref()
@@ -169,10 +169,10 @@ pub(crate) fn is_compacted<B: Backend>(saved: &LstmSaved<B>) -> bool {
 
 /// The backward of a [`forward`] with `save`, the kept rows' through `kernel`.
 pub(crate) fn backward<B: Backend>(
-    saved: LstmSaved<B>,
-    grads: LstmOutputGrads<B>,
-    kernel: impl FnOnce(LstmSaved<B>, LstmOutputGrads<B>) -> LstmGrads<B>,
-) -> LstmGrads<B> {
+    saved: RnnSaved<B>,
+    grads: RnnOutputGrads<B>,
+    kernel: impl FnOnce(RnnSaved<B>, RnnOutputGrads<B>) -> RnnGrads<B>,
+) -> RnnGrads<B> {
     let spec = saved.spec.clone();
     let rows = EmptyRows::of(&spec).expect("a compacted call has empty rows");
     let compacted = saved
@@ -190,7 +190,7 @@ pub(crate) fn backward<B: Backend>(
     let kept = match (rows.compact_spec(), inner) {
         (Some(_), Some(inner)) => Some(kernel(
             inner,
-            LstmOutputGrads {
+            RnnOutputGrads {
                 dy: rows.keep::<B>(grads.dy),
                 dh_n: rows.keep::<B>(grads.dh_n.clone()),
                 dc_n: grads.dc_n.clone().map(|dc_n| rows.keep::<B>(dc_n)),
@@ -218,7 +218,7 @@ pub(crate) fn backward<B: Backend>(
         Some(g) => (Some(g.h0), g.c0),
         None => (None, None),
     };
-    LstmGrads {
+    RnnGrads {
         input,
         weights,
         h0: rows.merge::<B>(h0, rows.empty_rows::<B>(grads.dh_n)),
@@ -239,7 +239,7 @@ mod tests {
     use burn::tensor::DType;
 
     use crate::kernels::{fused_cpu, portable};
-    use crate::op::spec::{CellKind, LstmArch};
+    use crate::op::spec::{CellKind, RnnArch};
 
     type B = NdArray<f64>;
 
@@ -282,8 +282,8 @@ mod tests {
         assert!(worst < 1e-12, "{name}: off by {worst:e}");
     }
 
-    type Kernel = fn(LstmInputs<B>, &LstmSpec, bool) -> (LstmOutput<B>, Option<LstmSaved<B>>);
-    type KernelBackward = fn(LstmSaved<B>, LstmOutputGrads<B>) -> LstmGrads<B>;
+    type Kernel = fn(RnnInputs<B>, &RnnSpec, bool) -> (RnnOutput<B>, Option<RnnSaved<B>>);
+    type KernelBackward = fn(RnnSaved<B>, RnnOutputGrads<B>) -> RnnGrads<B>;
 
     fn close_optional(name: &str, a: Option<FloatTensor<B>>, b: Option<FloatTensor<B>>) {
         match (a, b) {
@@ -295,7 +295,7 @@ mod tests {
 
     /// An LSTM with projection, or a GRU (no cell state).
     fn check(cell: CellKind, lengths: &[usize], kernel: Kernel, kernel_backward: KernelBackward) {
-        let arch = LstmArch {
+        let arch = RnnArch {
             cell,
             input_size: 3,
             hidden_size: 5,
@@ -306,7 +306,7 @@ mod tests {
         };
         let (t, b, cells) = (4, lengths.len(), arch.cells());
         let (p, h) = (arch.output_size(), arch.cell_state_size());
-        let spec = LstmSpec {
+        let spec = RnnSpec {
             arch: arch.clone(),
             seq_len: t,
             batch: b,
@@ -316,13 +316,13 @@ mod tests {
             dropout_seed: None,
             kernel: None,
         };
-        let inputs = LstmInputs {
+        let inputs = RnnInputs {
             input: random([t, b, 3], 1),
             weights: random([arch.weight_count()], 2),
             h0: random([cells, b, p], 3),
             c0: (h > 0).then(|| random([cells, b, h], 4)),
         };
-        let grads = || LstmOutputGrads {
+        let grads = || RnnOutputGrads {
             dy: random([t, b, 2 * p], 5),
             dh_n: random([cells, b, p], 6),
             dc_n: (h > 0).then(|| random([cells, b, h], 7)),
@@ -366,8 +366,8 @@ mod tests {
 
     #[test]
     fn no_empty_row_means_no_compaction() {
-        let spec = |lengths: Option<&[usize]>| LstmSpec {
-            arch: LstmArch {
+        let spec = |lengths: Option<&[usize]>| RnnSpec {
+            arch: RnnArch {
                 cell: crate::op::spec::CellKind::Lstm,
                 input_size: 1,
                 hidden_size: 1,

@@ -1,5 +1,5 @@
 //! The kernels and their glue to Burn's backends: each folder implements the op
-//! contract ([`LstmBackend`](crate::LstmBackend)) for some backends. Nothing here
+//! contract ([`RnnBackend`](crate::RnnBackend)) for some backends. Nothing here
 //! imports `module/`.
 //!
 //! - `portable/`: Burn tensor ops only, every backend (the contract's defaults).

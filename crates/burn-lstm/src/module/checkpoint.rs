@@ -11,18 +11,18 @@ use burn::record::{FileRecorder, Recorder};
 use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
 use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore};
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::module::config::CudnnCompatibleLstmConfig;
 use crate::module::gru::CudnnCompatibleGru;
 use crate::module::gru_config::CudnnCompatibleGruConfig;
 use crate::module::lstm::CudnnCompatibleLstm;
 use crate::module::record_guard;
 use crate::module::shapes::{PARAM_NAMES, expected_shapes, unexpected, validate_layers};
-use crate::module::weights::{LstmLayer, LstmLayerRecord};
-use crate::op::spec::LstmArch;
+use crate::module::weights::{RnnLayer, RnnLayerRecord};
+use crate::op::spec::RnnArch;
 
-pub(crate) fn io_error(path: &Path, e: impl core::fmt::Display) -> LstmError {
-    LstmError::Io {
+pub(crate) fn io_error(path: &Path, e: impl core::fmt::Display) -> RnnError {
+    RnnError::Io {
         path: path.display().to_string(),
         message: e.to_string(),
     }
@@ -32,7 +32,7 @@ impl CudnnCompatibleLstmConfig {
     /// Loads a module saved with a Burn file recorder (e.g. `module.save_file(path,
     /// &recorder)`), after checking every parameter against this config. `path` may
     /// carry the recorder's extension (`model.mpk.gz`) or not (`model`). A damaged file
-    /// is an [`LstmError::Io`] naming it, never a panic. A checkpoint of another
+    /// is an [`RnnError::Io`] naming it, never a panic. A checkpoint of another
     /// architecture is a named error, never a silently changed module. For a model that
     /// holds the layer among other modules, [`load_file_checked`](crate::load_file_checked)
     /// makes the same checks.
@@ -41,7 +41,7 @@ impl CudnnCompatibleLstmConfig {
         path: impl AsRef<Path>,
         recorder: &R,
         device: &B::Device,
-    ) -> Result<CudnnCompatibleLstm<B>, LstmError> {
+    ) -> Result<CudnnCompatibleLstm<B>, RnnError> {
         let module = self.try_init::<B>(device)?;
         load_checked(&self.arch(), module, path.as_ref(), recorder, device, |r| {
             &r.layers
@@ -73,7 +73,7 @@ impl CudnnCompatibleLstmConfig {
         &self,
         path: impl AsRef<Path>,
         device: &B::Device,
-    ) -> Result<CudnnCompatibleLstm<B>, LstmError> {
+    ) -> Result<CudnnCompatibleLstm<B>, RnnError> {
         self.load_pytorch_safetensors_with_prefix(path, "", device)
     }
 
@@ -84,7 +84,7 @@ impl CudnnCompatibleLstmConfig {
     /// prefix, no LSTM parameter the config lacks may be.
     ///
     /// ```no_run
-    /// # fn main() -> Result<(), burn_lstm::LstmError> {
+    /// # fn main() -> Result<(), burn_lstm::RnnError> {
     /// use burn::backend::Flex;
     /// use burn_lstm::CudnnCompatibleLstmConfig;
     ///
@@ -101,7 +101,7 @@ impl CudnnCompatibleLstmConfig {
         path: impl AsRef<Path>,
         prefix: &str,
         device: &B::Device,
-    ) -> Result<CudnnCompatibleLstm<B>, LstmError> {
+    ) -> Result<CudnnCompatibleLstm<B>, RnnError> {
         let path = path.as_ref();
         let arch = self.arch();
         let pytorch = PytorchParameters::open(&arch, path, prefix)?;
@@ -114,7 +114,7 @@ impl CudnnCompatibleLstmConfig {
 impl<B: Backend> CudnnCompatibleLstm<B> {
     /// Saves the parameters as safetensors under PyTorch's `nn.LSTM` state-dict names,
     /// loadable with `model.load_state_dict(safetensors.torch.load_file(path))`.
-    pub fn save_pytorch_safetensors(&self, path: impl AsRef<Path>) -> Result<(), LstmError> {
+    pub fn save_pytorch_safetensors(&self, path: impl AsRef<Path>) -> Result<(), RnnError> {
         save_pytorch(self, path.as_ref())
     }
 }
@@ -129,7 +129,7 @@ impl CudnnCompatibleGruConfig {
         path: impl AsRef<Path>,
         recorder: &R,
         device: &B::Device,
-    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
+    ) -> Result<CudnnCompatibleGru<B>, RnnError> {
         let module = self.try_init::<B>(device)?;
         load_checked(&self.arch(), module, path.as_ref(), recorder, device, |r| {
             &r.layers
@@ -148,7 +148,7 @@ impl CudnnCompatibleGruConfig {
         &self,
         path: impl AsRef<Path>,
         device: &B::Device,
-    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
+    ) -> Result<CudnnCompatibleGru<B>, RnnError> {
         self.load_pytorch_safetensors_with_prefix(path, "", device)
     }
 
@@ -160,7 +160,7 @@ impl CudnnCompatibleGruConfig {
         path: impl AsRef<Path>,
         prefix: &str,
         device: &B::Device,
-    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
+    ) -> Result<CudnnCompatibleGru<B>, RnnError> {
         let arch = self.arch();
         let pytorch = PytorchParameters::open(&arch, path.as_ref(), prefix)?;
         let mut module = self.try_init::<B>(device)?;
@@ -172,7 +172,7 @@ impl CudnnCompatibleGruConfig {
 impl<B: Backend> CudnnCompatibleGru<B> {
     /// Saves the parameters as safetensors under PyTorch's `nn.GRU` state-dict names,
     /// loadable with `model.load_state_dict(safetensors.torch.load_file(path))`.
-    pub fn save_pytorch_safetensors(&self, path: impl AsRef<Path>) -> Result<(), LstmError> {
+    pub fn save_pytorch_safetensors(&self, path: impl AsRef<Path>) -> Result<(), RnnError> {
         save_pytorch(self, path.as_ref())
     }
 }
@@ -180,13 +180,13 @@ impl<B: Backend> CudnnCompatibleGru<B> {
 /// `module` with the record of a Burn file recorder at `path` applied, after the
 /// record's layers (`layers_of`) were checked against `arch`.
 pub(crate) fn load_checked<B, R, M>(
-    arch: &LstmArch,
+    arch: &RnnArch,
     module: M,
     path: &Path,
     recorder: &R,
     device: &B::Device,
-    layers_of: impl FnOnce(&M::Record) -> &[LstmLayerRecord<B>],
-) -> Result<M, LstmError>
+    layers_of: impl FnOnce(&M::Record) -> &[RnnLayerRecord<B>],
+) -> Result<M, RnnError>
 where
     B: Backend,
     R: FileRecorder<B>,
@@ -232,7 +232,7 @@ where
 /// A PyTorch state dict in safetensors (`nn.LSTM` or `nn.GRU` names, each after
 /// `prefix`), checked against an architecture: no parameter the architecture lacks.
 pub(crate) struct PytorchParameters<'a> {
-    arch: &'a LstmArch,
+    arch: &'a RnnArch,
     path: &'a Path,
     prefix: &'a str,
     /// Every tensor name of the file (for the hint of a missing one).
@@ -241,7 +241,7 @@ pub(crate) struct PytorchParameters<'a> {
 }
 
 impl<'a> PytorchParameters<'a> {
-    pub fn open(arch: &'a LstmArch, path: &'a Path, prefix: &'a str) -> Result<Self, LstmError> {
+    pub fn open(arch: &'a RnnArch, path: &'a Path, prefix: &'a str) -> Result<Self, RnnError> {
         if !path.is_file() {
             return Err(io_error(path, "no such file"));
         }
@@ -277,24 +277,24 @@ impl<'a> PytorchParameters<'a> {
     /// file's.
     pub fn load_into<B: Backend>(
         mut self,
-        layers: &mut [LstmLayer<B>],
+        layers: &mut [RnnLayer<B>],
         device: &B::Device,
-    ) -> Result<(), LstmError> {
+    ) -> Result<(), RnnError> {
         let (path, prefix, names) = (self.path, self.prefix, &self.names);
-        let mut load = |name: String, shape: Vec<usize>| -> Result<TensorData, LstmError> {
+        let mut load = |name: String, shape: Vec<usize>| -> Result<TensorData, RnnError> {
             let key = format!("{prefix}{name}");
             let snapshot = self
                 .store
                 .get_snapshot(&key)
                 .map_err(|e| io_error(path, e))?
-                .ok_or_else(|| LstmError::CheckpointTensor {
+                .ok_or_else(|| RnnError::CheckpointTensor {
                     source_name: path.display().to_string(),
                     problem: "missing",
                     hint: prefix_hint(names, &name, &key),
                     name: key.clone(),
                 })?;
             if snapshot.shape.to_vec() != shape {
-                return Err(LstmError::ParameterShape {
+                return Err(RnnError::ParameterShape {
                     name: key,
                     expected: shape,
                     actual: snapshot.shape.to_vec(),
@@ -306,7 +306,7 @@ impl<'a> PytorchParameters<'a> {
                 snapshot.dtype,
                 DType::F64 | DType::F32 | DType::F16 | DType::BF16
             ) {
-                return Err(LstmError::CheckpointDtype {
+                return Err(RnnError::CheckpointDtype {
                     source_name: path.display().to_string(),
                     name: key,
                     expected: "a float dtype (F64, F32, F16 or BF16)".into(),
@@ -324,7 +324,7 @@ impl<'a> PytorchParameters<'a> {
             let directions = core::iter::once((&mut layer.forward, ""))
                 .chain(layer.reverse.as_mut().map(|r| (r, "_reverse")));
             for (weights, suffix) in directions {
-                let mut fetch = |index: usize| -> Result<Option<TensorData>, LstmError> {
+                let mut fetch = |index: usize| -> Result<Option<TensorData>, RnnError> {
                     expected[index]
                         .clone()
                         .map(|shape| load(format!("{}_l{l}{suffix}", PARAM_NAMES[index]), shape))
@@ -385,7 +385,7 @@ fn prefix_hint(names: &[String], name: &str, key: &str) -> Option<String> {
 pub(crate) fn save_pytorch<B: Backend, M: Module<B>>(
     module: &M,
     path: &Path,
-) -> Result<(), LstmError> {
+) -> Result<(), RnnError> {
     let mut store = SafetensorsStore::from_file(path)
         .with_key_remapping(r"^layers\.(\d+)\.forward\.(\w+)$", "${2}_l${1}")
         .with_key_remapping(r"^layers\.(\d+)\.reverse\.(\w+)$", "${2}_l${1}_reverse")
@@ -407,14 +407,14 @@ fn parse_pytorch_name(name: &str) -> Option<(&str, usize, bool)> {
         .map(|p| (*p, layer, reverse))
 }
 
-fn with_source(error: LstmError, path: &Path) -> LstmError {
+fn with_source(error: RnnError, path: &Path) -> RnnError {
     match error {
-        LstmError::CheckpointTensor {
+        RnnError::CheckpointTensor {
             problem,
             name,
             hint,
             ..
-        } => LstmError::CheckpointTensor {
+        } => RnnError::CheckpointTensor {
             source_name: path.display().to_string(),
             problem,
             name,

@@ -4,17 +4,17 @@ use burn::config::Config;
 use burn::module::Initializer;
 use burn::tensor::backend::Backend;
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::module::lstm::CudnnCompatibleLstm;
 use crate::module::weights::init_layers;
-use crate::op::spec::{CellKind, LstmArch};
+use crate::op::spec::{CellKind, RnnArch};
 
 /// What to do with NaN or infinite values in the input and the initial state.
 #[derive(Config, Debug, Copy, PartialEq, Eq)]
 pub enum NanPolicy {
     /// Let them flow through, as PyTorch and cuDNN do (no check, no cost).
     Propagate,
-    /// Check input and state before every call and return [`LstmError::NonFinite`].
+    /// Check input and state before every call and return [`RnnError::NonFinite`].
     /// The check reads the tensors back to the host, so it synchronises the device.
     Reject,
 }
@@ -26,10 +26,10 @@ pub(crate) fn validate_stack(
     hidden_size: usize,
     num_layers: usize,
     dropout: f64,
-) -> Result<(), LstmError> {
+) -> Result<(), RnnError> {
     let positive = |name: &str, value: usize| {
         if value == 0 {
-            Err(LstmError::invalid(name, "a value of at least 1", "0"))
+            Err(RnnError::invalid(name, "a value of at least 1", "0"))
         } else {
             Ok(())
         }
@@ -38,7 +38,7 @@ pub(crate) fn validate_stack(
     positive("hidden_size", hidden_size)?;
     positive("num_layers", num_layers)?;
     if !(0.0..1.0).contains(&dropout) {
-        return Err(LstmError::invalid(
+        return Err(RnnError::invalid(
             "dropout",
             "a probability in [0, 1)",
             dropout.to_string(),
@@ -85,8 +85,8 @@ pub struct CudnnCompatibleLstmConfig {
 
 impl CudnnCompatibleLstmConfig {
     /// The architecture this config describes.
-    pub fn arch(&self) -> LstmArch {
-        LstmArch {
+    pub fn arch(&self) -> RnnArch {
+        RnnArch {
             cell: CellKind::Lstm,
             input_size: self.input_size,
             hidden_size: self.hidden_size,
@@ -98,7 +98,7 @@ impl CudnnCompatibleLstmConfig {
     }
 
     /// Checks every field, naming the first that is out of range.
-    pub fn validate(&self) -> Result<(), LstmError> {
+    pub fn validate(&self) -> Result<(), RnnError> {
         validate_stack(
             self.input_size,
             self.hidden_size,
@@ -106,7 +106,7 @@ impl CudnnCompatibleLstmConfig {
             self.dropout,
         )?;
         if self.proj_size >= self.hidden_size {
-            return Err(LstmError::invalid(
+            return Err(RnnError::invalid(
                 "proj_size",
                 format!("0 (none) or less than hidden_size ({})", self.hidden_size),
                 self.proj_size.to_string(),
@@ -119,7 +119,7 @@ impl CudnnCompatibleLstmConfig {
     pub fn try_init<B: Backend>(
         &self,
         device: &B::Device,
-    ) -> Result<CudnnCompatibleLstm<B>, LstmError> {
+    ) -> Result<CudnnCompatibleLstm<B>, RnnError> {
         self.validate()?;
         let layers = init_layers(&self.arch(), self.initializer.clone(), device);
         Ok(CudnnCompatibleLstm {

@@ -7,17 +7,17 @@ use burn::nn::activation::Activation;
 use burn::nn::{BiGru, BiLstm, GateController, Gru, Lstm};
 use burn::tensor::{Tensor, backend::Backend};
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::module::gru::CudnnCompatibleGru;
 use crate::module::lstm::CudnnCompatibleLstm;
-use crate::module::weights::{LstmDirectionWeights, LstmLayer};
+use crate::module::weights::{RnnDirectionWeights, RnnLayer};
 
-fn check_standard<B: Backend>(lstm: &Lstm<B>, what: &str) -> Result<(), LstmError> {
+fn check_standard<B: Backend>(lstm: &Lstm<B>, what: &str) -> Result<(), RnnError> {
     let standard = matches!(lstm.gate_activation, Activation::Sigmoid(_))
         && matches!(lstm.cell_activation, Activation::Tanh(_))
         && matches!(lstm.hidden_activation, Activation::Tanh(_));
     if !standard {
-        return Err(LstmError::invalid(
+        return Err(RnnError::invalid(
             format!("{what} activations"),
             "sigmoid gates with tanh cell and hidden activations (cuDNN's LSTM)",
             format!(
@@ -27,7 +27,7 @@ fn check_standard<B: Backend>(lstm: &Lstm<B>, what: &str) -> Result<(), LstmErro
         ));
     }
     if lstm.clip.is_some() || lstm.input_forget {
-        return Err(LstmError::invalid(
+        return Err(RnnError::invalid(
             what,
             "no cell clipping and no coupled input-forget gate",
             format!(
@@ -43,7 +43,7 @@ fn check_standard<B: Backend>(lstm: &Lstm<B>, what: &str) -> Result<(), LstmErro
 /// order (LSTM: i, f, g, o; GRU: r, z, n). Each stacked tensor is detached: a new
 /// parameter is a leaf of the autodiff graph (on an `Autodiff` backend, `Param` of the
 /// concatenation's graph node would panic: "Can't convert a non leaf tensor").
-fn stacked_gates<B: Backend>(gates: &[&GateController<B>]) -> LstmDirectionWeights<B> {
+fn stacked_gates<B: Backend>(gates: &[&GateController<B>]) -> RnnDirectionWeights<B> {
     let stack = |pick: &dyn Fn(&GateController<B>) -> Tensor<B, 2>| {
         Param::from_tensor(Tensor::cat(gates.iter().map(|g| pick(g)).collect(), 0).detach())
     };
@@ -54,7 +54,7 @@ fn stacked_gates<B: Backend>(gates: &[&GateController<B>]) -> LstmDirectionWeigh
             .collect::<Option<Vec<_>>>()
             .map(|parts| Param::from_tensor(Tensor::cat(parts, 0).detach()))
     };
-    LstmDirectionWeights {
+    RnnDirectionWeights {
         weight_ih: stack(&|g| g.input_transform.weight.val().transpose()),
         weight_hh: stack(&|g| g.hidden_transform.weight.val().transpose()),
         bias_ih: bias(&|g| g.input_transform.bias.as_ref().map(|b| b.val())),
@@ -63,7 +63,7 @@ fn stacked_gates<B: Backend>(gates: &[&GateController<B>]) -> LstmDirectionWeigh
     }
 }
 
-fn direction<B: Backend>(lstm: &Lstm<B>) -> LstmDirectionWeights<B> {
+fn direction<B: Backend>(lstm: &Lstm<B>) -> RnnDirectionWeights<B> {
     stacked_gates(&[
         &lstm.input_gate,
         &lstm.forget_gate,
@@ -73,7 +73,7 @@ fn direction<B: Backend>(lstm: &Lstm<B>) -> LstmDirectionWeights<B> {
 }
 
 fn single_layer<B: Backend>(
-    layer: LstmLayer<B>,
+    layer: RnnLayer<B>,
     d_input: usize,
     d_hidden: usize,
     batch_first: bool,
@@ -96,17 +96,17 @@ impl<B: Backend> CudnnCompatibleLstm<B> {
     /// The same network as Burn's `nn::Lstm` (identical outputs; states gain the leading
     /// `[layers * dirs]` axis). Refuses LSTMs cuDNN cannot express: `reverse`, clipping,
     /// coupled gates or other activations.
-    pub fn from_burn_lstm(lstm: &Lstm<B>) -> Result<Self, LstmError> {
+    pub fn from_burn_lstm(lstm: &Lstm<B>) -> Result<Self, RnnError> {
         check_standard(lstm, "nn::Lstm")?;
         if lstm.reverse {
-            return Err(LstmError::invalid(
+            return Err(RnnError::invalid(
                 "nn::Lstm reverse",
                 "false (a lone reverse direction has no cuDNN equivalent)",
                 "true",
             ));
         }
         let [d_input, _] = lstm.input_gate.input_transform.weight.val().dims();
-        let layer = LstmLayer {
+        let layer = RnnLayer {
             forward: direction(lstm),
             reverse: None,
         };
@@ -119,7 +119,7 @@ impl<B: Backend> CudnnCompatibleLstm<B> {
     }
 
     /// The same network as Burn's `nn::BiLstm` (identical outputs and `[2, B, H]` states).
-    pub fn from_burn_bilstm(bilstm: &BiLstm<B>) -> Result<Self, LstmError> {
+    pub fn from_burn_bilstm(bilstm: &BiLstm<B>) -> Result<Self, RnnError> {
         check_standard(&bilstm.forward, "nn::BiLstm forward")?;
         check_standard(&bilstm.reverse, "nn::BiLstm reverse")?;
         let [d_input, _] = bilstm
@@ -129,7 +129,7 @@ impl<B: Backend> CudnnCompatibleLstm<B> {
             .weight
             .val()
             .dims();
-        let layer = LstmLayer {
+        let layer = RnnLayer {
             forward: direction(&bilstm.forward),
             reverse: Some(direction(&bilstm.reverse)),
         };
@@ -144,9 +144,9 @@ impl<B: Backend> CudnnCompatibleLstm<B> {
 
 /// Refuses a Burn GRU that cuDNN's (and PyTorch's) GRU cannot run: the reset gate applied
 /// before the matrix product (`reset_after = false`), clipping, other activations.
-fn check_standard_gru<B: Backend>(gru: &Gru<B>, what: &str) -> Result<(), LstmError> {
+fn check_standard_gru<B: Backend>(gru: &Gru<B>, what: &str) -> Result<(), RnnError> {
     if !gru.reset_after {
-        return Err(LstmError::invalid(
+        return Err(RnnError::invalid(
             format!("{what} reset_after"),
             "true (cuDNN's and PyTorch's GRU apply the reset gate after the product; docs/gru.md)",
             "false",
@@ -155,14 +155,14 @@ fn check_standard_gru<B: Backend>(gru: &Gru<B>, what: &str) -> Result<(), LstmEr
     let standard = matches!(gru.gate_activation, Activation::Sigmoid(_))
         && matches!(gru.hidden_activation, Activation::Tanh(_));
     if !standard {
-        return Err(LstmError::invalid(
+        return Err(RnnError::invalid(
             format!("{what} activations"),
             "sigmoid gates with a tanh candidate (cuDNN's GRU)",
             format!("{:?} / {:?}", gru.gate_activation, gru.hidden_activation),
         ));
     }
     if let Some(clip) = gru.clip {
-        return Err(LstmError::invalid(
+        return Err(RnnError::invalid(
             format!("{what} clip"),
             "None (cuDNN's GRU does not clip its hidden state)",
             format!("Some({clip})"),
@@ -171,12 +171,12 @@ fn check_standard_gru<B: Backend>(gru: &Gru<B>, what: &str) -> Result<(), LstmEr
     Ok(())
 }
 
-fn gru_direction<B: Backend>(gru: &Gru<B>) -> LstmDirectionWeights<B> {
+fn gru_direction<B: Backend>(gru: &Gru<B>) -> RnnDirectionWeights<B> {
     stacked_gates(&[&gru.reset_gate, &gru.update_gate, &gru.new_gate])
 }
 
 fn single_gru_layer<B: Backend>(
-    layer: LstmLayer<B>,
+    layer: RnnLayer<B>,
     d_input: usize,
     d_hidden: usize,
     batch_first: bool,
@@ -199,10 +199,10 @@ impl<B: Backend> CudnnCompatibleGru<B> {
     /// `[batch, seq, features]`, so the result is batch-first; states gain the leading
     /// `[layers * dirs]` axis). Refuses GRUs cuDNN cannot express: `reset_after = false`,
     /// clipping or other activations.
-    pub fn from_burn_gru(gru: &Gru<B>) -> Result<Self, LstmError> {
+    pub fn from_burn_gru(gru: &Gru<B>) -> Result<Self, RnnError> {
         check_standard_gru(gru, "nn::Gru")?;
         let [d_input, _] = gru.reset_gate.input_transform.weight.val().dims();
-        let layer = LstmLayer {
+        let layer = RnnLayer {
             forward: gru_direction(gru),
             reverse: None,
         };
@@ -210,11 +210,11 @@ impl<B: Backend> CudnnCompatibleGru<B> {
     }
 
     /// The same network as Burn's `nn::BiGru` (identical outputs and `[2, B, H]` states).
-    pub fn from_burn_bigru(bigru: &BiGru<B>) -> Result<Self, LstmError> {
+    pub fn from_burn_bigru(bigru: &BiGru<B>) -> Result<Self, RnnError> {
         check_standard_gru(&bigru.forward, "nn::BiGru forward")?;
         check_standard_gru(&bigru.reverse, "nn::BiGru reverse")?;
         let [d_input, _] = bigru.forward.reset_gate.input_transform.weight.val().dims();
-        let layer = LstmLayer {
+        let layer = RnnLayer {
             forward: gru_direction(&bigru.forward),
             reverse: Some(gru_direction(&bigru.reverse)),
         };

@@ -4,15 +4,15 @@
 use burn::module::Module;
 use burn::tensor::{Tensor, backend::Backend};
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::module::layer_call::{checked_shape, run_in_layout};
 use crate::module::shapes::validate_layers;
 use crate::module::state::GruState;
 use crate::module::validate;
-use crate::module::weights::{LstmDirectionWeights, LstmLayer, directions, flat_parameters};
-use crate::op::choice::{KernelChoice, LstmKernel};
-use crate::op::contract::LstmBackend;
-use crate::op::spec::{CellKind, LstmArch, LstmSpec};
+use crate::module::weights::{RnnDirectionWeights, RnnLayer, directions, flat_parameters};
+use crate::op::choice::{KernelChoice, RnnKernel};
+use crate::op::contract::RnnBackend;
+use crate::op::spec::{CellKind, RnnArch, RnnSpec};
 
 /// A multi-layer, optionally bidirectional GRU with PyTorch's semantics (`nn.GRU`: gates
 /// r, z, n; `n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))`, which cuDNN computes and
@@ -26,7 +26,7 @@ use crate::op::spec::{CellKind, LstmArch, LstmSpec};
 #[derive(Module, Debug)]
 pub struct CudnnCompatibleGru<B: Backend> {
     /// The layers, bottom first (each direction's `weight_hr` is always `None`).
-    pub layers: Vec<LstmLayer<B>>,
+    pub layers: Vec<RnnLayer<B>>,
     /// Features of each input step.
     pub input_size: usize,
     /// Size of the hidden state.
@@ -44,13 +44,13 @@ pub struct CudnnCompatibleGru<B: Backend> {
     /// The kernel asked for ([`Self::with_kernel`]); `None`: the fastest available.
     /// Not saved in checkpoints: it is a choice of the process, not of the model.
     #[module(skip)]
-    pub kernel: Option<LstmKernel>,
+    pub kernel: Option<RnnKernel>,
 }
 
 impl<B: Backend> CudnnCompatibleGru<B> {
     /// The architecture of the layer stack.
-    pub fn arch(&self) -> LstmArch {
-        LstmArch {
+    pub fn arch(&self) -> RnnArch {
+        RnnArch {
             cell: CellKind::Gru,
             input_size: self.input_size,
             hidden_size: self.hidden_size,
@@ -62,26 +62,26 @@ impl<B: Backend> CudnnCompatibleGru<B> {
     }
 
     /// Every (layer, direction), in the canonical order `layer * dirs + direction`.
-    pub fn directions(&self) -> impl Iterator<Item = &LstmDirectionWeights<B>> {
+    pub fn directions(&self) -> impl Iterator<Item = &RnnDirectionWeights<B>> {
         directions(&self.layers)
     }
 
     /// Asks for a kernel (`None`: the fastest one the backend can run). A kernel the
     /// backend cannot run falls back; [`Self::kernel`] reports which runs and why.
-    pub fn with_kernel(mut self, kernel: Option<LstmKernel>) -> Self {
+    pub fn with_kernel(mut self, kernel: Option<RnnKernel>) -> Self {
         self.kernel = kernel;
         self
     }
 
     /// Checks that every parameter is present with the shape the architecture needs.
-    pub fn validate(&self) -> Result<(), LstmError> {
+    pub fn validate(&self) -> Result<(), RnnError> {
         validate_layers(&self.arch(), &self.layers)
     }
 }
 
-impl<B: LstmBackend> CudnnCompatibleGru<B> {
+impl<B: RnnBackend> CudnnCompatibleGru<B> {
     /// All parameters in one flat tensor, in the op's canonical layout (see
-    /// [`LstmArch::direction_layout`]). Differentiable: gradients reach every `Param`.
+    /// [`RnnArch::direction_layout`]). Differentiable: gradients reach every `Param`.
     pub fn flat_weights(&self) -> Tensor<B, 1> {
         flat_parameters(&self.layers)
     }
@@ -89,7 +89,7 @@ impl<B: LstmBackend> CudnnCompatibleGru<B> {
     /// Which kernel runs a call of `batch` rows of `seq_len` steps on `device`, and why not
     /// a faster one.
     pub fn kernel(&self, device: &B::Device, batch: usize, seq_len: usize) -> KernelChoice {
-        B::lstm_kernel(device, &self.spec(batch, seq_len, None, device))
+        B::rnn_kernel(device, &self.spec(batch, seq_len, None, device))
     }
 
     /// [`Self::kernel`] for a right-padded call with `lengths` (one per row): rows of
@@ -102,7 +102,7 @@ impl<B: LstmBackend> CudnnCompatibleGru<B> {
         seq_len: usize,
         lengths: Option<&[usize]>,
     ) -> KernelChoice {
-        B::lstm_kernel(device, &self.spec(batch, seq_len, lengths, device))
+        B::rnn_kernel(device, &self.spec(batch, seq_len, lengths, device))
     }
 
     fn spec(
@@ -111,8 +111,8 @@ impl<B: LstmBackend> CudnnCompatibleGru<B> {
         seq_len: usize,
         lengths: Option<&[usize]>,
         device: &B::Device,
-    ) -> LstmSpec {
-        LstmSpec::of_module::<B>(
+    ) -> RnnSpec {
+        RnnSpec::of_module::<B>(
             self.arch(),
             self.dropout,
             self.kernel,
@@ -166,7 +166,7 @@ impl<B: LstmBackend> CudnnCompatibleGru<B> {
         input: Tensor<B, 3>,
         state: Option<GruState<B>>,
         lengths: Option<&[usize]>,
-    ) -> Result<(Tensor<B, 3>, GruState<B>), LstmError> {
+    ) -> Result<(Tensor<B, 3>, GruState<B>), RnnError> {
         let arch = self.arch();
         let device = input.device();
         let [batch, seq_len] = checked_shape(&input, &arch, self.batch_first, lengths)?;

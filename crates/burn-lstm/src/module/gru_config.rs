@@ -5,11 +5,11 @@ use burn::config::Config;
 use burn::module::Initializer;
 use burn::tensor::backend::Backend;
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::module::config::{NanPolicy, validate_stack};
 use crate::module::gru::CudnnCompatibleGru;
 use crate::module::weights::init_layers;
-use crate::op::spec::{CellKind, LstmArch};
+use crate::op::spec::{CellKind, RnnArch};
 
 /// Configuration of a [`CudnnCompatibleGru`]. Field names follow PyTorch's `nn.GRU`;
 /// defaults follow Burn's `nn::GruConfig` (batch-first) and PyTorch (everything else).
@@ -45,8 +45,8 @@ pub struct CudnnCompatibleGruConfig {
 
 impl CudnnCompatibleGruConfig {
     /// The architecture this config describes.
-    pub fn arch(&self) -> LstmArch {
-        LstmArch {
+    pub fn arch(&self) -> RnnArch {
+        RnnArch {
             cell: CellKind::Gru,
             input_size: self.input_size,
             hidden_size: self.hidden_size,
@@ -58,7 +58,7 @@ impl CudnnCompatibleGruConfig {
     }
 
     /// Checks every field, naming the first that is out of range.
-    pub fn validate(&self) -> Result<(), LstmError> {
+    pub fn validate(&self) -> Result<(), RnnError> {
         validate_stack(
             self.input_size,
             self.hidden_size,
@@ -71,7 +71,7 @@ impl CudnnCompatibleGruConfig {
     pub fn try_init<B: Backend>(
         &self,
         device: &B::Device,
-    ) -> Result<CudnnCompatibleGru<B>, LstmError> {
+    ) -> Result<CudnnCompatibleGru<B>, RnnError> {
         self.validate()?;
         let layers = init_layers(&self.arch(), self.initializer.clone(), device);
         Ok(CudnnCompatibleGru {

@@ -4,19 +4,19 @@
 
 use burn::tensor::{Tensor, backend::Backend};
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::module::validate;
-use crate::op::call::lstm;
-use crate::op::contract::LstmBackend;
-use crate::op::spec::{LstmArch, LstmSpec};
+use crate::op::call::rnn;
+use crate::op::contract::RnnBackend;
+use crate::op::spec::{RnnArch, RnnSpec};
 
 /// `[batch, seq_len]` of `input` once it and `lengths` are checked against `arch`.
 pub(crate) fn checked_shape<B: Backend>(
     input: &Tensor<B, 3>,
-    arch: &LstmArch,
+    arch: &RnnArch,
     batch_first: bool,
     lengths: Option<&[usize]>,
-) -> Result<[usize; 2], LstmError> {
+) -> Result<[usize; 2], RnnError> {
     let [batch, seq_len] = validate::input(input, arch, batch_first)?;
     if let Some(lengths) = lengths {
         validate::lengths(lengths, batch, seq_len)?;
@@ -25,14 +25,14 @@ pub(crate) fn checked_shape<B: Backend>(
 }
 
 /// `(y, h_n, c_n)` of the op on `input` in the module's layout, `y` in that layout too.
-pub(crate) fn run_in_layout<B: LstmBackend>(
+pub(crate) fn run_in_layout<B: RnnBackend>(
     input: Tensor<B, 3>,
     batch_first: bool,
     weights: Tensor<B, 1>,
     (h0, c0): (Tensor<B, 3>, Option<Tensor<B, 3>>),
-    spec: &LstmSpec,
+    spec: &RnnSpec,
 ) -> (Tensor<B, 3>, Tensor<B, 3>, Option<Tensor<B, 3>>) {
     let swap = |t: Tensor<B, 3>| if batch_first { t.swap_dims(0, 1) } else { t };
-    let (y, h_n, c_n) = lstm(swap(input), weights, h0, c0, spec);
+    let (y, h_n, c_n) = rnn(swap(input), weights, h0, c0, spec);
     (swap(y), h_n, c_n)
 }

@@ -12,7 +12,7 @@ use burn::record::{BurnRecord, FileRecorder, Record, Recorder};
 use burn::tensor::backend::Backend;
 use burn_store::ModuleSnapshot;
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::module::checkpoint::{io_error, panic_message};
 use crate::module::record_guard;
 use crate::module::record_paths::{RecordTensor, record_tensors};
@@ -31,11 +31,11 @@ use crate::module::record_paths::{RecordTensor, record_tensors};
 /// panics. Here each of those is an error naming the file and the tensor by its path
 /// in the module (`lstm.layers.1.reverse.weight_ih`):
 ///
-/// - [`LstmError::CheckpointShape`]: the tensor's shape in the file and the shape
+/// - [`RnnError::CheckpointShape`]: the tensor's shape in the file and the shape
 ///   `model`'s config needs;
-/// - [`LstmError::CheckpointTensor`]: a tensor `model` has that the file lacks
+/// - [`RnnError::CheckpointTensor`]: a tensor `model` has that the file lacks
 ///   (`missing`), or one the file has that `model` lacks (`unexpected`);
-/// - [`LstmError::Io`]: no such file, or a damaged one (truncated, bit-flipped, a
+/// - [`RnnError::Io`]: no such file, or a damaged one (truncated, bit-flipped, a
 ///   length prefix claiming more than the file holds): never a panic or an abort, also
 ///   where Burn's decoder would panic.
 ///
@@ -50,7 +50,7 @@ use crate::module::record_paths::{RecordTensor, record_tensors};
 /// use burn::nn::{Linear, LinearConfig};
 /// use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 /// use burn::tensor::backend::Backend;
-/// use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmError};
+/// use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, RnnError};
 ///
 /// #[derive(Module, Debug)]
 /// struct Model<B: Backend> {
@@ -75,14 +75,14 @@ use crate::module::record_paths::{RecordTensor, record_tensors};
 /// // Built from another config: an error naming the file and the tensor, no panic.
 /// let err = burn_lstm::load_file_checked(model::<Flex>(16, &device), &path, &recorder, &device)
 ///     .unwrap_err();
-/// assert!(matches!(&err, LstmError::CheckpointShape { name, .. } if name == "lstm.layers.0.forward.weight_ih"));
+/// assert!(matches!(&err, RnnError::CheckpointShape { name, .. } if name == "lstm.layers.0.forward.weight_ih"));
 /// ```
 pub fn load_file_checked<B, M, R>(
     model: M,
     path: impl AsRef<Path>,
     recorder: &R,
     device: &B::Device,
-) -> Result<M, LstmError>
+) -> Result<M, RnnError>
 where
     B: Backend,
     M: Module<B>,
@@ -116,7 +116,7 @@ where
     // damaged file is the user's input, so that panic becomes a named error. Sound
     // here: nothing this call shares outlives it half-built (the recorder is only
     // read; the item, the record and `model` are dropped on an error).
-    let loaded = catch_unwind(AssertUnwindSafe(|| -> Result<M, LstmError> {
+    let loaded = catch_unwind(AssertUnwindSafe(|| -> Result<M, RnnError> {
         // Bincode records: no length prefix may make Burn's decoder allocate more
         // than the file holds (an allocation failure aborts the process).
         record_guard::check::<B, M::Record, R::Settings>(&file, extension)?;
@@ -149,7 +149,7 @@ fn compare(
     source: &str,
     expected: &[RecordTensor],
     found: &[RecordTensor],
-) -> Result<(), LstmError> {
+) -> Result<(), RnnError> {
     let in_record: HashMap<&str, &[usize]> = found
         .iter()
         .map(|t| (t.path.as_str(), t.shape.as_slice()))
@@ -160,7 +160,7 @@ fn compare(
         .collect();
     let problem = |problem: &'static str, name: &str, others: usize| {
         let more = others.saturating_sub(1);
-        LstmError::CheckpointTensor {
+        RnnError::CheckpointTensor {
             source_name: source.to_string(),
             problem,
             name: name.to_string(),
@@ -176,7 +176,7 @@ fn compare(
         if let Some(shape) = in_record.get(tensor.path.as_str())
             && *shape != tensor.shape.as_slice()
         {
-            return Err(LstmError::CheckpointShape {
+            return Err(RnnError::CheckpointShape {
                 source_name: source.to_string(),
                 name: tensor.path.clone(),
                 expected: tensor.shape.clone(),

@@ -17,7 +17,7 @@ use std::path::Path;
 use burn::record::{BurnRecord, PrecisionSettings, Record};
 use burn::tensor::backend::Backend;
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 
 /// Largest decompressed size read from a gzipped record: beyond it the check is left
 /// out (Burn's decoder then runs unguarded, as it would anyway).
@@ -28,8 +28,8 @@ const MAX_GUARDED: usize = 1 << 34;
 pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
     path: &Path,
     extension: &str,
-) -> Result<(), LstmError> {
-    let damaged = |message: String| LstmError::Io {
+) -> Result<(), RnnError> {
+    let damaged = |message: String| RnnError::Io {
         path: path.display().to_string(),
         message: format!("damaged record: {message}"),
     };

@@ -5,18 +5,18 @@
 use burn::module::Param;
 use burn::tensor::{Tensor, backend::Backend};
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::module::weights::{
-    LstmDirectionWeights, LstmDirectionWeightsRecord, LstmLayer, LstmLayerRecord,
+    RnnDirectionWeights, RnnDirectionWeightsRecord, RnnLayer, RnnLayerRecord,
 };
-use crate::op::spec::LstmArch;
+use crate::op::spec::RnnArch;
 
 /// The parameter names of one direction, in canonical order.
 pub(crate) const PARAM_NAMES: [&str; 5] =
     ["weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"];
 
 /// Shapes the architecture needs for cell `(layer, direction)`, `None` where it has no such parameter.
-pub(crate) fn expected_shapes(arch: &LstmArch, layer: usize) -> [Option<Vec<usize>>; 5] {
+pub(crate) fn expected_shapes(arch: &RnnArch, layer: usize) -> [Option<Vec<usize>>; 5] {
     let h4 = arch.gate_rows();
     [
         Some(vec![h4, arch.layer_input_size(layer)]),
@@ -65,16 +65,16 @@ macro_rules! impl_shapes {
         }
     };
 }
-impl_shapes!(LstmDirectionWeights, LstmLayer);
-impl_shapes!(LstmDirectionWeightsRecord, LstmLayerRecord);
+impl_shapes!(RnnDirectionWeights, RnnLayer);
+impl_shapes!(RnnDirectionWeightsRecord, RnnLayerRecord);
 
 /// Checks layer count, directions and every parameter shape against `arch`.
 pub(crate) fn validate_layers<L: LayerDirections>(
-    arch: &LstmArch,
+    arch: &RnnArch,
     layers: &[L],
-) -> Result<(), LstmError> {
+) -> Result<(), RnnError> {
     if layers.len() != arch.num_layers {
-        return Err(LstmError::ParameterShape {
+        return Err(RnnError::ParameterShape {
             name: "layers".into(),
             expected: vec![arch.num_layers],
             actual: vec![layers.len()],
@@ -99,7 +99,7 @@ pub(crate) fn validate_layers<L: LayerDirections>(
                 let path = format!("layers.{l}.{name}.{param}");
                 match (expected, actual) {
                     (Some(e), Some(a)) if e != a => {
-                        return Err(LstmError::ParameterShape {
+                        return Err(RnnError::ParameterShape {
                             name: path,
                             expected: e,
                             actual: a,
@@ -115,8 +115,8 @@ pub(crate) fn validate_layers<L: LayerDirections>(
     Ok(())
 }
 
-pub(crate) fn missing(source: &str, name: String) -> LstmError {
-    LstmError::CheckpointTensor {
+pub(crate) fn missing(source: &str, name: String) -> RnnError {
+    RnnError::CheckpointTensor {
         source_name: source.into(),
         problem: "missing",
         name,
@@ -124,8 +124,8 @@ pub(crate) fn missing(source: &str, name: String) -> LstmError {
     }
 }
 
-pub(crate) fn unexpected(source: &str, name: String) -> LstmError {
-    LstmError::CheckpointTensor {
+pub(crate) fn unexpected(source: &str, name: String) -> RnnError {
+    RnnError::CheckpointTensor {
         source_name: source.into(),
         problem: "unexpected",
         name,

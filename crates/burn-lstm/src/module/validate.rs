@@ -3,16 +3,16 @@
 
 use burn::tensor::{Tensor, backend::Backend};
 
-use crate::error::LstmError;
+use crate::error::RnnError;
 use crate::module::state::LstmState;
-use crate::op::spec::LstmArch;
+use crate::op::spec::RnnArch;
 
 /// Checks the input's feature size and non-empty dims; returns `[batch, seq_len]`.
 pub(crate) fn input<B: Backend>(
     input: &Tensor<B, 3>,
-    arch: &LstmArch,
+    arch: &RnnArch,
     batch_first: bool,
-) -> Result<[usize; 2], LstmError> {
+) -> Result<[usize; 2], RnnError> {
     let dims = input.dims();
     let layout = if batch_first {
         "[batch, seq, input_size]"
@@ -25,7 +25,7 @@ pub(crate) fn input<B: Backend>(
         [dims[1], dims[0]]
     };
     if dims[2] != arch.input_size || batch == 0 || seq_len == 0 {
-        return Err(LstmError::invalid(
+        return Err(RnnError::invalid(
             "input",
             format!(
                 "shape {layout} with input_size = {} and batch, seq >= 1",
@@ -38,16 +38,16 @@ pub(crate) fn input<B: Backend>(
 }
 
 /// Checks one length per row, each in `0..=seq_len` (0: an empty row).
-pub(crate) fn lengths(lengths: &[usize], batch: usize, seq_len: usize) -> Result<(), LstmError> {
+pub(crate) fn lengths(lengths: &[usize], batch: usize, seq_len: usize) -> Result<(), RnnError> {
     if lengths.len() != batch {
-        return Err(LstmError::invalid(
+        return Err(RnnError::invalid(
             "lengths",
             format!("one length per batch row ({batch})"),
             format!("{} lengths", lengths.len()),
         ));
     }
     if let Some((row, &len)) = lengths.iter().enumerate().find(|&(_, &len)| len > seq_len) {
-        return Err(LstmError::invalid(
+        return Err(RnnError::invalid(
             format!("lengths[{row}]"),
             format!("a length in 0..={seq_len} (the sequence length)"),
             len.to_string(),
@@ -59,9 +59,9 @@ pub(crate) fn lengths(lengths: &[usize], batch: usize, seq_len: usize) -> Result
 /// Checks the initial state's shapes.
 pub(crate) fn state<B: Backend>(
     state: &LstmState<B>,
-    arch: &LstmArch,
+    arch: &RnnArch,
     batch: usize,
-) -> Result<(), LstmError> {
+) -> Result<(), RnnError> {
     state_part(
         "state.hidden",
         state.hidden.dims(),
@@ -83,11 +83,11 @@ pub(crate) fn state_part(
     actual: [usize; 3],
     expected: [usize; 3],
     size_name: &str,
-) -> Result<(), LstmError> {
+) -> Result<(), RnnError> {
     if actual == expected {
         Ok(())
     } else {
-        Err(LstmError::invalid(
+        Err(RnnError::invalid(
             name,
             format!("shape {expected:?} ([layers * dirs, batch, {size_name}])"),
             format!("{actual:?}"),
@@ -96,11 +96,11 @@ pub(crate) fn state_part(
 }
 
 /// Counts non-finite values (reads the tensor back to the host).
-pub(crate) fn finite<B: Backend>(name: &str, tensor: &Tensor<B, 3>) -> Result<(), LstmError> {
+pub(crate) fn finite<B: Backend>(name: &str, tensor: &Tensor<B, 3>) -> Result<(), RnnError> {
     let bad = tensor.clone().is_nan().int().sum() + tensor.clone().is_inf().int().sum();
     let count: i64 = bad.into_scalar().elem();
     if count > 0 {
-        return Err(LstmError::NonFinite {
+        return Err(RnnError::NonFinite {
             argument: name.to_string(),
             count: count as usize,
         });

@@ -5,14 +5,14 @@
 use burn::module::{Initializer, Module, Param};
 use burn::tensor::{Tensor, backend::Backend};
 
-use crate::op::contract::LstmBackend;
-use crate::op::spec::LstmArch;
+use crate::op::contract::RnnBackend;
+use crate::op::spec::RnnArch;
 use crate::op::tensor::{primitive, tensor};
 
 /// Parameters of one direction of one layer. Gate blocks along the rows: (i, f, g, o)
 /// for an LSTM (`4H` rows), (r, z, n) for a GRU (`3H` rows).
 #[derive(Module, Debug)]
-pub struct LstmDirectionWeights<B: Backend> {
+pub struct RnnDirectionWeights<B: Backend> {
     /// Input-to-gates weights, `[4H, in]` (GRU: `[3H, in]`).
     pub weight_ih: Param<Tensor<B, 2>>,
     /// Hidden-to-gates weights, `[4H, H_out]` (GRU: `[3H, H]`).
@@ -28,25 +28,25 @@ pub struct LstmDirectionWeights<B: Backend> {
 
 /// One layer: its forward direction and, when bidirectional, its reverse direction.
 #[derive(Module, Debug)]
-pub struct LstmLayer<B: Backend> {
+pub struct RnnLayer<B: Backend> {
     /// Runs from the first step to the last.
-    pub forward: LstmDirectionWeights<B>,
+    pub forward: RnnDirectionWeights<B>,
     /// Runs from each row's last valid step to the first.
-    pub reverse: Option<LstmDirectionWeights<B>>,
+    pub reverse: Option<RnnDirectionWeights<B>>,
 }
 
 /// Every (layer, direction) of `layers`, in the canonical order `layer * dirs + direction`.
 pub(crate) fn directions<B: Backend>(
-    layers: &[LstmLayer<B>],
-) -> impl Iterator<Item = &LstmDirectionWeights<B>> {
+    layers: &[RnnLayer<B>],
+) -> impl Iterator<Item = &RnnDirectionWeights<B>> {
     layers
         .iter()
         .flat_map(|layer| core::iter::once(&layer.forward).chain(layer.reverse.as_ref()))
 }
 
 /// All parameters of `layers` in one flat tensor, in the op's canonical layout, built
-/// by [`LstmBackend::lstm_flat_weights`]. Differentiable: gradients reach every `Param`.
-pub(crate) fn flat_parameters<B: LstmBackend>(layers: &[LstmLayer<B>]) -> Tensor<B, 1> {
+/// by [`RnnBackend::rnn_flat_weights`]. Differentiable: gradients reach every `Param`.
+pub(crate) fn flat_parameters<B: RnnBackend>(layers: &[RnnLayer<B>]) -> Tensor<B, 1> {
     let mut parts = Vec::new();
     for cell in directions(layers) {
         parts.push(primitive(cell.weight_ih.val()));
@@ -55,17 +55,17 @@ pub(crate) fn flat_parameters<B: LstmBackend>(layers: &[LstmLayer<B>]) -> Tensor
         parts.extend(cell.bias_hh.as_ref().map(|b| primitive(b.val())));
         parts.extend(cell.weight_hr.as_ref().map(|w| primitive(w.val())));
     }
-    tensor(B::lstm_flat_weights(parts))
+    tensor(B::rnn_flat_weights(parts))
 }
 
 /// Fresh parameters of `arch`, drawn from `initializer` (`None`: PyTorch's
 /// `U(-1/√H, 1/√H)`), each direction's tensors in canonical order, forward before
 /// reverse. Fan-in and fan-out are the PyTorch ones, for initializers that use them.
 pub(crate) fn init_layers<B: Backend>(
-    arch: &LstmArch,
+    arch: &RnnArch,
     initializer: Option<Initializer>,
     device: &B::Device,
-) -> Vec<LstmLayer<B>> {
+) -> Vec<RnnLayer<B>> {
     let bound = 1.0 / (arch.hidden_size as f64).sqrt();
     let initializer = initializer.unwrap_or(Initializer::Uniform {
         min: -bound,
@@ -74,7 +74,7 @@ pub(crate) fn init_layers<B: Backend>(
     let (rows, h, out) = (arch.gate_rows(), arch.hidden_size, arch.output_size());
     let direction = |layer: usize| {
         let input = arch.layer_input_size(layer);
-        LstmDirectionWeights {
+        RnnDirectionWeights {
             weight_ih: initializer.init_with([rows, input], Some(input), Some(rows), device),
             weight_hh: initializer.init_with([rows, out], Some(out), Some(rows), device),
             bias_ih: arch
@@ -88,7 +88,7 @@ pub(crate) fn init_layers<B: Backend>(
         }
     };
     (0..arch.num_layers)
-        .map(|layer| LstmLayer {
+        .map(|layer| RnnLayer {
             forward: direction(layer),
             reverse: arch.bidirectional.then(|| direction(layer)),
         })

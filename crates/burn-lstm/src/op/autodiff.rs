@@ -1,5 +1,5 @@
 //! The op on `Autodiff<B>`: one autodiff node for the whole layer stack, whose backward
-//! calls the inner backend's [`LstmBackend::lstm_backward`].
+//! calls the inner backend's [`RnnBackend::rnn_backward`].
 //!
 //! An autodiff op has one float output, but the LSTM has three results (`y`, `h_n`,
 //! `c_n`) and its backward needs all three gradients at once. So the op's node outputs a
@@ -26,10 +26,10 @@ use burn_autodiff::{
 };
 
 use crate::op::choice::KernelChoice;
-use crate::op::contract::LstmBackend;
-use crate::op::io::{LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::contract::RnnBackend;
+use crate::op::io::{RnnOutput, RnnOutputGrads, RnnSaved};
 use crate::op::shapes::{ResultShapes, debug_check_non_empty};
-use crate::op::spec::LstmSpec;
+use crate::op::spec::RnnSpec;
 
 /// The gradients of `[y, h_n, c_n]`, put here by the result nodes' backward and taken by
 /// the op's.
@@ -69,8 +69,8 @@ fn marker<B: Backend>(device: &B::Device, dtype: DType) -> FloatTensor<B> {
 #[derive(Debug)]
 struct LstmBackward<const N: usize>;
 
-impl<B: LstmBackend, const N: usize> Backward<B, N> for LstmBackward<N> {
-    type State = (LstmSaved<B>, Arc<ResultGrads<B>>);
+impl<B: RnnBackend, const N: usize> Backward<B, N> for LstmBackward<N> {
+    type State = (RnnSaved<B>, Arc<ResultGrads<B>>);
 
     fn backward(
         self,
@@ -90,7 +90,7 @@ impl<B: LstmBackend, const N: usize> Backward<B, N> for LstmBackward<N> {
         let mut parents = ops.parents.into_iter();
         let [input, weights, h0] = [(); 3].map(|_| parents.next().flatten());
         let c0 = parents.next().flatten();
-        let output_grads = LstmOutputGrads {
+        let output_grads = RnnOutputGrads {
             dy: or_zeros(dy, shapes.y),
             dh_n: or_zeros(dh_n, shapes.h_n),
             dc_n: shapes.c_n.map(|shape| or_zeros(dc_n, shape)),
@@ -102,7 +102,7 @@ impl<B: LstmBackend, const N: usize> Backward<B, N> for LstmBackward<N> {
                 .into_iter()
                 .chain(&output_grads.dc_n),
         );
-        let computed = B::lstm_backward(saved, output_grads);
+        let computed = B::rnn_backward(saved, output_grads);
         let results = [
             computed.input,
             Some(computed.weights),
@@ -141,29 +141,29 @@ impl<B: Backend> Backward<B, 1> for TakeResult {
     }
 }
 
-impl<B: LstmBackend, C: CheckpointStrategy> LstmBackend for Autodiff<B, C> {
-    fn lstm_kernel(device: &Self::Device, spec: &LstmSpec) -> KernelChoice {
-        B::lstm_kernel(device, spec)
+impl<B: RnnBackend, C: CheckpointStrategy> RnnBackend for Autodiff<B, C> {
+    fn rnn_kernel(device: &Self::Device, spec: &RnnSpec) -> KernelChoice {
+        B::rnn_kernel(device, spec)
     }
 
     /// Untracked parameters (inference on an autodiff backend) take the inner backend's
     /// fast path; tracked ones are joined by autodiff ops (see `tracked_weights.rs`),
     /// whose backward splits the buffer's gradient back into each parameter.
-    fn lstm_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
+    fn rnn_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
         if parts.iter().all(|part| part.node.requirement.is_none()) {
             let inner = parts.into_iter().map(|part| part.primitive).collect();
-            return Self::from_inner(B::lstm_flat_weights(inner));
+            return Self::from_inner(B::rnn_flat_weights(inner));
         }
         crate::op::tracked_weights::tracked::<B, C>(parts)
     }
 
-    fn lstm_forward(
+    fn rnn_forward(
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
         c0: Option<FloatTensor<Self>>,
-        spec: &LstmSpec,
-    ) -> LstmOutput<Self> {
+        spec: &RnnSpec,
+    ) -> RnnOutput<Self> {
         match c0 {
             Some(c0) => forward::<B, C, 4>([input, weights, h0, c0], spec),
             None => forward::<B, C, 3>([input, weights, h0], spec),
@@ -173,10 +173,10 @@ impl<B: LstmBackend, C: CheckpointStrategy> LstmBackend for Autodiff<B, C> {
 
 /// The op on `inputs`, `[input, weights, h0, c0]` (LSTM, `N = 4`) or `[input, weights,
 /// h0]` (GRU, `N = 3`), recorded as one node over them.
-fn forward<B: LstmBackend, C: CheckpointStrategy, const N: usize>(
+fn forward<B: RnnBackend, C: CheckpointStrategy, const N: usize>(
     inputs: [FloatTensor<Autodiff<B, C>>; N],
-    spec: &LstmSpec,
-) -> LstmOutput<Autodiff<B, C>> {
+    spec: &RnnSpec,
+) -> RnnOutput<Autodiff<B, C>> {
     let nodes = inputs.each_ref().map(|t| t.node.clone());
     let mut inner = inputs.into_iter().map(|t| t.primitive);
     let [input, weights, h0] = [(); 3].map(|_| inner.next().expect("N >= 3 inputs"));
@@ -189,7 +189,7 @@ fn forward<B: LstmBackend, C: CheckpointStrategy, const N: usize>(
         OpsKind::Tracked(prep) => {
             let device = B::float_device(&input);
             let dtype = input.dtype();
-            let (output, saved) = B::lstm_forward_train(input, weights, h0, c0, spec);
+            let (output, saved) = B::rnn_forward_train(input, weights, h0, c0, spec);
             let result_grads = ResultGrads::shared();
             let op = prep.finish((saved, result_grads.clone()), marker::<B>(&device, dtype));
             let result = |which: usize, value: FloatTensor<B>| {
@@ -199,15 +199,15 @@ fn forward<B: LstmBackend, C: CheckpointStrategy, const N: usize>(
                     OpsKind::UnTracked(prep) => prep.finish(value),
                 }
             };
-            LstmOutput {
+            RnnOutput {
                 y: result(0, output.y),
                 h_n: result(1, output.h_n),
                 c_n: output.c_n.map(|c_n| result(2, c_n)),
             }
         }
         OpsKind::UnTracked(_) => {
-            let output = B::lstm_forward(input, weights, h0, c0, spec);
-            LstmOutput {
+            let output = B::rnn_forward(input, weights, h0, c0, spec);
+            RnnOutput {
                 y: Autodiff::<B, C>::from_inner(output.y),
                 h_n: Autodiff::<B, C>::from_inner(output.h_n),
                 c_n: output.c_n.map(Autodiff::<B, C>::from_inner),

@@ -2,27 +2,27 @@
 
 use burn::tensor::Tensor;
 
-use crate::op::contract::LstmBackend;
+use crate::op::contract::RnnBackend;
 use crate::op::shapes::debug_check_non_empty;
-use crate::op::spec::LstmSpec;
+use crate::op::spec::RnnSpec;
 use crate::op::tensor::{primitive, tensor};
 
-/// Runs a whole LSTM layer stack with `B`'s kernel (a GRU stack when `spec.arch.cell`
+/// Runs a whole recurrent layer stack: an LSTM stack with `B`'s kernel (a GRU stack when `spec.arch.cell`
 /// is [`CellKind::Gru`](crate::CellKind::Gru)).
 ///
 /// `input` is sequence-major `[T, B, I]`, `weights` the flat parameter buffer
-/// ([`LstmArch::direction_layout`](crate::LstmArch::direction_layout)), `h0`
+/// ([`RnnArch::direction_layout`](crate::RnnArch::direction_layout)), `h0`
 /// `[layers * dirs, B, H_out]`, `c0` `[layers * dirs, B, H]`. Returns `(y, h_n, c_n)`.
 /// A GRU has no cell state: its `c0` is ignored and its `c_n` is `None`; an LSTM called
 /// with `c0 = None` starts from a zero cell state, and its `c_n` is always `Some`.
 /// On an autodiff backend the result is differentiable with respect to every input.
 /// Shapes are not checked here: [`CudnnCompatibleLstm`](crate::CudnnCompatibleLstm) does.
-pub fn lstm<B: LstmBackend>(
+pub fn rnn<B: RnnBackend>(
     input: Tensor<B, 3>,
     weights: Tensor<B, 1>,
     h0: Tensor<B, 3>,
     c0: Option<Tensor<B, 3>>,
-    spec: &LstmSpec,
+    spec: &RnnSpec,
 ) -> (Tensor<B, 3>, Tensor<B, 3>, Option<Tensor<B, 3>>) {
     let arch = &spec.arch;
     let c0 = match (arch.cell_state_size(), c0) {
@@ -39,7 +39,7 @@ pub fn lstm<B: LstmBackend>(
         "lstm inputs",
         [&input, &weights, &h0].into_iter().chain(&c0),
     );
-    let out = B::lstm_forward(input, weights, h0, c0, spec);
+    let out = B::rnn_forward(input, weights, h0, c0, spec);
     debug_check_non_empty::<B>(
         "lstm results",
         [&out.y, &out.h_n].into_iter().chain(&out.c_n),

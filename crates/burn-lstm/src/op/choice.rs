@@ -4,7 +4,7 @@ use core::fmt;
 
 /// The implementations of the LSTM op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LstmKernel {
+pub enum RnnKernel {
     /// Burn tensor ops (one input-projection matmul per layer and direction, then one
     /// matmul plus the gate math per step): runs on every backend.
     Portable,
@@ -14,7 +14,7 @@ pub enum LstmKernel {
     Cudnn,
 }
 
-impl fmt::Display for LstmKernel {
+impl fmt::Display for RnnKernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Portable => "portable",
@@ -29,7 +29,7 @@ impl fmt::Display for LstmKernel {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelChoice {
     /// The kernel that runs.
-    pub kernel: LstmKernel,
+    pub kernel: RnnKernel,
     /// Why a faster kernel for this device does not run (`None`: this is the fastest one).
     pub fallback_reason: Option<String>,
     /// How the kernel runs this call, where it has a choice of its own (cuDNN: which of
@@ -39,7 +39,7 @@ pub struct KernelChoice {
 
 impl KernelChoice {
     /// The fastest kernel for the device runs.
-    pub fn fastest(kernel: LstmKernel) -> Self {
+    pub fn fastest(kernel: RnnKernel) -> Self {
         Self {
             kernel,
             fallback_reason: None,
@@ -57,18 +57,18 @@ impl KernelChoice {
 
     /// The choice on a backend whose only kernel is the portable one, given the kernel the
     /// caller asked for.
-    pub fn portable_only(requested: Option<LstmKernel>) -> Self {
+    pub fn portable_only(requested: Option<RnnKernel>) -> Self {
         match requested {
-            None | Some(LstmKernel::Portable) => Self::fastest(LstmKernel::Portable),
+            None | Some(RnnKernel::Portable) => Self::fastest(RnnKernel::Portable),
             Some(other) => Self::fallback(
-                LstmKernel::Portable,
+                RnnKernel::Portable,
                 format!("the {other} kernel was asked for but does not run on this backend"),
             ),
         }
     }
 
     /// `kernel` runs although a faster one exists, because of `reason`.
-    pub fn fallback(kernel: LstmKernel, reason: impl Into<String>) -> Self {
+    pub fn fallback(kernel: RnnKernel, reason: impl Into<String>) -> Self {
         Self {
             kernel,
             fallback_reason: Some(reason.into()),

@@ -9,28 +9,28 @@ use burn::tensor::{backend::Backend, ops::FloatTensor};
 use crate::kernels::portable;
 use crate::op::choice::KernelChoice;
 use crate::op::flat_weights::FlatBufferOps;
-use crate::op::io::{LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
-use crate::op::spec::LstmSpec;
+use crate::op::io::{RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
+use crate::op::spec::RnnSpec;
 
 /// Backends that run a whole LSTM layer stack as one op.
 ///
 /// Tensor layouts: `input` `[T, B, I]` (sequence-major), `weights` the flat parameter
-/// buffer of [`LstmArch::direction_layout`](crate::LstmArch::direction_layout),
+/// buffer of [`RnnArch::direction_layout`](crate::RnnArch::direction_layout),
 /// `h0` `[layers * dirs, B, H_out]`, `c0` `[layers * dirs, B, H]` for an LSTM and `None`
 /// for a GRU (no cell state: no tensor of zero elements reaches a backend). Callers
-/// keep that invariant ([`lstm`](crate::lstm) does); kernels may rely on it.
-pub trait LstmBackend: Backend {
+/// keep that invariant ([`rnn`](crate::rnn) does); kernels may rely on it.
+pub trait RnnBackend: Backend {
     /// Which kernel a call with `spec` runs on `device`, and why it is not a faster one.
-    fn lstm_kernel(_device: &Self::Device, spec: &LstmSpec) -> KernelChoice {
+    fn rnn_kernel(_device: &Self::Device, spec: &RnnSpec) -> KernelChoice {
         KernelChoice::portable_only(spec.kernel)
     }
 
-    /// The flat parameter buffer of the op ([`LstmArch::direction_layout`](crate::LstmArch::direction_layout))
+    /// The flat parameter buffer of the op ([`RnnArch::direction_layout`](crate::RnnArch::direction_layout))
     /// from the module's parameters, in that order, each as stored (`weight_ih`
     /// `[4H, in]`, `weight_hh`, the biases `[4H]`, `weight_hr`). Differentiable on
     /// autodiff backends. The default flattens and concatenates with Burn's ops;
     /// NdArray copies each value once into one buffer.
-    fn lstm_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
+    fn rnn_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
         crate::op::flat_weights::concatenate::<Self>(parts)
     }
 
@@ -40,19 +40,19 @@ pub trait LstmBackend: Backend {
     /// which is right for backends whose `reshape` and `slice` are views (Flex, CubeCL);
     /// NdArray returns an append that extends an unshared buffer in place (its
     /// `reshape` and `cat` copy each value three times).
-    fn lstm_flat_buffer_ops() -> Option<FlatBufferOps<Self>> {
+    fn rnn_flat_buffer_ops() -> Option<FlatBufferOps<Self>> {
         None
     }
 
     /// Forward pass for inference (nothing saved for a backward).
-    fn lstm_forward(
+    fn rnn_forward(
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
         c0: Option<FloatTensor<Self>>,
-        spec: &LstmSpec,
-    ) -> LstmOutput<Self> {
-        let inputs = LstmInputs {
+        spec: &RnnSpec,
+    ) -> RnnOutput<Self> {
+        let inputs = RnnInputs {
             input,
             weights,
             h0,
@@ -61,15 +61,15 @@ pub trait LstmBackend: Backend {
         portable::forward::<Self>(inputs, spec, false).0
     }
 
-    /// Forward pass that also returns what [`LstmBackend::lstm_backward`] needs.
-    fn lstm_forward_train(
+    /// Forward pass that also returns what [`RnnBackend::rnn_backward`] needs.
+    fn rnn_forward_train(
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
         c0: Option<FloatTensor<Self>>,
-        spec: &LstmSpec,
-    ) -> (LstmOutput<Self>, LstmSaved<Self>) {
-        let inputs = LstmInputs {
+        spec: &RnnSpec,
+    ) -> (RnnOutput<Self>, RnnSaved<Self>) {
+        let inputs = RnnInputs {
             input,
             weights,
             h0,
@@ -83,7 +83,7 @@ pub trait LstmBackend: Backend {
     }
 
     /// Backpropagation through time from the saved residuals.
-    fn lstm_backward(saved: LstmSaved<Self>, grads: LstmOutputGrads<Self>) -> LstmGrads<Self> {
+    fn rnn_backward(saved: RnnSaved<Self>, grads: RnnOutputGrads<Self>) -> RnnGrads<Self> {
         portable::backward::<Self>(saved, grads)
     }
 }

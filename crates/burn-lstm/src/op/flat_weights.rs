@@ -1,5 +1,5 @@
 //! The op's flat parameter buffer, built from the module's `Param` tensors on every call
-//! (so it can never be stale): [`LstmBackend::lstm_flat_weights`](crate::LstmBackend::lstm_flat_weights)'s
+//! (so it can never be stale): [`RnnBackend::rnn_flat_weights`](crate::RnnBackend::rnn_flat_weights)'s
 //! default, and the hooks a backend may give for building it one tracked parameter at a
 //! time (`tracked_weights.rs`).
 
@@ -20,7 +20,7 @@ pub(crate) fn concatenate<B: Backend>(parts: Vec<FloatTensor<B>>) -> FloatTensor
 
 /// A backend's own way to build the flat buffer of tracked parameters one at a time,
 /// for backends where Burn's `cat` costs more than a copy of each value (see
-/// [`LstmBackend::lstm_flat_buffer_ops`](crate::LstmBackend::lstm_flat_buffer_ops)).
+/// [`RnnBackend::rnn_flat_buffer_ops`](crate::RnnBackend::rnn_flat_buffer_ops)).
 pub struct FlatBufferOps<B: Backend> {
     /// `append(buffer, part, capacity)`: `buffer` (one-dimensional, the parameters so
     /// far) followed by `part` flattened. `capacity` is the length of the whole flat

@@ -17,11 +17,11 @@ use burn_fusion::{
 };
 use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorId, TensorIr};
 
-use crate::op::choice::LstmKernel;
-use crate::op::contract::LstmBackend;
-use crate::op::io::{HostResiduals, LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::choice::RnnKernel;
+use crate::op::contract::RnnBackend;
+use crate::op::io::{HostResiduals, RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
 use crate::op::shapes::ResultShapes;
-use crate::op::spec::LstmSpec;
+use crate::op::spec::RnnSpec;
 
 thread_local! {
     /// The fusion id of the flat parameter buffer of the forward operation executing on
@@ -54,14 +54,14 @@ impl Drop for ExecutingWeights {
 }
 
 /// The inner backend's saved state, filled when the forward operation executes.
-struct SavedSlot<B: Backend>(Mutex<Option<LstmSaved<B>>>);
+struct SavedSlot<B: Backend>(Mutex<Option<RnnSaved<B>>>);
 
 type Handles<B> =
     HandleContainer<<<B as FusionBackend>::FusionRuntime as FusionRuntime>::FusionHandle>;
 
 struct ForwardOp<B: Backend> {
     desc: CustomOpIr,
-    spec: LstmSpec,
+    spec: RnnSpec,
     slot: Option<Arc<SavedSlot<B>>>,
 }
 
@@ -73,7 +73,7 @@ impl<B: Backend> core::fmt::Debug for ForwardOp<B> {
     }
 }
 
-impl<B: FusionBackend + LstmBackend> Operation<B::FusionRuntime> for ForwardOp<B> {
+impl<B: FusionBackend + RnnBackend> Operation<B::FusionRuntime> for ForwardOp<B> {
     fn execute(&self, handles: &mut Handles<B>) {
         // Inputs `[input, weights, h0, c0]` and outputs `[y, h_n, c_n]`, without the cell
         // state's for a GRU.
@@ -88,10 +88,10 @@ impl<B: FusionBackend + LstmBackend> Operation<B::FusionRuntime> for ForwardOp<B
         let output = match &self.slot {
             None => {
                 let _executing = ExecutingWeights::set(weights_id);
-                B::lstm_forward(input, weights, h0, c0, &self.spec)
+                B::rnn_forward(input, weights, h0, c0, &self.spec)
             }
             Some(slot) => {
-                let (output, saved) = B::lstm_forward_train(input, weights, h0, c0, &self.spec);
+                let (output, saved) = B::rnn_forward_train(input, weights, h0, c0, &self.spec);
                 *slot.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(saved);
                 output
             }
@@ -105,7 +105,7 @@ impl<B: FusionBackend + LstmBackend> Operation<B::FusionRuntime> for ForwardOp<B
 
 struct BackwardOp<B: Backend> {
     desc: CustomOpIr,
-    spec: LstmSpec,
+    spec: RnnSpec,
     slot: Arc<SavedSlot<B>>,
 }
 
@@ -117,7 +117,7 @@ impl<B: Backend> core::fmt::Debug for BackwardOp<B> {
     }
 }
 
-impl<B: FusionBackend + LstmBackend> Operation<B::FusionRuntime> for BackwardOp<B> {
+impl<B: FusionBackend + RnnBackend> Operation<B::FusionRuntime> for BackwardOp<B> {
     fn execute(&self, handles: &mut Handles<B>) {
         // Inputs `[input, weights, h0, (c0), dy, dh_n, (dc_n)]` and outputs the gradients
         // of `[input, weights, h0, (c0)]`: the cell state's only for an LSTM.
@@ -135,16 +135,16 @@ impl<B: FusionBackend + LstmBackend> Operation<B::FusionRuntime> for BackwardOp<
         let saved = self.slot.0.lock().unwrap_or_else(|e| e.into_inner()).take();
         let saved = saved.unwrap_or_else(|| {
             log::warn!("burn-lstm: the forward's saved state is missing; recomputing it");
-            B::lstm_forward_train(input, weights, h0, c0, &self.spec).1
+            B::rnn_forward_train(input, weights, h0, c0, &self.spec).1
         });
         // The fused operation's outputs are fixed: the input's gradient is computed always.
-        let output_grads = LstmOutputGrads {
+        let output_grads = RnnOutputGrads {
             dy,
             dh_n,
             dc_n,
             input_required: true,
         };
-        let grads = B::lstm_backward(saved, output_grads);
+        let grads = B::rnn_backward(saved, output_grads);
         let d_input = grads
             .input
             .expect("a backward asked for the input's gradient returns it");
@@ -158,11 +158,11 @@ impl<B: FusionBackend + LstmBackend> Operation<B::FusionRuntime> for BackwardOp<
 }
 
 /// Forward as one fusion operation running `B`'s op.
-pub(crate) fn forward<B: FusionBackend + LstmBackend>(
-    inputs: LstmInputs<Fusion<B>>,
-    spec: &LstmSpec,
+pub(crate) fn forward<B: FusionBackend + RnnBackend>(
+    inputs: RnnInputs<Fusion<B>>,
+    spec: &RnnSpec,
     save: bool,
-) -> (LstmOutput<Fusion<B>>, Option<LstmSaved<Fusion<B>>>) {
+) -> (RnnOutput<Fusion<B>>, Option<RnnSaved<Fusion<B>>>) {
     let client = inputs.input.client.clone();
     let dtype = inputs.input.dtype;
     let shapes = ResultShapes::of(spec);
@@ -188,18 +188,18 @@ pub(crate) fn forward<B: FusionBackend + LstmBackend>(
         .into_iter();
     let [y, h_n] = [(); 2].map(|_| results.next().expect("the registered outputs"));
     let c_n = results.next();
-    let saved = slot.map(|slot| LstmSaved {
+    let saved = slot.map(|slot| RnnSaved {
         spec: spec.clone(),
-        kernel: LstmKernel::Cudnn,
+        kernel: RnnKernel::Cudnn,
         inputs,
         residuals: Vec::new(),
         host: Some(HostResiduals(slot)),
     });
-    (LstmOutput { y, h_n, c_n }, saved)
+    (RnnOutput { y, h_n, c_n }, saved)
 }
 
 /// Whether `saved` came from [`forward`] with inner backend `B`.
-pub(crate) fn is_fused_op<B: FusionBackend + LstmBackend>(saved: &LstmSaved<Fusion<B>>) -> bool {
+pub(crate) fn is_fused_op<B: FusionBackend + RnnBackend>(saved: &RnnSaved<Fusion<B>>) -> bool {
     saved
         .host
         .as_ref()
@@ -207,16 +207,16 @@ pub(crate) fn is_fused_op<B: FusionBackend + LstmBackend>(saved: &LstmSaved<Fusi
 }
 
 /// Backward as one fusion operation running `B`'s backward on what [`forward`] saved.
-pub(crate) fn backward<B: FusionBackend + LstmBackend>(
-    saved: LstmSaved<Fusion<B>>,
-    grads: LstmOutputGrads<Fusion<B>>,
-) -> LstmGrads<Fusion<B>> {
+pub(crate) fn backward<B: FusionBackend + RnnBackend>(
+    saved: RnnSaved<Fusion<B>>,
+    grads: RnnOutputGrads<Fusion<B>>,
+) -> RnnGrads<Fusion<B>> {
     let host = saved.host.expect("checked by is_fused_op");
     let slot: Arc<SavedSlot<B>> = host
         .0
         .downcast::<SavedSlot<B>>()
         .unwrap_or_else(|_| unreachable!("checked by is_fused_op"));
-    let LstmInputs {
+    let RnnInputs {
         input,
         weights,
         h0,
@@ -249,7 +249,7 @@ pub(crate) fn backward<B: FusionBackend + LstmBackend>(
         .register(streams, OperationIr::Custom(desc), op)
         .into_iter();
     let [input, weights, h0] = [(); 3].map(|_| results.next().expect("the registered outputs"));
-    LstmGrads {
+    RnnGrads {
         input: Some(input),
         weights,
         h0,

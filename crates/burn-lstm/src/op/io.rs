@@ -3,16 +3,16 @@
 
 use burn::tensor::{backend::Backend, ops::FloatTensor};
 
-use crate::op::choice::LstmKernel;
-use crate::op::spec::LstmSpec;
+use crate::op::choice::RnnKernel;
+use crate::op::spec::RnnSpec;
 
 /// The op's inputs. Layouts are sequence-major; a cell without a cell state (the GRU)
 /// has no `c0`, so no tensor of zero elements ever reaches a backend.
 #[derive(Debug, Clone)]
-pub struct LstmInputs<B: Backend> {
+pub struct RnnInputs<B: Backend> {
     /// Input sequence, `[T, B, I]`.
     pub input: FloatTensor<B>,
-    /// The flat parameter buffer ([`LstmArch::direction_layout`](crate::LstmArch::direction_layout)).
+    /// The flat parameter buffer ([`RnnArch::direction_layout`](crate::RnnArch::direction_layout)).
     pub weights: FloatTensor<B>,
     /// Initial hidden state, `[layers * dirs, B, H_out]`.
     pub h0: FloatTensor<B>,
@@ -20,13 +20,13 @@ pub struct LstmInputs<B: Backend> {
     pub c0: Option<FloatTensor<B>>,
 }
 
-impl<B: Backend> LstmInputs<B> {
+impl<B: Backend> RnnInputs<B> {
     /// Each tensor through `f` (for instance into another backend's tensors).
     pub fn map<C: Backend>(
         self,
         mut f: impl FnMut(FloatTensor<B>) -> FloatTensor<C>,
-    ) -> LstmInputs<C> {
-        LstmInputs {
+    ) -> RnnInputs<C> {
+        RnnInputs {
             input: f(self.input),
             weights: f(self.weights),
             h0: f(self.h0),
@@ -44,7 +44,7 @@ impl<B: Backend> LstmInputs<B> {
 
 /// Results of a forward call. Layouts are sequence-major.
 #[derive(Debug, Clone)]
-pub struct LstmOutput<B: Backend> {
+pub struct RnnOutput<B: Backend> {
     /// Output sequence of the last layer, `[T, B, dirs * H_out]`, zero past each row's length.
     pub y: FloatTensor<B>,
     /// Final hidden state of every layer and direction, `[layers * dirs, B, H_out]`.
@@ -54,9 +54,9 @@ pub struct LstmOutput<B: Backend> {
     pub c_n: Option<FloatTensor<B>>,
 }
 
-/// Upstream gradients of the three outputs (same shapes as [`LstmOutput`]).
+/// Upstream gradients of the three outputs (same shapes as [`RnnOutput`]).
 #[derive(Debug, Clone)]
-pub struct LstmOutputGrads<B: Backend> {
+pub struct RnnOutputGrads<B: Backend> {
     /// Gradient of `y`.
     pub dy: FloatTensor<B>,
     /// Gradient of `h_n`.
@@ -65,16 +65,16 @@ pub struct LstmOutputGrads<B: Backend> {
     pub dc_n: Option<FloatTensor<B>>,
     /// Whether the gradient of the input sequence is wanted (autodiff tracks the input).
     /// When it is not (raw features nobody trains), a kernel may skip it and return
-    /// `None` in [`LstmGrads::input`]: the fused CPU kernel then skips the first layer's
+    /// `None` in [`RnnGrads::input`]: the fused CPU kernel then skips the first layer's
     /// input product, a sixth of a one-layer step's work.
     pub input_required: bool,
 }
 
 /// Gradients of the four inputs of the op.
 #[derive(Debug, Clone)]
-pub struct LstmGrads<B: Backend> {
+pub struct RnnGrads<B: Backend> {
     /// Gradient of the input sequence, `[T, B, I]`; `None` only when it was not
-    /// required ([`LstmOutputGrads::input_required`]).
+    /// required ([`RnnOutputGrads::input_required`]).
     pub input: Option<FloatTensor<B>>,
     /// Gradient of the flat parameter buffer, same layout as the parameters.
     pub weights: FloatTensor<B>,
@@ -88,13 +88,13 @@ pub struct LstmGrads<B: Backend> {
 /// that kernel's residuals (for the portable kernel: gate activations and states per
 /// step; for cuDNN: its reserve space).
 #[derive(Debug, Clone)]
-pub struct LstmSaved<B: Backend> {
+pub struct RnnSaved<B: Backend> {
     /// The call.
-    pub spec: LstmSpec,
+    pub spec: RnnSpec,
     /// The kernel that produced the residuals (its backward must read them).
-    pub kernel: LstmKernel,
+    pub kernel: RnnKernel,
     /// The op's inputs.
-    pub inputs: LstmInputs<B>,
+    pub inputs: RnnInputs<B>,
     /// Kernel-defined residual tensors.
     pub residuals: Vec<FloatTensor<B>>,
     /// Kernel-defined residuals that live outside the backend's tensors (the fused CPU
@@ -103,7 +103,7 @@ pub struct LstmSaved<B: Backend> {
 }
 
 /// Residuals a kernel keeps in host memory, shared cheaply between clones of
-/// [`LstmSaved`] and taken back by the backward.
+/// [`RnnSaved`] and taken back by the backward.
 #[derive(Clone)]
 pub struct HostResiduals(pub std::sync::Arc<dyn core::any::Any + Send + Sync>);
 

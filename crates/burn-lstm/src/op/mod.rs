@@ -1,9 +1,9 @@
 //! The op: one call per layer stack, as an extension trait over Burn's `Backend`.
 //!
-//! - `contract.rs`: [`LstmBackend`](crate::LstmBackend), the trait a backend implements
+//! - `contract.rs`: [`RnnBackend`](crate::RnnBackend), the trait a backend implements
 //!   (every method defaults to the portable kernel), and `io.rs`, the types it passes.
 //! - `spec.rs`: what one call computes; `choice.rs`: which kernel runs it and why.
-//! - `call.rs`: the op as a function on Burn tensors ([`lstm`](crate::lstm)).
+//! - `call.rs`: the op as a function on Burn tensors ([`rnn`](crate::rnn)).
 //! - `shapes.rs`: the shapes of a call's results, and the invariant that no tensor of
 //!   zero elements passes (a GRU has no cell state: `None`, not an empty tensor).
 //! - `autodiff.rs`: the op on `Autodiff<B>` (one node whose backward calls the inner

@@ -6,7 +6,7 @@
 
 use burn::tensor::{TensorMetadata, backend::Backend, ops::FloatTensor};
 
-use crate::op::spec::LstmSpec;
+use crate::op::spec::RnnSpec;
 
 /// Shapes of a call's results `y`, `h_n`, `c_n` (and so of their upstream gradients).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub(crate) struct ResultShapes {
 
 impl ResultShapes {
     /// The result shapes of `spec`.
-    pub fn of(spec: &LstmSpec) -> Self {
+    pub fn of(spec: &RnnSpec) -> Self {
         let arch = &spec.arch;
         let (cells, batch) = (arch.cells(), spec.batch);
         let cell_state = arch.cell_state_size();
@@ -57,11 +57,11 @@ pub(crate) fn debug_check_non_empty<'a, B: Backend>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::op::spec::{CellKind, LstmArch};
+    use crate::op::spec::{CellKind, RnnArch};
 
-    fn spec(cell: CellKind, proj_size: usize, bidirectional: bool) -> LstmSpec {
-        LstmSpec {
-            arch: LstmArch {
+    fn spec(cell: CellKind, proj_size: usize, bidirectional: bool) -> RnnSpec {
+        RnnSpec {
+            arch: RnnArch {
                 cell,
                 input_size: 3,
                 hidden_size: 5,

@@ -2,19 +2,19 @@
 //! config) and the per-call shape (sequence length, batch, lengths, dropout).
 //!
 //! The parameters of a whole layer stack travel through the op as **one flat buffer**
-//! in the canonical order (see [`LstmArch::direction_layout`]): this keeps the autodiff
+//! in the canonical order (see [`RnnArch::direction_layout`]): this keeps the autodiff
 //! op at a fixed number of parents, exactly as PyTorch's `flatten_parameters` does.
 
-pub use lstm_cpu::{CellKind, DirectionLayout, LstmArch};
+pub use lstm_cpu::{CellKind, DirectionLayout, RnnArch};
 use std::sync::Arc;
 
-use crate::op::choice::LstmKernel;
+use crate::op::choice::RnnKernel;
 
 /// One call of the op: the architecture plus the shape of this batch.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LstmSpec {
+pub struct RnnSpec {
     /// The layer stack.
-    pub arch: LstmArch,
+    pub arch: RnnArch,
     /// Time steps `T` (the padded length when `lengths` is set).
     pub seq_len: usize,
     /// Batch rows `B`.
@@ -29,15 +29,15 @@ pub struct LstmSpec {
     pub dropout_seed: Option<u64>,
     /// The kernel the caller asks for; `None` picks the fastest one the backend can run.
     /// A kernel the backend cannot run falls back, and the kernel-choice API says why.
-    pub kernel: Option<LstmKernel>,
+    pub kernel: Option<RnnKernel>,
 }
 
-impl LstmSpec {
+impl RnnSpec {
     /// The spec of a module's call: training when `device` tracks gradients.
     pub(crate) fn of_module<B: burn::tensor::backend::Backend>(
-        arch: LstmArch,
+        arch: RnnArch,
         dropout: f64,
-        kernel: Option<LstmKernel>,
+        kernel: Option<RnnKernel>,
         batch: usize,
         seq_len: usize,
         lengths: Option<&[usize]>,

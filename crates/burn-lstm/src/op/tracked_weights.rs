@@ -11,14 +11,14 @@ use burn_autodiff::{
     ops::{Backward, Ops, OpsKind},
 };
 
-use crate::op::contract::LstmBackend;
+use crate::op::contract::RnnBackend;
 use crate::op::flat_weights::{FlatBufferOps, concatenate};
 
 /// Autodiff op: `[buffer so far, part] -> [buffer so far, part flattened]`.
 #[derive(Debug)]
 struct Append;
 
-impl<B: LstmBackend> Backward<B, 2> for Append {
+impl<B: RnnBackend> Backward<B, 2> for Append {
     /// The backend's split, the length of the buffer before the append, and the
     /// appended part's shape.
     type State = (FlatBufferOps<B>, usize, Shape);
@@ -50,10 +50,10 @@ impl<B: LstmBackend> Backward<B, 2> for Append {
 /// once; autodiff's `cat` over NdArray's `reshape` copies it three times into fresh
 /// blocks (27 % of a 20×35×1500 training step, measured). Backends without such ops
 /// keep the single `cat`.
-pub(crate) fn tracked<B: LstmBackend, C: CheckpointStrategy>(
+pub(crate) fn tracked<B: RnnBackend, C: CheckpointStrategy>(
     parts: Vec<FloatTensor<Autodiff<B, C>>>,
 ) -> FloatTensor<Autodiff<B, C>> {
-    let Some(buffer_ops) = B::lstm_flat_buffer_ops().filter(|_| parts.len() >= 2) else {
+    let Some(buffer_ops) = B::rnn_flat_buffer_ops().filter(|_| parts.len() >= 2) else {
         return concatenate::<Autodiff<B, C>>(parts);
     };
     let total: usize = parts.iter().map(|p| p.shape().num_elements()).sum();

@@ -22,7 +22,7 @@
 use burn::module::{AutodiffModule, Param};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Distribution, Tensor, TensorData};
-use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmBackend, LstmKernel};
+use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, RnnBackend, RnnKernel};
 
 use super::to_f64;
 
@@ -35,10 +35,10 @@ const P: f64 = 0.5;
 /// Runs the check on `B` with `kernel` (which must be the one that runs); `tol` bounds the
 /// absolute error of `y` and the relative error of the gradients (the dtype's and
 /// kernel's precision). Panics on a failed assertion; prints one summary line.
-pub fn check_dropout_masks<B>(kernel: LstmKernel, device: &B::Device, tol: f64)
+pub fn check_dropout_masks<B>(kernel: RnnKernel, device: &B::Device, tol: f64)
 where
-    B: AutodiffBackend + LstmBackend,
-    B::InnerBackend: LstmBackend,
+    B: AutodiffBackend + RnnBackend,
+    B::InnerBackend: RnnBackend,
 {
     let config = CudnnCompatibleLstmConfig::new(INPUT, HIDDEN)
         .with_num_layers(2)

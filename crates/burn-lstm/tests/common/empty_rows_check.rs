@@ -8,7 +8,7 @@
 
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
-use burn_lstm::{LstmBackend, LstmKernel, LstmState};
+use burn_lstm::{LstmState, RnnBackend, RnnKernel};
 
 use super::golden_check::parameter_grad;
 use super::{ErrorReport, GoldenCase, assert_all, golden_paths, to_f64};
@@ -97,11 +97,11 @@ fn tensor<B: burn::tensor::backend::Backend, const D: usize>(
 fn check_case<B>(
     case: &GoldenCase,
     backend: &str,
-    kernel: LstmKernel,
+    kernel: RnnKernel,
     tol: f64,
 ) -> Result<(), String>
 where
-    B: AutodiffBackend + LstmBackend,
+    B: AutodiffBackend + RnnBackend,
 {
     let device = Default::default();
     let c = &case.config;
@@ -299,9 +299,9 @@ where
 }
 
 /// Every golden case with empty rows inserted, through `kernel` on `B`.
-pub fn run_all<B>(backend: &str, kernel: LstmKernel, tol: f64)
+pub fn run_all<B>(backend: &str, kernel: RnnKernel, tol: f64)
 where
-    B: AutodiffBackend + LstmBackend,
+    B: AutodiffBackend + RnnBackend,
 {
     let results = golden_paths()
         .iter()
@@ -312,9 +312,9 @@ where
 
 /// A batch of only empty rows: zeros out, the initial state as final state, no gradient
 /// to the parameters or the input, and `dh_n` / `dc_n` passed to `dh0` / `dc0`.
-pub fn only_empty_rows<B>(kernel: LstmKernel)
+pub fn only_empty_rows<B>(kernel: RnnKernel)
 where
-    B: AutodiffBackend + LstmBackend,
+    B: AutodiffBackend + RnnBackend,
 {
     let device = Default::default();
     let config = burn_lstm::CudnnCompatibleLstmConfig::new(3, 5)

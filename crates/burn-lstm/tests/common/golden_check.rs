@@ -9,13 +9,13 @@
 use super::{ErrorReport, GoldenCase, assert_all, golden_paths, to_f64};
 use burn::module::Param;
 use burn::tensor::{Tensor, backend::AutodiffBackend};
-use burn_lstm::{CudnnCompatibleLstm, LstmBackend, LstmKernel, LstmLayer, LstmState};
+use burn_lstm::{CudnnCompatibleLstm, LstmState, RnnBackend, RnnKernel, RnnLayer};
 
 fn lengths(case: &GoldenCase) -> Option<Vec<usize>> {
     case.config.lengths.clone()
 }
 
-fn forward<B: LstmBackend>(
+fn forward<B: RnnBackend>(
     model: &CudnnCompatibleLstm<B>,
     x: Tensor<B, 3>,
     state: Option<LstmState<B>>,
@@ -26,7 +26,7 @@ fn forward<B: LstmBackend>(
         .expect("valid golden input")
 }
 
-fn initial_state<B: LstmBackend>(
+fn initial_state<B: RnnBackend>(
     case: &GoldenCase,
     device: &B::Device,
     grad: bool,
@@ -67,7 +67,7 @@ pub fn parameter_grad<B: AutodiffBackend>(
 /// The gradient of the parameter of `layers` (an LSTM's or a GRU's) that PyTorch calls
 /// `name`.
 pub fn layer_parameter_grad<B: AutodiffBackend>(
-    layers: &[LstmLayer<B>],
+    layers: &[RnnLayer<B>],
     name: &str,
     grads: &B::Gradients,
 ) -> Vec<f64> {
@@ -97,13 +97,13 @@ pub fn layer_parameter_grad<B: AutodiffBackend>(
 fn check_case<B>(
     case: &GoldenCase,
     backend: &str,
-    kernel: LstmKernel,
+    kernel: RnnKernel,
     dtype: &str,
     tol: f64,
 ) -> Result<(), String>
 where
-    B: AutodiffBackend + LstmBackend,
-    B::InnerBackend: LstmBackend,
+    B: AutodiffBackend + RnnBackend,
+    B::InnerBackend: RnnBackend,
 {
     let device = Default::default();
     let mut report = ErrorReport::new(
@@ -175,10 +175,10 @@ where
 }
 
 /// Every golden case through `kernel` on `B` (`backend` names it in each printed line).
-pub fn run_all<B>(backend: &str, kernel: LstmKernel, dtype: &str, tol: f64)
+pub fn run_all<B>(backend: &str, kernel: RnnKernel, dtype: &str, tol: f64)
 where
-    B: AutodiffBackend + LstmBackend,
-    B::InnerBackend: LstmBackend,
+    B: AutodiffBackend + RnnBackend,
+    B::InnerBackend: RnnBackend,
 {
     let results = golden_paths()
         .iter()

@@ -6,18 +6,18 @@
 use super::golden_check::layer_parameter_grad;
 use super::{ErrorReport, GoldenCase, assert_all, gru_golden_paths, to_f64};
 use burn::tensor::backend::AutodiffBackend;
-use burn_lstm::{GruState, LstmBackend, LstmKernel};
+use burn_lstm::{GruState, RnnBackend, RnnKernel};
 
 fn check_case<B>(
     case: &GoldenCase,
     backend: &str,
-    expected_kernel: LstmKernel,
+    expected_kernel: RnnKernel,
     dtype: &str,
     tol: f64,
 ) -> Result<(), String>
 where
-    B: AutodiffBackend + LstmBackend,
-    B::InnerBackend: LstmBackend,
+    B: AutodiffBackend + RnnBackend,
+    B::InnerBackend: RnnBackend,
 {
     let device = Default::default();
     let lengths = case.config.lengths.clone();
@@ -95,10 +95,10 @@ where
 
 /// Every GRU golden case on `B` (`backend` names it in each printed line), checking
 /// that the module reports `kernel` as the one that runs.
-pub fn run_all_gru<B>(backend: &str, kernel: LstmKernel, dtype: &str, tol: f64)
+pub fn run_all_gru<B>(backend: &str, kernel: RnnKernel, dtype: &str, tol: f64)
 where
-    B: AutodiffBackend + LstmBackend,
-    B::InnerBackend: LstmBackend,
+    B: AutodiffBackend + RnnBackend,
+    B::InnerBackend: RnnBackend,
 {
     let results = gru_golden_paths()
         .iter()

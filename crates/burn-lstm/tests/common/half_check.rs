@@ -25,7 +25,7 @@ use burn::backend::{Autodiff, NdArray};
 use burn::module::Param;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{DType, FloatDType, IntDType, Tensor, TensorData, set_default_dtypes};
-use burn_lstm::{LstmBackend, LstmState};
+use burn_lstm::{LstmState, RnnBackend};
 
 /// Bound of the portable kernel's own error, in units of roundoff of the half type (∞-norm
 /// relative, as everywhere in the golden tests): each result is rounded once from an
@@ -115,8 +115,8 @@ fn evaluate<B>(
     swapped: Option<&str>,
 ) -> Vec<(String, Vec<f64>)>
 where
-    B: AutodiffBackend + LstmBackend,
-    B::InnerBackend: LstmBackend,
+    B: AutodiffBackend + RnnBackend,
+    B::InnerBackend: RnnBackend,
 {
     let tensor = |name: &str| {
         let (shape, values) = &case.tensors[name];
@@ -211,8 +211,8 @@ pub fn case_errors<B>(
     swapped: Option<&str>,
 ) -> HalfErrors
 where
-    B: AutodiffBackend + LstmBackend,
-    B::InnerBackend: LstmBackend,
+    B: AutodiffBackend + RnnBackend,
+    B::InnerBackend: RnnBackend,
 {
     // The float64 reference runs on NdArray, whose device the calling process must not
     // have used in another float type (Burn keeps one per device).
@@ -252,8 +252,8 @@ pub fn run_all_half<B>(
     (name, backend, kernel): (&str, &str, &str),
     bound: KernelBound,
 ) where
-    B: AutodiffBackend + LstmBackend,
-    B::InnerBackend: LstmBackend,
+    B: AutodiffBackend + RnnBackend,
+    B::InnerBackend: RnnBackend,
 {
     let mut failures = Vec::new();
     for path in golden_paths() {

@@ -329,15 +329,15 @@ pub fn assert_all(results: Vec<Result<(), String>>) {
     );
 }
 
-/// Asserts that `result` is `LstmError::InvalidArgument` for `argument` whose expected and
+/// Asserts that `result` is `RnnError::InvalidArgument` for `argument` whose expected and
 /// actual values mention every one of `fragments`.
 pub fn expect_invalid(
-    result: Result<impl Sized, burn_lstm::LstmError>,
+    result: Result<impl Sized, burn_lstm::RnnError>,
     argument: &str,
     fragments: &[&str],
 ) {
     match result {
-        Err(burn_lstm::LstmError::InvalidArgument {
+        Err(burn_lstm::RnnError::InvalidArgument {
             argument: a,
             expected,
             actual,

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use burn::tensor::{Tensor, TensorData, backend::Backend};
 use burn_lstm::{
-    CudnnCompatibleGru, CudnnCompatibleLstm, GruState, KerasModel, LstmBackend, LstmState,
-    OnnxModel, RecurrentSelection,
+    CudnnCompatibleGru, CudnnCompatibleLstm, GruState, KerasModel, LstmState, OnnxModel,
+    RecurrentSelection, RnnBackend,
 };
 use safetensors::{Dtype, SafeTensors};
 
@@ -163,7 +163,7 @@ impl<B: Backend> Loaded<B> {
 
 /// Runs `module` on the case's input (lengths and initial state when it has them);
 /// returns `y`, `h_n` and `c_n` as host values.
-pub fn run<B: LstmBackend>(
+pub fn run<B: RnnBackend>(
     module: &Loaded<B>,
     case: &Case,
     device: &B::Device,

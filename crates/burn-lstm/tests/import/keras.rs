@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use burn::backend::{Flex, NdArray};
 use burn::tensor::{Tensor, TensorData};
 use burn_lstm::{
-    CellKind, CudnnCompatibleGru, CudnnCompatibleLstm, KerasModel, LstmBackend, LstmError,
-    RecurrentSelection, keras_mask_lengths,
+    CellKind, CudnnCompatibleGru, CudnnCompatibleLstm, KerasModel, RecurrentSelection, RnnBackend,
+    RnnError, keras_mask_lengths,
 };
 
 use crate::io::{Loaded, cases, check, fixture};
@@ -45,7 +45,7 @@ fn open(file: &str, architecture: Option<&str>) -> KerasModel {
 }
 
 /// Every golden case of every fixture on `B`, against `suffix`'s reference.
-fn golden<B: LstmBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64) {
+fn golden<B: RnnBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64) {
     let mut worst = 0.0f64;
     for &(file, architecture, rename) in GOLDEN {
         let model = open(file, architecture);
@@ -322,7 +322,7 @@ fn missing_and_misshapen_weights_are_named() {
     assert!(
         matches!(
             e,
-            LstmError::CheckpointTensor {
+            RnnError::CheckpointTensor {
                 problem: "missing",
                 ..
             }
@@ -337,7 +337,7 @@ fn missing_and_misshapen_weights_are_named() {
     let model = KerasModel::open(path("k2_bad_shape.h5")).unwrap();
     let e = model.gru::<NdArray<f32>>("gru", &device).unwrap_err();
     match &e {
-        LstmError::ParameterShape {
+        RnnError::ParameterShape {
             name,
             expected,
             actual,
@@ -366,13 +366,13 @@ fn damaged_files_are_errors_never_panics() {
     let device = Default::default();
     let e = KerasModel::open(damaged("notes.h5", b"just some text, not a model")).unwrap_err();
     assert!(
-        matches!(e, LstmError::Io { .. }) && e.to_string().contains("not a Keras file"),
+        matches!(e, RnnError::Io { .. }) && e.to_string().contains("not a Keras file"),
         "{e}"
     );
     let e = KerasModel::open(damaged("empty.keras", b"")).unwrap_err();
     assert!(e.to_string().contains("empty file"), "{e}");
     let e = KerasModel::open(path("does_not_exist.keras")).unwrap_err();
-    assert!(matches!(e, LstmError::Io { .. }), "{e}");
+    assert!(matches!(e, RnnError::Io { .. }), "{e}");
     for file in ["k2_lstm_gru.h5", "k3_lstm_stack.keras", "k3_gru_masked.h5"] {
         let bytes = std::fs::read(path(file)).unwrap();
         let mut cuts: Vec<usize> = vec![

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use burn::backend::{Flex, NdArray};
 use burn_lstm::{
-    CellKind, CudnnCompatibleLstm, LstmBackend, LstmError, OnnxModel, RecurrentSelection,
+    CellKind, CudnnCompatibleLstm, OnnxModel, RecurrentSelection, RnnBackend, RnnError,
 };
 
 use crate::io::{Loaded, cases, check, fixture};
@@ -23,7 +23,7 @@ const GOLDEN: &[&str] = &[
     "gru_lens.onnx",
 ];
 
-fn golden<B: LstmBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64) {
+fn golden<B: RnnBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64) {
     let mut worst = 0.0f64;
     for file in GOLDEN {
         let model = OnnxModel::open(path(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
@@ -185,7 +185,7 @@ fn damaged_files_are_errors_never_panics() {
     };
     let e = OnnxModel::open(write("text.onnx", b"\xff\xff\xff\xff not protobuf")).unwrap_err();
     assert!(
-        matches!(e, LstmError::Io { .. }) && e.to_string().contains("not an ONNX model"),
+        matches!(e, RnnError::Io { .. }) && e.to_string().contains("not an ONNX model"),
         "{e}"
     );
     let bytes = std::fs::read(path("lstm_bi2.onnx")).unwrap();

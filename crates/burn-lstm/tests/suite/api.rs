@@ -9,8 +9,8 @@ use burn::nn::{BiLstmConfig, LstmConfig};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::{Distribution, Tensor};
 use burn_lstm::{
-    CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmBackend, LstmError, LstmKernel, LstmState,
-    NanPolicy,
+    CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmState, NanPolicy, RnnBackend, RnnError,
+    RnnKernel,
 };
 use common::{expect_invalid, rel_err, to_f64};
 
@@ -76,7 +76,7 @@ fn checkpoint_of_another_config_is_a_named_error() {
         .unwrap_err();
     assert_eq!(
         err,
-        LstmError::ParameterShape {
+        RnnError::ParameterShape {
             name: "layers.0.forward.weight_ih".into(),
             expected: vec![32, 5],
             actual: vec![24, 5]
@@ -88,7 +88,7 @@ fn checkpoint_of_another_config_is_a_named_error() {
         .unwrap_err();
     assert_eq!(
         err,
-        LstmError::ParameterShape {
+        RnnError::ParameterShape {
             name: "layers".into(),
             expected: vec![3],
             actual: vec![2]
@@ -99,7 +99,7 @@ fn checkpoint_of_another_config_is_a_named_error() {
         .load_checkpoint::<B, _>(&file, &recorder, &device)
         .unwrap_err();
     assert!(
-        matches!(&err, LstmError::CheckpointTensor { problem: "unexpected", name, .. } if name == "layers.0.reverse"),
+        matches!(&err, RnnError::CheckpointTensor { problem: "unexpected", name, .. } if name == "layers.0.reverse"),
         "{err}"
     );
     let err = config()
@@ -113,7 +113,7 @@ fn checkpoint_of_another_config_is_a_named_error() {
     let err = config()
         .load_checkpoint::<B, _>(temp_path("absent.mpk"), &recorder, &device)
         .unwrap_err();
-    assert!(matches!(err, LstmError::Io { .. }), "{err}");
+    assert!(matches!(err, RnnError::Io { .. }), "{err}");
 }
 
 #[test]
@@ -150,7 +150,7 @@ fn pytorch_safetensors_export_then_import_is_identical() {
         .unwrap_err();
     assert_eq!(
         err,
-        LstmError::ParameterShape {
+        RnnError::ParameterShape {
             name: "weight_ih_l0".into(),
             expected: vec![24, 4],
             actual: vec![24, 5]
@@ -161,7 +161,7 @@ fn pytorch_safetensors_export_then_import_is_identical() {
         .load_pytorch_safetensors::<B>(&path, &device)
         .unwrap_err();
     assert!(
-        matches!(&err, LstmError::CheckpointTensor { problem: "unexpected", name, .. } if name.ends_with("_l1") || name.contains("_l1_")),
+        matches!(&err, RnnError::CheckpointTensor { problem: "unexpected", name, .. } if name.ends_with("_l1") || name.contains("_l1_")),
         "{err}"
     );
     let err = config()
@@ -169,7 +169,7 @@ fn pytorch_safetensors_export_then_import_is_identical() {
         .load_pytorch_safetensors::<B>(&path, &device)
         .unwrap_err();
     assert!(
-        matches!(&err, LstmError::CheckpointTensor { problem: "missing", name, .. } if name == "weight_ih_l2"),
+        matches!(&err, RnnError::CheckpointTensor { problem: "missing", name, .. } if name == "weight_ih_l2"),
         "{err}"
     );
 }
@@ -289,7 +289,7 @@ fn bad_input_is_a_clear_error() {
     let x = Tensor::<B, 3>::from_data(burn::tensor::TensorData::new(values, [2, 4, 5]), &device);
     assert_eq!(
         strict.try_forward(x.clone(), None, None).unwrap_err(),
-        LstmError::NonFinite {
+        RnnError::NonFinite {
             argument: "input".into(),
             count: 2
         }
@@ -396,11 +396,11 @@ fn an_untracked_input_gets_no_gradient_and_changes_no_other() {
     assert_eq!(initial_without, initial, "the initial state's gradients");
 }
 
-fn kernel_choice_is_reported_on<B: LstmBackend>() {
+fn kernel_choice_is_reported_on<B: RnnBackend>() {
     let device = Default::default();
     let model = config().init::<B>(&device);
     let choice = model.kernel(&device, 4, 10);
-    assert_eq!(choice.kernel, LstmKernel::FusedCpu);
+    assert_eq!(choice.kernel, RnnKernel::FusedCpu);
     assert_eq!(choice.fallback_reason, None, "{choice}");
     let ad = config().init::<Autodiff<B>>(&device);
     assert_eq!(
@@ -409,14 +409,14 @@ fn kernel_choice_is_reported_on<B: LstmBackend>() {
         "autodiff reports its inner backend's kernel"
     );
 
-    let portable = model.clone().with_kernel(Some(LstmKernel::Portable));
+    let portable = model.clone().with_kernel(Some(RnnKernel::Portable));
     let choice = portable.kernel(&device, 4, 10);
-    assert_eq!(choice.kernel, LstmKernel::Portable);
+    assert_eq!(choice.kernel, RnnKernel::Portable);
     assert!(choice.to_string().contains("asked for"), "{choice}");
 
-    let cudnn = model.with_kernel(Some(LstmKernel::Cudnn));
+    let cudnn = model.with_kernel(Some(RnnKernel::Cudnn));
     let choice = cudnn.kernel(&device, 4, 10);
-    assert_eq!(choice.kernel, LstmKernel::FusedCpu);
+    assert_eq!(choice.kernel, RnnKernel::FusedCpu);
     assert!(choice.to_string().contains("CUDA"), "{choice}");
 }
 
@@ -451,7 +451,7 @@ fn threads_sharing_one_module_get_identical_results() {
     }
 }
 
-fn changed_parameters_are_used_at_once_on<B: LstmBackend>() {
+fn changed_parameters_are_used_at_once_on<B: RnnBackend>() {
     // The fused kernel packs weights per call; a parameter changed between two calls
     // must change the second call exactly as a freshly built module would.
     let device = Default::default();
@@ -468,7 +468,7 @@ fn changed_parameters_are_used_at_once_on<B: LstmBackend>() {
     assert!(rel_err(&after, &before) > 1e-3, "the change had no effect");
     let reference = to_f64(
         changed
-            .with_kernel(Some(LstmKernel::Portable))
+            .with_kernel(Some(RnnKernel::Portable))
             .forward(x, None)
             .0,
     );
@@ -485,7 +485,7 @@ fn changed_parameters_are_used_at_once_on_flex() {
     changed_parameters_are_used_at_once_on::<Flex>();
 }
 
-fn inference_reuses_packed_weights_only_while_the_parameters_are_unchanged_on<B: LstmBackend>() {
+fn inference_reuses_packed_weights_only_while_the_parameters_are_unchanged_on<B: RnnBackend>() {
     // NdArray and Flex inference keep the flat and packed copies of the parameters they
     // last saw (weights_cache.rs), keyed on the parameters' storage. The hazard: a
     // parameter whose tensor nobody else holds is changed *in place* (same storage, same
@@ -496,7 +496,7 @@ fn inference_reuses_packed_weights_only_while_the_parameters_are_unchanged_on<B:
     let portable = |m: &CudnnCompatibleLstm<B>, x: &Tensor<B, 3>| {
         to_f64(
             m.clone()
-                .with_kernel(Some(LstmKernel::Portable))
+                .with_kernel(Some(RnnKernel::Portable))
                 .forward(x.clone(), None)
                 .0,
         )
@@ -555,7 +555,7 @@ fn canonical_values<Bk: burn::tensor::backend::Backend>(
     values
 }
 
-fn flat_weights_hold_every_parameter_in_canonical_order_on<B: LstmBackend>() {
+fn flat_weights_hold_every_parameter_in_canonical_order_on<B: RnnBackend>() {
     // NdArray and Flex build the buffer themselves (row by row through strides), autodiff
     // with tracked parameters by appends, autodiff without through the inner backend.
     // A parameter stored transposed (a strided view) must be read in its logical order.

@@ -13,7 +13,7 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{ElementConversion, Tensor, TensorData};
-use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmBackend, LstmKernel};
+use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, RnnBackend, RnnKernel};
 use common::to_f64;
 
 pub(crate) fn config() -> CudnnCompatibleLstmConfig {
@@ -45,12 +45,12 @@ fn tensor<B: Backend>(shape: [usize; 3], seed: u64, device: &B::Device) -> Tenso
 const SHAPE: [usize; 3] = [3, 5, 4];
 
 /// A few Adam steps towards a fixed target on `device`, then the model.
-pub(crate) fn train<B: AutodiffBackend + LstmBackend>(
+pub(crate) fn train<B: AutodiffBackend + RnnBackend>(
     device: &B::Device,
     steps: usize,
 ) -> (CudnnCompatibleLstm<B>, Vec<f32>)
 where
-    B::InnerBackend: LstmBackend,
+    B::InnerBackend: RnnBackend,
 {
     train_with::<B, _>(device, steps, AdamConfig::new().init(), 1e-2)
 }
@@ -64,8 +64,8 @@ pub(crate) fn train_with<B, O>(
     lr: f64,
 ) -> (CudnnCompatibleLstm<B>, Vec<f32>)
 where
-    B: AutodiffBackend + LstmBackend,
-    B::InnerBackend: LstmBackend,
+    B: AutodiffBackend + RnnBackend,
+    B::InnerBackend: RnnBackend,
     O: Optimizer<CudnnCompatibleLstm<B>, B>,
 {
     let mut model = config().init::<B>(device);
@@ -91,7 +91,7 @@ pub(crate) fn temp_path(name: &str) -> std::path::PathBuf {
 }
 
 /// `y`, `h_n` and `c_n` of `model` on the fixed input.
-pub(crate) fn outputs<B: LstmBackend>(
+pub(crate) fn outputs<B: RnnBackend>(
     model: &CudnnCompatibleLstm<B>,
     device: &B::Device,
 ) -> [Vec<f64>; 3] {
@@ -99,7 +99,7 @@ pub(crate) fn outputs<B: LstmBackend>(
     [to_f64(y), to_f64(state.hidden), to_f64(state.cell)]
 }
 
-pub(crate) fn load<B: LstmBackend>(
+pub(crate) fn load<B: RnnBackend>(
     file: &std::path::Path,
     device: &B::Device,
 ) -> CudnnCompatibleLstm<B> {
@@ -111,9 +111,9 @@ pub(crate) fn load<B: LstmBackend>(
 
 /// Trains on `B`, saves, and checks that NdArray and Flex serve identical outputs, equal
 /// to the trained model's own (it ran the same kernel).
-fn checkpoint_serves_on_both_cpu_backends<B: AutodiffBackend + LstmBackend>(name: &str)
+fn checkpoint_serves_on_both_cpu_backends<B: AutodiffBackend + RnnBackend>(name: &str)
 where
-    B::InnerBackend: LstmBackend,
+    B::InnerBackend: RnnBackend,
 {
     let device = Default::default();
     let (trained, losses) = train::<B>(&device, 3);
@@ -132,11 +132,11 @@ where
     let on_ndarray = load::<NdArray>(&file, &Default::default());
     assert_eq!(
         on_flex.kernel(&Default::default(), 3, 5).kernel,
-        LstmKernel::FusedCpu
+        RnnKernel::FusedCpu
     );
     assert_eq!(
         on_ndarray.kernel(&Default::default(), 3, 5).kernel,
-        LstmKernel::FusedCpu
+        RnnKernel::FusedCpu
     );
     let flex = outputs(&on_flex, &Default::default());
     let ndarray = outputs(&on_ndarray, &Default::default());
@@ -180,7 +180,7 @@ mod dispatch {
             "training lowers the loss: {losses:?}"
         );
         let choice = trained.kernel(&training, 3, 5);
-        assert_eq!(choice.kernel, LstmKernel::Portable);
+        assert_eq!(choice.kernel, RnnKernel::Portable);
         let reason = choice.fallback_reason.expect("a reason");
         assert!(reason.contains("Autodiff<Flex>"), "{reason}");
         let reference = outputs(&trained, &training);
@@ -191,7 +191,7 @@ mod dispatch {
 
         let on_dispatch = load::<Dispatch>(&file, &serving);
         let choice = on_dispatch.kernel(&serving, 3, 5);
-        assert_eq!(choice.kernel, LstmKernel::FusedCpu, "{choice}");
+        assert_eq!(choice.kernel, RnnKernel::FusedCpu, "{choice}");
         let on_flex = load::<Flex>(&file, &Default::default());
         let dispatch = outputs(&on_dispatch, &serving);
         let flex = outputs(&on_flex, &Default::default());
@@ -218,7 +218,7 @@ mod dispatch {
         let training = DispatchDevice::autodiff(FlexDevice);
         let serving = DispatchDevice::Flex(FlexDevice);
         let model = config.init::<Dispatch>(&training);
-        assert_eq!(model.kernel(&training, 3, 5).kernel, LstmKernel::Portable);
+        assert_eq!(model.kernel(&training, 3, 5).kernel, RnnKernel::Portable);
         let (y, _) = model.forward(tensor::<Dispatch>(SHAPE, 1, &training).require_grad(), None);
         let grads = y.sum().backward();
         for direction in model.directions() {
@@ -234,12 +234,12 @@ mod dispatch {
             .unwrap();
         assert_eq!(
             on_dispatch.kernel(&serving, 3, 5).kernel,
-            LstmKernel::FusedCpu
+            RnnKernel::FusedCpu
         );
         let on_flex = config
             .load_checkpoint::<Flex, _>(&file, &recorder, &Default::default())
             .unwrap();
-        fn outputs<B: LstmBackend>(
+        fn outputs<B: RnnBackend>(
             model: &CudnnCompatibleGru<B>,
             device: &B::Device,
         ) -> [Vec<f64>; 2] {

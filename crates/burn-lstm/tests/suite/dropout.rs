@@ -7,7 +7,7 @@
 use crate::common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
-use burn_lstm::LstmKernel;
+use burn_lstm::RnnKernel;
 use common::dropout_check::check_dropout_masks;
 
 type AD = Autodiff<NdArray<f32>>;
@@ -15,20 +15,20 @@ type FlexAD = Autodiff<Flex>;
 
 #[test]
 fn fused_cpu_kernel_drops_with_rate_p_and_backpropagates_through_the_same_masks() {
-    check_dropout_masks::<AD>(LstmKernel::FusedCpu, &Default::default(), 1e-5);
+    check_dropout_masks::<AD>(RnnKernel::FusedCpu, &Default::default(), 1e-5);
 }
 
 #[test]
 fn portable_kernel_drops_with_rate_p_and_backpropagates_through_the_same_masks() {
-    check_dropout_masks::<AD>(LstmKernel::Portable, &Default::default(), 1e-5);
+    check_dropout_masks::<AD>(RnnKernel::Portable, &Default::default(), 1e-5);
 }
 
 #[test]
 fn fused_cpu_kernel_on_flex_drops_with_rate_p_and_backpropagates_through_the_same_masks() {
-    check_dropout_masks::<FlexAD>(LstmKernel::FusedCpu, &Default::default(), 1e-5);
+    check_dropout_masks::<FlexAD>(RnnKernel::FusedCpu, &Default::default(), 1e-5);
 }
 
 #[test]
 fn portable_kernel_on_flex_drops_with_rate_p_and_backpropagates_through_the_same_masks() {
-    check_dropout_masks::<FlexAD>(LstmKernel::Portable, &Default::default(), 1e-5);
+    check_dropout_masks::<FlexAD>(RnnKernel::Portable, &Default::default(), 1e-5);
 }

@@ -11,12 +11,12 @@
 use crate::common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
-use burn_lstm::LstmKernel;
+use burn_lstm::RnnKernel;
 use common::golden_check::run_all;
 
 #[test]
 fn golden_cases_f32_portable_ndarray() {
-    run_all::<Autodiff<NdArray<f32>>>("ndarray", LstmKernel::Portable, "f32", 1e-4);
+    run_all::<Autodiff<NdArray<f32>>>("ndarray", RnnKernel::Portable, "f32", 1e-4);
 }
 
 #[test]
@@ -25,12 +25,12 @@ fn golden_cases_f32_fused_cpu_ndarray() {
         module_path!(),
         "golden_cases_f32_fused_cpu_ndarray",
     );
-    run_all::<Autodiff<NdArray<f32>>>("ndarray", LstmKernel::FusedCpu, "f32", 1e-4);
+    run_all::<Autodiff<NdArray<f32>>>("ndarray", RnnKernel::FusedCpu, "f32", 1e-4);
 }
 
 #[test]
 fn golden_cases_f32_portable_flex() {
-    run_all::<Autodiff<Flex>>("flex", LstmKernel::Portable, "f32", 1e-4);
+    run_all::<Autodiff<Flex>>("flex", RnnKernel::Portable, "f32", 1e-4);
 }
 
 #[test]
@@ -39,5 +39,5 @@ fn golden_cases_f32_fused_cpu_flex() {
         module_path!(),
         "golden_cases_f32_fused_cpu_flex",
     );
-    run_all::<Autodiff<Flex>>("flex", LstmKernel::FusedCpu, "f32", 1e-4);
+    run_all::<Autodiff<Flex>>("flex", RnnKernel::FusedCpu, "f32", 1e-4);
 }

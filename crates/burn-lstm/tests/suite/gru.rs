@@ -9,8 +9,8 @@ use burn::module::{AutodiffModule, Module};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::{Distribution, Tensor, backend::Backend};
 use burn_lstm::{
-    CudnnCompatibleGru, CudnnCompatibleGruConfig, CudnnCompatibleLstmConfig, GruState, LstmBackend,
-    LstmError, LstmKernel,
+    CudnnCompatibleGru, CudnnCompatibleGruConfig, CudnnCompatibleLstmConfig, GruState, RnnBackend,
+    RnnError, RnnKernel,
 };
 use common::to_f64;
 
@@ -33,11 +33,11 @@ fn temp_path(name: &str) -> std::path::PathBuf {
     dir.join(name)
 }
 
-fn kernel_choice_is_reported_on<Bk: LstmBackend>() {
+fn kernel_choice_is_reported_on<Bk: RnnBackend>() {
     let device = Default::default();
     let model = config().init::<Bk>(&device);
     let choice = model.clone().kernel(&device, 4, 10);
-    assert_eq!(choice.kernel, LstmKernel::FusedCpu, "{choice}");
+    assert_eq!(choice.kernel, RnnKernel::FusedCpu, "{choice}");
     // Right-padded rows, one of them empty: the choice of the LSTM of the same sizes.
     let lengths = Some(&[10, 0, 4, 7][..]);
     let choice = model.kernel_with_lengths(&device, 4, 10, lengths);
@@ -47,20 +47,20 @@ fn kernel_choice_is_reported_on<Bk: LstmBackend>() {
         .with_bidirectional(c.bidirectional)
         .init::<Bk>(&device);
     let lstm_choice = lstm.kernel_with_lengths(&device, 4, 10, lengths);
-    assert_eq!(choice.kernel, LstmKernel::FusedCpu, "{choice}");
+    assert_eq!(choice.kernel, RnnKernel::FusedCpu, "{choice}");
     assert_eq!(
         (choice.kernel, &choice.fallback_reason),
         (lstm_choice.kernel, &lstm_choice.fallback_reason)
     );
     let choice = model
         .clone()
-        .with_kernel(Some(LstmKernel::Portable))
+        .with_kernel(Some(RnnKernel::Portable))
         .kernel(&device, 4, 10);
-    assert_eq!(choice.kernel, LstmKernel::Portable, "{choice}");
+    assert_eq!(choice.kernel, RnnKernel::Portable, "{choice}");
     let choice = model
-        .with_kernel(Some(LstmKernel::Cudnn))
+        .with_kernel(Some(RnnKernel::Cudnn))
         .kernel(&device, 4, 10);
-    assert_eq!(choice.kernel, LstmKernel::FusedCpu, "{choice}");
+    assert_eq!(choice.kernel, RnnKernel::FusedCpu, "{choice}");
     assert!(choice.to_string().contains("only on CUDA"), "{choice}");
 }
 
@@ -127,7 +127,7 @@ fn bad_input_and_config_are_clear_errors() {
     assert!(err.to_string().contains("input"), "{err}");
     let wrong_state = GruState::new(input::<B>([2, 3, 6]));
     match model.try_forward(input::<B>([3, 7, 5]), Some(wrong_state), None) {
-        Err(LstmError::InvalidArgument {
+        Err(RnnError::InvalidArgument {
             argument,
             expected,
             actual,
@@ -181,7 +181,7 @@ fn checkpoint_from_autodiff_loads_on_ndarray_and_flex_with_identical_outputs() {
         .load_checkpoint::<B, _>(path.with_extension("mpk"), &recorder, &device)
         .unwrap_err();
     assert!(
-        matches!(&err, LstmError::ParameterShape { name, expected, .. } if name.ends_with("weight_ih") && *expected == vec![21, 5]),
+        matches!(&err, RnnError::ParameterShape { name, expected, .. } if name.ends_with("weight_ih") && *expected == vec![21, 5]),
         "{err}"
     );
     // A damaged file is a named error, never a panic.
@@ -191,7 +191,7 @@ fn checkpoint_from_autodiff_loads_on_ndarray_and_flex_with_identical_outputs() {
     let err = config()
         .load_checkpoint::<B, _>(&damaged, &recorder, &device)
         .unwrap_err();
-    assert!(matches!(err, LstmError::Io { .. }), "{err}");
+    assert!(matches!(err, RnnError::Io { .. }), "{err}");
 }
 
 #[test]
@@ -232,7 +232,7 @@ fn pytorch_safetensors_export_then_import_is_identical() {
         .unwrap_err();
     assert_eq!(
         err,
-        LstmError::ParameterShape {
+        RnnError::ParameterShape {
             name: "weight_ih_l0".into(),
             expected: vec![18, 5],
             actual: vec![24, 5]

@@ -12,17 +12,17 @@
 use crate::common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
-use burn_lstm::LstmKernel;
+use burn_lstm::RnnKernel;
 use common::gru_golden_check::run_all_gru;
 
 #[test]
 fn gru_golden_cases_f32_ndarray() {
-    run_all_gru::<Autodiff<NdArray<f32>>>("ndarray", LstmKernel::Portable, "f32", 3e-4);
+    run_all_gru::<Autodiff<NdArray<f32>>>("ndarray", RnnKernel::Portable, "f32", 3e-4);
 }
 
 #[test]
 fn gru_golden_cases_f32_flex() {
-    run_all_gru::<Autodiff<Flex>>("flex", LstmKernel::Portable, "f32", 3e-4);
+    run_all_gru::<Autodiff<Flex>>("flex", RnnKernel::Portable, "f32", 3e-4);
 }
 
 #[test]
@@ -31,7 +31,7 @@ fn gru_golden_cases_f32_fused_cpu_ndarray() {
         module_path!(),
         "gru_golden_cases_f32_fused_cpu_ndarray",
     );
-    run_all_gru::<Autodiff<NdArray<f32>>>("ndarray", LstmKernel::FusedCpu, "f32", 3e-4);
+    run_all_gru::<Autodiff<NdArray<f32>>>("ndarray", RnnKernel::FusedCpu, "f32", 3e-4);
 }
 
 #[test]
@@ -40,5 +40,5 @@ fn gru_golden_cases_f32_fused_cpu_flex() {
         module_path!(),
         "gru_golden_cases_f32_fused_cpu_flex",
     );
-    run_all_gru::<Autodiff<Flex>>("flex", LstmKernel::FusedCpu, "f32", 3e-4);
+    run_all_gru::<Autodiff<Flex>>("flex", RnnKernel::FusedCpu, "f32", 3e-4);
 }

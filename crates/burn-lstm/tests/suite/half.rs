@@ -27,7 +27,7 @@ use burn::module::{AutodiffModule, Module};
 use burn::optim::SgdConfig;
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::{DType, IntDType, backend::Backend, get_device_settings, set_default_dtypes};
-use burn_lstm::{CudnnCompatibleLstm, LstmBackend, LstmKernel};
+use burn_lstm::{CudnnCompatibleLstm, RnnBackend, RnnKernel};
 
 /// Set in the child process: the float type of its Flex device (`f16` or `bf16`).
 const FLOAT_VAR: &str = "BURN_LSTM_TEST_FLEX_FLOAT";
@@ -55,7 +55,7 @@ fn golden_cases(name: &str, test: &str) {
     let device = FlexDevice;
     let model = config().init::<Flex>(&device);
     let choice = model.kernel(&device, 3, 5);
-    assert_eq!(choice.kernel, LstmKernel::Portable, "{choice}");
+    assert_eq!(choice.kernel, RnnKernel::Portable, "{choice}");
     let reason = choice.fallback_reason.expect("the fused kernel's reason");
     assert!(
         reason.contains("F16") || reason.contains("BF16"),
@@ -99,7 +99,7 @@ fn golden_cases_bf16_portable_flex() {
 }
 
 /// The outputs of `model` on the fixed input, flattened: `y`, then `h_n`, then `c_n`.
-fn all_outputs<B: LstmBackend>(model: &CudnnCompatibleLstm<B>, device: &B::Device) -> Vec<f64> {
+fn all_outputs<B: RnnBackend>(model: &CudnnCompatibleLstm<B>, device: &B::Device) -> Vec<f64> {
     outputs(model, device).concat()
 }
 
@@ -171,7 +171,7 @@ fn half_checkpoint_serves_in_f32(dtype: &str, test: &str, tol: f64) {
     }
     assert_eq!(
         on_flex.kernel(&Default::default(), 3, 5).kernel,
-        LstmKernel::FusedCpu
+        RnnKernel::FusedCpu
     );
     let flex = all_outputs(&on_flex, &Default::default());
     let ndarray = all_outputs(&on_ndarray, &Default::default());

@@ -23,7 +23,7 @@ use burn::record::{
     NamedMpkFileRecorder, NamedMpkGzFileRecorder, PrettyJsonFileRecorder,
 };
 use burn::tensor::Tensor;
-use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmError};
+use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, RnnError};
 use common::{GoldenCase, golden_paths, to_f64};
 
 type B = NdArray<f32>;
@@ -120,17 +120,18 @@ fn relabelled(bytes: &[u8], from: &str, to: &str) -> Option<Damaged> {
 fn outcome(
     path: &Path,
     what: &str,
-    load: impl FnOnce() -> Result<CudnnCompatibleLstm<B>, LstmError>,
+    load: impl FnOnce() -> Result<CudnnCompatibleLstm<B>, RnnError>,
 ) -> Result<bool, String> {
     match catch_unwind(AssertUnwindSafe(load)) {
         Err(_) => Err(format!("{}: {what}: the loader panicked", path.display())),
         Ok(Ok(_)) => Ok(true),
         Ok(Err(e)) => {
             let named = match &e {
-                LstmError::Io { path: p, message } => !p.is_empty() && !message.is_empty(),
-                LstmError::CheckpointTensor { name, .. }
-                | LstmError::ParameterShape { name, .. } => !name.is_empty(),
-                LstmError::CheckpointDtype { name, .. } => !name.is_empty(),
+                RnnError::Io { path: p, message } => !p.is_empty() && !message.is_empty(),
+                RnnError::CheckpointTensor { name, .. } | RnnError::ParameterShape { name, .. } => {
+                    !name.is_empty()
+                }
+                RnnError::CheckpointDtype { name, .. } => !name.is_empty(),
                 _ => false,
             };
             if named {
@@ -152,7 +153,7 @@ fn walk(
     original: &[u8],
     damaged: Vec<Damaged>,
     path: &Path,
-    load: &dyn Fn(&Path) -> Result<CudnnCompatibleLstm<B>, LstmError>,
+    load: &dyn Fn(&Path) -> Result<CudnnCompatibleLstm<B>, RnnError>,
 ) -> (usize, usize, Vec<String>) {
     std::fs::write(path, original).unwrap();
     let intact = load(path).unwrap_or_else(|e| panic!("the intact file loads: {e}"));
@@ -337,7 +338,7 @@ fn a_missing_file_is_a_named_error() {
         config.load_pytorch_safetensors::<B>(&path, &device),
     ] {
         match result {
-            Err(LstmError::Io { path: p, .. }) => assert!(p.contains("nothing-here")),
+            Err(RnnError::Io { path: p, .. }) => assert!(p.contains("nothing-here")),
             other => panic!("expected an Io error naming the file, got {other:?}"),
         }
     }
@@ -412,7 +413,7 @@ fn absurd_length_prefixes_are_named_errors_not_aborts() {
         std::fs::write(&path, patched).unwrap();
         let result = config.load_checkpoint::<B, R>(&path, &recorder, &Default::default());
         match result {
-            Err(LstmError::Io { path: p, message }) => {
+            Err(RnnError::Io { path: p, message }) => {
                 assert!(
                     p.ends_with(path.file_name().unwrap().to_str().unwrap()),
                     "{p}"

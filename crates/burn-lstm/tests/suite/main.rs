@@ -15,6 +15,7 @@ mod common;
 
 mod api;
 mod backends;
+mod deprecated_names;
 mod dropout;
 mod golden_f32;
 mod gru;

@@ -16,7 +16,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Distribution, Tensor, TensorData};
 use burn_lstm::{
     CudnnCompatibleGru, CudnnCompatibleGruConfig, CudnnCompatibleLstm, CudnnCompatibleLstmConfig,
-    LstmBackend, LstmError, load_file_checked,
+    RnnBackend, RnnError, load_file_checked,
 };
 
 use crate::common::to_f64;
@@ -60,7 +60,7 @@ impl TaggerConfig {
     }
 }
 
-impl<B: LstmBackend> Tagger<B> {
+impl<B: RnnBackend> Tagger<B> {
     fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         let (y, _) = self.lstm.forward(x, None);
         let (y, _) = self.gru.forward(y, None);
@@ -132,7 +132,7 @@ fn every_difference_from_the_config_is_an_error_naming_file_tensor_and_shapes() 
     let err = load(TaggerConfig { hidden: 8, ..BASE });
     assert_eq!(
         err,
-        LstmError::CheckpointShape {
+        RnnError::CheckpointShape {
             source_name: source.clone(),
             name: "lstm.layers.0.forward.weight_ih".into(),
             expected: vec![32, 3],
@@ -151,7 +151,7 @@ fn every_difference_from_the_config_is_an_error_naming_file_tensor_and_shapes() 
         ..BASE
     });
     assert!(
-        matches!(&err, LstmError::CheckpointShape { name, expected, actual, .. }
+        matches!(&err, RnnError::CheckpointShape { name, expected, actual, .. }
             if name == "gru.layers.0.forward.weight_ih" && *expected == vec![12, 12] && *actual == vec![15, 12]),
         "{err}"
     );
@@ -160,7 +160,7 @@ fn every_difference_from_the_config_is_an_error_naming_file_tensor_and_shapes() 
     let err = load(TaggerConfig { layers: 3, ..BASE });
     assert_eq!(
         err,
-        LstmError::CheckpointTensor {
+        RnnError::CheckpointTensor {
             source_name: source.clone(),
             problem: "missing",
             name: "lstm.layers.2.forward.weight_ih".into(),
@@ -172,7 +172,7 @@ fn every_difference_from_the_config_is_an_error_naming_file_tensor_and_shapes() 
     );
     let err = load(TaggerConfig { layers: 1, ..BASE });
     assert!(
-        matches!(&err, LstmError::CheckpointTensor { problem: "unexpected", name, .. }
+        matches!(&err, RnnError::CheckpointTensor { problem: "unexpected", name, .. }
             if name == "lstm.layers.1.forward.weight_ih"),
         "{err}"
     );
@@ -182,7 +182,7 @@ fn every_difference_from_the_config_is_an_error_naming_file_tensor_and_shapes() 
         ..BASE
     });
     assert!(
-        matches!(&err, LstmError::CheckpointTensor { problem: "unexpected", name, .. }
+        matches!(&err, RnnError::CheckpointTensor { problem: "unexpected", name, .. }
             if name == "lstm.layers.0.forward.bias_ih"),
         "{err}"
     );
@@ -199,7 +199,7 @@ fn every_difference_from_the_config_is_an_error_naming_file_tensor_and_shapes() 
     let err =
         load_file_checked(BASE.init::<B>(&device), &without_bias, &recorder, &device).unwrap_err();
     assert!(
-        matches!(&err, LstmError::CheckpointTensor { problem: "missing", name, .. }
+        matches!(&err, RnnError::CheckpointTensor { problem: "missing", name, .. }
             if name == "lstm.layers.0.forward.bias_ih"),
         "{err}"
     );
@@ -208,7 +208,7 @@ fn every_difference_from_the_config_is_an_error_naming_file_tensor_and_shapes() 
     let err = load_file_checked(BASE.init::<B>(&device), &absent, &recorder, &device).unwrap_err();
     assert_eq!(
         err,
-        LstmError::Io {
+        RnnError::Io {
             path: absent.display().to_string(),
             message: "no such file".into()
         }
@@ -235,7 +235,7 @@ fn damaged_records_are_named_errors_in_every_format() {
         for cut in (0..bytes.len()).step_by(bytes.len() / 40 + 1) {
             if let Err(e) = load(&bytes[..cut]) {
                 assert!(
-                    matches!(&e, LstmError::Io { path, .. } if *path == file.display().to_string()),
+                    matches!(&e, RnnError::Io { path, .. } if *path == file.display().to_string()),
                     "{name}, cut at {cut}: {e}"
                 );
                 errors += 1;
@@ -249,9 +249,9 @@ fn damaged_records_are_named_errors_in_every_format() {
                 assert!(
                     matches!(
                         e,
-                        LstmError::Io { .. }
-                            | LstmError::CheckpointShape { .. }
-                            | LstmError::CheckpointTensor { .. }
+                        RnnError::Io { .. }
+                            | RnnError::CheckpointShape { .. }
+                            | RnnError::CheckpointTensor { .. }
                     ),
                     "{name}, flip at {at}: {e}"
                 );
@@ -411,7 +411,7 @@ fn an_lstm_inside_a_pytorch_module_loads_by_its_prefix_with_pytorchs_outputs() {
         .load_pytorch_safetensors_with_prefix::<Flex>(&parent, "decoder.", &device)
         .unwrap_err();
     assert!(
-        matches!(&err, LstmError::CheckpointTensor { problem: "missing", name, hint: Some(hint), .. }
+        matches!(&err, RnnError::CheckpointTensor { problem: "missing", name, hint: Some(hint), .. }
             if name == "decoder.weight_ih_l0" && hint.contains("\"encoder.\"")),
         "{err}"
     );
@@ -422,7 +422,7 @@ fn an_lstm_inside_a_pytorch_module_loads_by_its_prefix_with_pytorchs_outputs() {
         .load_pytorch_safetensors_with_prefix::<Flex>(&parent, "encoder.", &device)
         .unwrap_err();
     assert!(
-        matches!(&err, LstmError::CheckpointTensor { problem: "unexpected", name, .. }
+        matches!(&err, RnnError::CheckpointTensor { problem: "unexpected", name, .. }
             if name.starts_with("encoder.") && name.contains("_l1")),
         "{err}"
     );
@@ -433,7 +433,7 @@ fn an_lstm_inside_a_pytorch_module_loads_by_its_prefix_with_pytorchs_outputs() {
         .unwrap_err();
     assert_eq!(
         err,
-        LstmError::CheckpointTensor {
+        RnnError::CheckpointTensor {
             source_name: parent.display().to_string(),
             problem: "missing",
             name: "encoder.weight_ih_l2".into(),
@@ -499,7 +499,7 @@ fn a_gru_inside_a_pytorch_module_loads_by_its_prefix() {
         .load_pytorch_safetensors::<B>(&parent, &device)
         .unwrap_err();
     assert!(
-        matches!(&err, LstmError::CheckpointTensor { problem: "missing", name, hint: Some(hint), .. }
+        matches!(&err, RnnError::CheckpointTensor { problem: "missing", name, hint: Some(hint), .. }
             if name == "weight_ih_l0" && hint.contains("`rnn.weight_ih_l0`")),
         "{err}"
     );

@@ -1,7 +1,7 @@
 //! The NaN policy on every CPU kernel (portable, fused CPU; NdArray and Flex).
 //!
 //! - `NanPolicy::Reject`: a NaN or an infinity in the input or the initial state is
-//!   `LstmError::NonFinite` naming the argument and the count, whatever kernel runs
+//!   `RnnError::NonFinite` naming the argument and the count, whatever kernel runs
 //!   (the check runs before the kernel is chosen, so cuDNN's calls get it too).
 //! - `NanPolicy::Propagate`: values flow as in PyTorch. A NaN at step `t` of row `b`
 //!   makes that row's forward outputs NaN from `t` on, its reverse outputs NaN up to
@@ -15,18 +15,18 @@ use burn::backend::{Autodiff, Flex, NdArray};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use burn_lstm::{
-    CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmBackend, LstmError, LstmKernel, LstmState,
-    NanPolicy,
+    CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmState, NanPolicy, RnnBackend, RnnError,
+    RnnKernel,
 };
 use common::to_f64;
 
-const KERNELS: [LstmKernel; 2] = [LstmKernel::Portable, LstmKernel::FusedCpu];
+const KERNELS: [RnnKernel; 2] = [RnnKernel::Portable, RnnKernel::FusedCpu];
 const BATCH: usize = 3;
 const SEQ: usize = 6;
 const INPUT: usize = 4;
 const HIDDEN: usize = 5;
 
-fn model<B: LstmBackend>(policy: NanPolicy, kernel: LstmKernel) -> CudnnCompatibleLstm<B> {
+fn model<B: RnnBackend>(policy: NanPolicy, kernel: RnnKernel) -> CudnnCompatibleLstm<B> {
     let model = CudnnCompatibleLstmConfig::new(INPUT, HIDDEN)
         .with_bidirectional(true)
         .with_nan_policy(policy)
@@ -37,7 +37,7 @@ fn model<B: LstmBackend>(policy: NanPolicy, kernel: LstmKernel) -> CudnnCompatib
 }
 
 /// A batch-first input with `value` at `(row, step, feature 0)`.
-fn input<B: LstmBackend>(at: Option<(usize, usize, f32)>) -> Tensor<B, 3> {
+fn input<B: RnnBackend>(at: Option<(usize, usize, f32)>) -> Tensor<B, 3> {
     let mut values: Vec<f32> = (0..BATCH * SEQ * INPUT)
         .map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0)
         .collect();
@@ -53,7 +53,7 @@ fn input<B: LstmBackend>(at: Option<(usize, usize, f32)>) -> Tensor<B, 3> {
 /// An input, an initial state, the argument the error must name and its count.
 type RejectCase<B> = (Tensor<B, 3>, Option<LstmState<B>>, &'static str, usize);
 
-fn rejects_on<B: LstmBackend>() {
+fn rejects_on<B: RnnBackend>() {
     for kernel in KERNELS {
         let model = model::<B>(NanPolicy::Reject, kernel);
         let state = |h: f32, c: f32| {
@@ -82,7 +82,7 @@ fn rejects_on<B: LstmBackend>() {
         for (x, state, argument, count) in cases {
             let lengths = [SEQ, 3, SEQ];
             match model.try_forward(x, state, Some(&lengths)) {
-                Err(LstmError::NonFinite {
+                Err(RnnError::NonFinite {
                     argument: a,
                     count: n,
                 }) => {
@@ -102,7 +102,7 @@ fn reject_names_the_argument_on_every_kernel() {
     rejects_on::<Flex>();
 }
 
-fn propagates_on<B: LstmBackend>() {
+fn propagates_on<B: RnnBackend>() {
     let (row, step) = (1, 2);
     for kernel in KERNELS {
         let model = model::<B>(NanPolicy::Propagate, kernel);
@@ -150,7 +150,7 @@ fn propagate_reaches_what_pytorch_reaches_on_every_kernel() {
 }
 
 /// Outputs, final states and every gradient of a training call.
-fn training<B: AutodiffBackend + LstmBackend>(
+fn training<B: AutodiffBackend + RnnBackend>(
     model: &CudnnCompatibleLstm<B>,
     x: Tensor<B, 3>,
     lengths: &[usize],
@@ -170,7 +170,7 @@ fn training<B: AutodiffBackend + LstmBackend>(
     out
 }
 
-fn padding_is_never_read_on<B: AutodiffBackend + LstmBackend>() {
+fn padding_is_never_read_on<B: AutodiffBackend + RnnBackend>() {
     // Row 1 has 3 valid steps; its step 4 holds a NaN, row 2 is empty and holds an inf.
     let lengths = [SEQ, 3, 0];
     for kernel in KERNELS {

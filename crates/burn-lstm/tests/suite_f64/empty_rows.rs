@@ -7,35 +7,35 @@
 use crate::common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
-use burn_lstm::LstmKernel;
+use burn_lstm::RnnKernel;
 use common::empty_rows_check::{only_empty_rows, run_all};
 
 #[test]
 fn empty_rows_portable_ndarray() {
-    run_all::<Autodiff<NdArray<f64>>>("ndarray", LstmKernel::Portable, 1e-9);
+    run_all::<Autodiff<NdArray<f64>>>("ndarray", RnnKernel::Portable, 1e-9);
 }
 
 #[test]
 fn empty_rows_fused_cpu_ndarray() {
-    run_all::<Autodiff<NdArray<f64>>>("ndarray", LstmKernel::FusedCpu, 1e-9);
+    run_all::<Autodiff<NdArray<f64>>>("ndarray", RnnKernel::FusedCpu, 1e-9);
 }
 
 #[test]
 fn empty_rows_portable_flex() {
     common::flex_f64();
-    run_all::<Autodiff<Flex>>("flex", LstmKernel::Portable, 1e-9);
+    run_all::<Autodiff<Flex>>("flex", RnnKernel::Portable, 1e-9);
 }
 
 #[test]
 fn empty_rows_fused_cpu_flex() {
     common::flex_f64();
-    run_all::<Autodiff<Flex>>("flex", LstmKernel::FusedCpu, 1e-9);
+    run_all::<Autodiff<Flex>>("flex", RnnKernel::FusedCpu, 1e-9);
 }
 
 #[test]
 fn only_empty_rows_on_every_cpu_kernel() {
     common::flex_f64();
-    for kernel in [LstmKernel::Portable, LstmKernel::FusedCpu] {
+    for kernel in [RnnKernel::Portable, RnnKernel::FusedCpu] {
         only_empty_rows::<Autodiff<NdArray<f64>>>(kernel);
         only_empty_rows::<Autodiff<Flex>>(kernel);
     }

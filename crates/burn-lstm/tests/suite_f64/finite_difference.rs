@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn::tensor::{Tensor, TensorData};
-use burn_lstm::{CellKind, LstmArch, LstmBackend, LstmKernel, LstmSpec, lstm};
+use burn_lstm::{CellKind, RnnArch, RnnBackend, RnnKernel, RnnSpec, rnn};
 
 type B = NdArray<f64>;
 
@@ -29,8 +29,8 @@ fn random(shape: Vec<usize>, seed_offset: u64) -> Vec<f64> {
 }
 
 /// `L = Σ y·p_y + Σ h_n·p_h + Σ c_n·p_c` for fixed random probes.
-fn loss<Bk: LstmBackend>(
-    spec: &LstmSpec,
+fn loss<Bk: RnnBackend>(
+    spec: &RnnSpec,
     inputs: &[(Vec<usize>, Vec<f64>); 4],
     probes: &[(Vec<usize>, Vec<f64>); 3],
     grad: bool,
@@ -40,8 +40,8 @@ fn loss<Bk: LstmBackend>(
 
 /// [`loss`] with only the terms of the results in `reach` (`y`, `h_n`, `c_n`): the others
 /// do not take part in the graph at all.
-fn loss_of<Bk: LstmBackend>(
-    spec: &LstmSpec,
+fn loss_of<Bk: RnnBackend>(
+    spec: &RnnSpec,
     inputs: &[(Vec<usize>, Vec<f64>); 4],
     probes: &[(Vec<usize>, Vec<f64>); 3],
     grad: bool,
@@ -60,7 +60,7 @@ fn loss_of<Bk: LstmBackend>(
         t.clone().reshape([s[0], s[1], s[2]])
     };
     let c0 = (spec.arch.cell_state_size() > 0).then(|| shaped(3));
-    let (y, h_n, c_n) = lstm(shaped(0), leaves[1].0.clone(), shaped(2), c0, spec);
+    let (y, h_n, c_n) = rnn(shaped(0), leaves[1].0.clone(), shaped(2), c0, spec);
     assert_eq!(
         c_n.is_some(),
         spec.arch.cell_state_size() > 0,
@@ -85,7 +85,7 @@ fn loss_of<Bk: LstmBackend>(
 }
 
 /// The gradient of the loss for each leaf (`input`, `weights`, `h0`, `c0`).
-fn backward<Bk: LstmBackend>(
+fn backward<Bk: RnnBackend>(
     (total, leaves): (Tensor<Autodiff<Bk>, 1>, Vec<Tensor<Autodiff<Bk>, 1>>),
 ) -> Vec<Vec<f64>> {
     let grads = total.backward();
@@ -102,22 +102,22 @@ fn backward<Bk: LstmBackend>(
 }
 
 /// Both CPU kernels on NdArray and on Flex, each checked against finite differences.
-fn check(arch: LstmArch, batch: usize, seq_len: usize, lengths: Option<Vec<usize>>, dropout: f64) {
+fn check(arch: RnnArch, batch: usize, seq_len: usize, lengths: Option<Vec<usize>>, dropout: f64) {
     common::flex_f64();
     check_on::<B>("ndarray", &arch, batch, seq_len, &lengths, dropout);
     check_on::<Flex>("flex", &arch, batch, seq_len, &lengths, dropout);
 }
 
-fn check_on<Bk: LstmBackend>(
+fn check_on<Bk: RnnBackend>(
     backend: &str,
-    arch: &LstmArch,
+    arch: &RnnArch,
     batch: usize,
     seq_len: usize,
     lengths: &Option<Vec<usize>>,
     dropout: f64,
 ) {
-    for kernel in [LstmKernel::Portable, LstmKernel::FusedCpu] {
-        let spec = LstmSpec {
+    for kernel in [RnnKernel::Portable, RnnKernel::FusedCpu] {
+        let spec = RnnSpec {
             seq_len,
             batch,
             lengths: lengths.clone().map(Arc::from),
@@ -127,7 +127,7 @@ fn check_on<Bk: LstmBackend>(
             kernel: Some(kernel),
             arch: arch.clone(),
         };
-        assert_eq!(Bk::lstm_kernel(&Default::default(), &spec).kernel, kernel);
+        assert_eq!(Bk::rnn_kernel(&Default::default(), &spec).kernel, kernel);
         check_kernel::<Bk>(backend, &spec);
     }
 }
@@ -135,7 +135,7 @@ fn check_on<Bk: LstmBackend>(
 /// The op's inputs and the loss probes of `spec`, random and fixed.
 type Case = ([(Vec<usize>, Vec<f64>); 4], [(Vec<usize>, Vec<f64>); 3]);
 
-fn case(spec: &LstmSpec) -> Case {
+fn case(spec: &RnnSpec) -> Case {
     let (arch, batch, seq_len) = (&spec.arch, spec.batch, spec.seq_len);
     let cells = arch.cells();
     let shapes = [
@@ -159,7 +159,7 @@ fn case(spec: &LstmSpec) -> Case {
     (inputs, probes)
 }
 
-fn check_kernel<Bk: LstmBackend>(backend: &str, spec: &LstmSpec) {
+fn check_kernel<Bk: RnnBackend>(backend: &str, spec: &RnnSpec) {
     let (arch, dropout) = (&spec.arch, spec.dropout);
     let (inputs, probes) = case(spec);
 
@@ -201,8 +201,8 @@ fn arch(
     num_layers: usize,
     bidirectional: bool,
     bias: bool,
-) -> LstmArch {
-    LstmArch {
+) -> RnnArch {
+    RnnArch {
         cell: CellKind::Lstm,
         input_size,
         hidden_size,
@@ -214,8 +214,8 @@ fn arch(
 }
 
 /// A GRU stack of `num_layers` (no projection).
-fn gru(input_size: usize, hidden_size: usize, num_layers: usize, bidirectional: bool) -> LstmArch {
-    LstmArch {
+fn gru(input_size: usize, hidden_size: usize, num_layers: usize, bidirectional: bool) -> RnnArch {
+    RnnArch {
         cell: CellKind::Gru,
         ..arch(input_size, hidden_size, 0, num_layers, bidirectional, true)
     }
@@ -247,7 +247,7 @@ fn gru_without_bias_matches_finite_differences() {
         "gru_without_bias_matches_finite_differences",
     );
     check(
-        LstmArch {
+        RnnArch {
             bias: false,
             ..gru(2, 3, 2, false)
         },
@@ -310,8 +310,8 @@ fn dropout_backward_uses_the_forward_masks() {
 /// others: the results it does not reach count as zero gradients.
 #[test]
 fn results_outside_the_loss_count_as_zero_gradients() {
-    for kernel in [LstmKernel::Portable, LstmKernel::FusedCpu] {
-        let spec = LstmSpec {
+    for kernel in [RnnKernel::Portable, RnnKernel::FusedCpu] {
+        let spec = RnnSpec {
             seq_len: 4,
             batch: 3,
             lengths: Some(Arc::from(vec![4, 2, 3])),

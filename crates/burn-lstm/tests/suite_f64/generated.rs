@@ -6,7 +6,7 @@
 //! - arbitrary ones, valid or not (sizes of 0, a projection not below the hidden size,
 //!   dropout outside `[0, 1)` or NaN, an input of another shape, lengths of another
 //!   count or past the sequence, states of another shape): a call is `Ok` exactly when
-//!   everything is valid, an invalid one is an `LstmError`, and nothing panics.
+//!   everything is valid, an invalid one is an `RnnError`, and nothing panics.
 //!
 //! `PROPTEST_CASES` raises the case counts for a longer local run; the seed is fixed, so
 //! a failure repeats.
@@ -18,7 +18,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
-use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmKernel, LstmState};
+use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmState, RnnKernel};
 use common::to_f64;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -104,7 +104,7 @@ fn tensor<const D: usize>(shape: [usize; D], seed: u64) -> Tensor<B, D> {
 }
 
 /// Every output and gradient of one training call, named.
-fn run(case: &Valid, kernel: LstmKernel) -> Vec<(String, Vec<f64>)> {
+fn run(case: &Valid, kernel: RnnKernel) -> Vec<(String, Vec<f64>)> {
     let device = Default::default();
     let config = CudnnCompatibleLstmConfig::new(case.input, case.hidden)
         .with_proj_size(case.proj)
@@ -199,8 +199,8 @@ fn seeded(mut model: CudnnCompatibleLstm<B>, seed: u64) -> CudnnCompatibleLstm<B
 fn fused_cpu_and_portable_agree_on_generated_configurations() {
     runner(256)
         .run(&valid(), |case| {
-            let fused = run(&case, LstmKernel::FusedCpu);
-            let portable = run(&case, LstmKernel::Portable);
+            let fused = run(&case, RnnKernel::FusedCpu);
+            let portable = run(&case, RnnKernel::Portable);
             for ((name, a), (_, b)) in fused.iter().zip(&portable) {
                 prop_assert_eq!(a.len(), b.len(), "{}", name);
                 let scale = b.iter().fold(1.0f64, |m, v| m.max(v.abs()));
@@ -230,7 +230,7 @@ struct Arbitrary {
     lengths: Option<Vec<usize>>,
     /// Shapes of `h0` and `c0`, or no state.
     state: Option<([usize; 3], [usize; 3])>,
-    kernel: LstmKernel,
+    kernel: RnnKernel,
 }
 
 fn arbitrary() -> impl Strategy<Value = Arbitrary> {
@@ -249,7 +249,7 @@ fn arbitrary() -> impl Strategy<Value = Arbitrary> {
             0usize..4,
             0usize..5,
         ]),
-        prop_oneof![Just(LstmKernel::FusedCpu), Just(LstmKernel::Portable)],
+        prop_oneof![Just(RnnKernel::FusedCpu), Just(RnnKernel::Portable)],
     )
         .prop_map(
             |((input, hidden, proj, layers), dropout, bidirectional, x, lengths, state, kernel)| {
@@ -290,9 +290,9 @@ fn is_valid(a: &Arbitrary) -> bool {
     config && call && lengths && state
 }
 
-fn call_arbitrary<A: AutodiffBackend + burn_lstm::LstmBackend>(
+fn call_arbitrary<A: AutodiffBackend + burn_lstm::RnnBackend>(
     a: &Arbitrary,
-) -> Result<(), burn_lstm::LstmError> {
+) -> Result<(), burn_lstm::RnnError> {
     let device = Default::default();
     let config = CudnnCompatibleLstmConfig::new(a.input, a.hidden)
         .with_proj_size(a.proj)

@@ -9,12 +9,12 @@
 use crate::common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
-use burn_lstm::LstmKernel;
+use burn_lstm::RnnKernel;
 use common::golden_check::run_all;
 
 #[test]
 fn golden_cases_f64_portable_ndarray() {
-    run_all::<Autodiff<NdArray<f64>>>("ndarray", LstmKernel::Portable, "f64", 1e-9);
+    run_all::<Autodiff<NdArray<f64>>>("ndarray", RnnKernel::Portable, "f64", 1e-9);
 }
 
 #[test]
@@ -23,13 +23,13 @@ fn golden_cases_f64_fused_cpu_ndarray() {
         module_path!(),
         "golden_cases_f64_fused_cpu_ndarray",
     );
-    run_all::<Autodiff<NdArray<f64>>>("ndarray", LstmKernel::FusedCpu, "f64", 1e-9);
+    run_all::<Autodiff<NdArray<f64>>>("ndarray", RnnKernel::FusedCpu, "f64", 1e-9);
 }
 
 #[test]
 fn golden_cases_f64_portable_flex() {
     common::flex_f64();
-    run_all::<Autodiff<Flex>>("flex", LstmKernel::Portable, "f64", 1e-9);
+    run_all::<Autodiff<Flex>>("flex", RnnKernel::Portable, "f64", 1e-9);
 }
 
 #[test]
@@ -39,5 +39,5 @@ fn golden_cases_f64_fused_cpu_flex() {
         "golden_cases_f64_fused_cpu_flex",
     );
     common::flex_f64();
-    run_all::<Autodiff<Flex>>("flex", LstmKernel::FusedCpu, "f64", 1e-9);
+    run_all::<Autodiff<Flex>>("flex", RnnKernel::FusedCpu, "f64", 1e-9);
 }

@@ -7,18 +7,18 @@
 use crate::common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
-use burn_lstm::LstmKernel;
+use burn_lstm::RnnKernel;
 use common::gru_golden_check::run_all_gru;
 
 #[test]
 fn gru_golden_cases_f64_ndarray() {
-    run_all_gru::<Autodiff<NdArray<f64>>>("ndarray", LstmKernel::Portable, "f64", 1e-9);
+    run_all_gru::<Autodiff<NdArray<f64>>>("ndarray", RnnKernel::Portable, "f64", 1e-9);
 }
 
 #[test]
 fn gru_golden_cases_f64_flex() {
     common::flex_f64();
-    run_all_gru::<Autodiff<Flex>>("flex", LstmKernel::Portable, "f64", 1e-9);
+    run_all_gru::<Autodiff<Flex>>("flex", RnnKernel::Portable, "f64", 1e-9);
 }
 
 #[test]
@@ -27,7 +27,7 @@ fn gru_golden_cases_f64_fused_cpu_ndarray() {
         module_path!(),
         "gru_golden_cases_f64_fused_cpu_ndarray",
     );
-    run_all_gru::<Autodiff<NdArray<f64>>>("ndarray", LstmKernel::FusedCpu, "f64", 1e-9);
+    run_all_gru::<Autodiff<NdArray<f64>>>("ndarray", RnnKernel::FusedCpu, "f64", 1e-9);
 }
 
 #[test]
@@ -37,5 +37,5 @@ fn gru_golden_cases_f64_fused_cpu_flex() {
         module_path!(),
         "gru_golden_cases_f64_fused_cpu_flex",
     );
-    run_all_gru::<Autodiff<Flex>>("flex", LstmKernel::FusedCpu, "f64", 1e-9);
+    run_all_gru::<Autodiff<Flex>>("flex", RnnKernel::FusedCpu, "f64", 1e-9);
 }

@@ -17,7 +17,7 @@ use burn_fusion::{Fusion, FusionBackend};
 use burn_ir::TensorId;
 
 use crate::kernels::identity_cache::IdentityCache;
-use crate::op::contract::LstmBackend;
+use crate::op::contract::RnnBackend;
 
 /// Most modules whose flat buffer is kept.
 pub(crate) const MAX_ENTRIES: usize = 8;
@@ -83,7 +83,7 @@ impl CacheGuard {
 
 /// The flat buffer of `parts` (untracked parameters: inference), the one built for the
 /// same parameters before when the cache is on.
-pub(crate) fn flat_weights<B: FusionBackend + LstmBackend>(
+pub(crate) fn flat_weights<B: FusionBackend + RnnBackend>(
     parts: Vec<FloatTensor<Fusion<B>>>,
 ) -> FloatTensor<Fusion<B>> {
     if !gpu_weight_cache() {

@@ -9,30 +9,30 @@ use burn_fusion::{Fusion, FusionBackend};
 pub(crate) mod flat_cache;
 
 use crate::kernels::portable;
-use crate::op::choice::{KernelChoice, LstmKernel};
-use crate::op::contract::LstmBackend;
+use crate::op::choice::{KernelChoice, RnnKernel};
+use crate::op::contract::RnnBackend;
 use crate::op::fusion as fusion_op;
-use crate::op::io::{LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
+use crate::op::io::{RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
 use crate::op::shapes::debug_check_non_empty;
-use crate::op::spec::LstmSpec;
+use crate::op::spec::RnnSpec;
 
 /// Wgpu, Cuda and Rocm without fusion: cuDNN on the CUDA runtime (feature `cuda`),
 /// the portable kernel otherwise and as the fallback.
-impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> LstmBackend
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> RnnBackend
     for CubeBackend<R, F, I, BT>
 {
-    fn lstm_kernel(device: &Self::Device, spec: &LstmSpec) -> KernelChoice {
+    fn rnn_kernel(device: &Self::Device, spec: &RnnSpec) -> KernelChoice {
         choice::<R>(device, spec, F::dtype())
     }
 
-    fn lstm_forward(
+    fn rnn_forward(
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
         c0: Option<FloatTensor<Self>>,
-        spec: &LstmSpec,
-    ) -> LstmOutput<Self> {
-        let inputs = LstmInputs {
+        spec: &RnnSpec,
+    ) -> RnnOutput<Self> {
+        let inputs = RnnInputs {
             input,
             weights,
             h0,
@@ -41,14 +41,14 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> LstmBacken
         forward::<R, F, I, BT>(inputs, spec, false).0
     }
 
-    fn lstm_forward_train(
+    fn rnn_forward_train(
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
         c0: Option<FloatTensor<Self>>,
-        spec: &LstmSpec,
-    ) -> (LstmOutput<Self>, LstmSaved<Self>) {
-        let inputs = LstmInputs {
+        spec: &RnnSpec,
+    ) -> (RnnOutput<Self>, RnnSaved<Self>) {
+        let inputs = RnnInputs {
             input,
             weights,
             h0,
@@ -61,7 +61,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> LstmBacken
         )
     }
 
-    fn lstm_backward(saved: LstmSaved<Self>, grads: LstmOutputGrads<Self>) -> LstmGrads<Self> {
+    fn rnn_backward(saved: RnnSaved<Self>, grads: RnnOutputGrads<Self>) -> RnnGrads<Self> {
         backward::<R, F, I, BT>(saved, grads)
     }
 }
@@ -69,12 +69,12 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> LstmBacken
 use burn::tensor::ops::FloatTensor;
 
 /// A forward's outputs and, for training, what its backward needs.
-type ForwardResult<B> = (LstmOutput<B>, Option<LstmSaved<B>>);
+type ForwardResult<B> = (RnnOutput<B>, Option<RnnSaved<B>>);
 
 #[cfg(feature = "cuda")]
 fn choice<R: CubeRuntime>(
     device: &R::Device,
-    spec: &LstmSpec,
+    spec: &RnnSpec,
     dtype: burn::tensor::DType,
 ) -> KernelChoice {
     crate::kernels::cudnn::choice::choice::<R, R::Device>(device, spec, dtype)
@@ -83,7 +83,7 @@ fn choice<R: CubeRuntime>(
 #[cfg(not(feature = "cuda"))]
 fn choice<R: CubeRuntime>(
     _device: &R::Device,
-    spec: &LstmSpec,
+    spec: &RnnSpec,
     _dtype: burn::tensor::DType,
 ) -> KernelChoice {
     KernelChoice::portable_only(spec.kernel)
@@ -91,15 +91,15 @@ fn choice<R: CubeRuntime>(
 
 #[cfg(feature = "cuda")]
 fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    inputs: LstmInputs<CubeBackend<R, F, I, BT>>,
-    spec: &LstmSpec,
+    inputs: RnnInputs<CubeBackend<R, F, I, BT>>,
+    spec: &RnnSpec,
     save: bool,
 ) -> ForwardResult<CubeBackend<R, F, I, BT>> {
     use crate::kernels::cudnn::device::log_fallback_once;
     use crate::kernels::empty_rows::{self, EmptyRows};
     debug_check_non_empty::<CubeBackend<R, F, I, BT>>("the CubeCL op's inputs", inputs.tensors());
     let choice = choice::<R>(&inputs.input.device, spec, inputs.input.dtype);
-    if choice.kernel == LstmKernel::Cudnn {
+    if choice.kernel == RnnKernel::Cudnn {
         // Rows of length 0 (unless BURN_LSTM_CUDNN_EMPTY_ROWS=0, see `choice`) are
         // taken out before cuDNN, which refuses them, and put back after.
         return match EmptyRows::of(spec) {
@@ -121,8 +121,8 @@ fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
 /// A forward through cuDNN (no row of length 0), the portable kernel if cuDNN fails.
 #[cfg(feature = "cuda")]
 fn cudnn_forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    inputs: LstmInputs<CubeBackend<R, F, I, BT>>,
-    spec: &LstmSpec,
+    inputs: RnnInputs<CubeBackend<R, F, I, BT>>,
+    spec: &RnnSpec,
     save: bool,
 ) -> ForwardResult<CubeBackend<R, F, I, BT>> {
     use crate::kernels::cudnn::{
@@ -142,14 +142,14 @@ fn cudnn_forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement
                 "cuDNN's results",
                 [&y, &h_n].into_iter().chain(&c_n),
             );
-            let saved = result.saved.map(|(residuals, tape)| LstmSaved {
+            let saved = result.saved.map(|(residuals, tape)| RnnSaved {
                 spec: spec.clone(),
-                kernel: LstmKernel::Cudnn,
+                kernel: RnnKernel::Cudnn,
                 inputs,
                 residuals: residuals.into_iter().map(from_cuda::<R>).collect(),
                 host: Some(crate::op::io::HostResiduals(std::sync::Arc::new(tape))),
             });
-            (LstmOutput { y, h_n, c_n }, saved)
+            (RnnOutput { y, h_n, c_n }, saved)
         }
         Err(reason) => {
             record_runtime_error(&reason);
@@ -160,8 +160,8 @@ fn cudnn_forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement
 
 #[cfg(not(feature = "cuda"))]
 fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    inputs: LstmInputs<CubeBackend<R, F, I, BT>>,
-    spec: &LstmSpec,
+    inputs: RnnInputs<CubeBackend<R, F, I, BT>>,
+    spec: &RnnSpec,
     save: bool,
 ) -> ForwardResult<CubeBackend<R, F, I, BT>> {
     portable::forward::<CubeBackend<R, F, I, BT>>(inputs, spec, save)
@@ -169,9 +169,9 @@ fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
 
 #[cfg(feature = "cuda")]
 fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    saved: LstmSaved<CubeBackend<R, F, I, BT>>,
-    grads: LstmOutputGrads<CubeBackend<R, F, I, BT>>,
-) -> LstmGrads<CubeBackend<R, F, I, BT>> {
+    saved: RnnSaved<CubeBackend<R, F, I, BT>>,
+    grads: RnnOutputGrads<CubeBackend<R, F, I, BT>>,
+) -> RnnGrads<CubeBackend<R, F, I, BT>> {
     use crate::kernels::cudnn::{
         device::record_runtime_error,
         ops,
@@ -180,7 +180,7 @@ fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
     if crate::kernels::empty_rows::is_compacted(&saved) {
         return crate::kernels::empty_rows::backward(saved, grads, backward::<R, F, I, BT>);
     }
-    if saved.kernel != LstmKernel::Cudnn {
+    if saved.kernel != RnnKernel::Cudnn {
         return portable::backward::<CubeBackend<R, F, I, BT>>(saved, grads);
     }
     let tape = saved
@@ -208,7 +208,7 @@ fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
     match result {
         Ok(computed) => {
             let computed = computed.map::<CubeBackend<R, F, I, BT>>(from_cuda::<R>);
-            LstmGrads {
+            RnnGrads {
                 input: Some(computed.input),
                 weights: computed.weights,
                 h0: computed.h0,
@@ -231,9 +231,9 @@ fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
 
 #[cfg(not(feature = "cuda"))]
 fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    saved: LstmSaved<CubeBackend<R, F, I, BT>>,
-    grads: LstmOutputGrads<CubeBackend<R, F, I, BT>>,
-) -> LstmGrads<CubeBackend<R, F, I, BT>> {
+    saved: RnnSaved<CubeBackend<R, F, I, BT>>,
+    grads: RnnOutputGrads<CubeBackend<R, F, I, BT>>,
+) -> RnnGrads<CubeBackend<R, F, I, BT>> {
     portable::backward::<CubeBackend<R, F, I, BT>>(saved, grads)
 }
 
@@ -241,25 +241,25 @@ fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
 /// inner backend runs a fused kernel (cuDNN), the whole op is one custom fusion
 /// operation; otherwise the portable kernel runs on the fused backend (its gate math
 /// fuses into few kernels).
-impl<B: FusionBackend + LstmBackend> LstmBackend for Fusion<B> {
-    fn lstm_kernel(device: &Self::Device, spec: &LstmSpec) -> KernelChoice {
-        B::lstm_kernel(device, spec)
+impl<B: FusionBackend + RnnBackend> RnnBackend for Fusion<B> {
+    fn rnn_kernel(device: &Self::Device, spec: &RnnSpec) -> KernelChoice {
+        B::rnn_kernel(device, spec)
     }
 
     /// Untracked parameters (inference; autodiff joins tracked ones itself) may reuse the
     /// flat buffer of an earlier call (`flat_cache.rs`, behind its switch).
-    fn lstm_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
+    fn rnn_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
         flat_cache::flat_weights::<B>(parts)
     }
 
-    fn lstm_forward(
+    fn rnn_forward(
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
         c0: Option<FloatTensor<Self>>,
-        spec: &LstmSpec,
-    ) -> LstmOutput<Self> {
-        let inputs = LstmInputs {
+        spec: &RnnSpec,
+    ) -> RnnOutput<Self> {
+        let inputs = RnnInputs {
             input,
             weights,
             h0,
@@ -268,14 +268,14 @@ impl<B: FusionBackend + LstmBackend> LstmBackend for Fusion<B> {
         fused_forward::<B>(inputs, spec, false).0
     }
 
-    fn lstm_forward_train(
+    fn rnn_forward_train(
         input: FloatTensor<Self>,
         weights: FloatTensor<Self>,
         h0: FloatTensor<Self>,
         c0: Option<FloatTensor<Self>>,
-        spec: &LstmSpec,
-    ) -> (LstmOutput<Self>, LstmSaved<Self>) {
-        let inputs = LstmInputs {
+        spec: &RnnSpec,
+    ) -> (RnnOutput<Self>, RnnSaved<Self>) {
+        let inputs = RnnInputs {
             input,
             weights,
             h0,
@@ -288,7 +288,7 @@ impl<B: FusionBackend + LstmBackend> LstmBackend for Fusion<B> {
         )
     }
 
-    fn lstm_backward(saved: LstmSaved<Self>, grads: LstmOutputGrads<Self>) -> LstmGrads<Self> {
+    fn rnn_backward(saved: RnnSaved<Self>, grads: RnnOutputGrads<Self>) -> RnnGrads<Self> {
         if fusion_op::is_fused_op::<B>(&saved) {
             fusion_op::backward::<B>(saved, grads)
         } else {
@@ -297,13 +297,13 @@ impl<B: FusionBackend + LstmBackend> LstmBackend for Fusion<B> {
     }
 }
 
-fn fused_forward<B: FusionBackend + LstmBackend>(
-    inputs: LstmInputs<Fusion<B>>,
-    spec: &LstmSpec,
+fn fused_forward<B: FusionBackend + RnnBackend>(
+    inputs: RnnInputs<Fusion<B>>,
+    spec: &RnnSpec,
     save: bool,
 ) -> ForwardResult<Fusion<B>> {
     let device = <Fusion<B> as FloatTensorOps<Fusion<B>>>::float_device(&inputs.input);
-    if B::lstm_kernel(&device, spec).kernel == LstmKernel::Cudnn {
+    if B::rnn_kernel(&device, spec).kernel == RnnKernel::Cudnn {
         fusion_op::forward::<B>(inputs, spec, save)
     } else {
         portable::forward::<Fusion<B>>(inputs, spec, save)

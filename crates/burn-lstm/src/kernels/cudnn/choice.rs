@@ -9,8 +9,8 @@ use cudnn_rnn::{DataType, MathMode, SeqShape};
 use crate::kernels::cudnn::algo::{AlgoPick, cudnn_algo, pick};
 use crate::kernels::cudnn::device::{device, rnn_config};
 use crate::kernels::cudnn::settings::{cudnn_empty_rows, cudnn_gru, cudnn_half, cudnn_math};
-use crate::op::choice::{KernelChoice, LstmKernel};
-use crate::op::spec::{CellKind, LstmSpec};
+use crate::op::choice::{KernelChoice, RnnKernel};
+use crate::op::spec::{CellKind, RnnSpec};
 
 /// Whether runtime `R` is CubeCL's CUDA runtime (the only one cuDNN runs on).
 pub(crate) fn is_cuda<R: 'static>() -> bool {
@@ -45,21 +45,21 @@ fn half_switched_off(data_type: DataType) -> Option<String> {
 /// `device`.
 pub(crate) fn choice<R: 'static, D: 'static>(
     device_of: &D,
-    spec: &LstmSpec,
+    spec: &RnnSpec,
     dtype: DType,
 ) -> KernelChoice {
     if !is_cuda::<R>() {
         return KernelChoice::portable_only(spec.kernel);
     }
-    let portable = |reason: String| KernelChoice::fallback(LstmKernel::Portable, reason);
+    let portable = |reason: String| KernelChoice::fallback(RnnKernel::Portable, reason);
     match spec.kernel {
-        Some(LstmKernel::Portable) => {
+        Some(RnnKernel::Portable) => {
             return portable("the portable kernel was asked for (cuDNN is faster)".into());
         }
-        Some(LstmKernel::FusedCpu) => {
+        Some(RnnKernel::FusedCpu) => {
             return portable("the fused-cpu kernel was asked for but runs only on the CPU backends (Flex, NdArray)".into());
         }
-        None | Some(LstmKernel::Cudnn) => {}
+        None | Some(RnnKernel::Cudnn) => {}
     }
     if spec.arch.cell == CellKind::Gru && !cudnn_gru() {
         return portable(
@@ -98,7 +98,7 @@ pub(crate) fn choice<R: 'static, D: 'static>(
     // The device is up, so cuDNN was loaded and checked: this reads the cached version.
     match cudnn_rnn::check_cudnn().and_then(|v| data_type.check_supported_by(v)) {
         Ok(()) => {
-            let choice = KernelChoice::fastest(LstmKernel::Cudnn);
+            let choice = KernelChoice::fastest(RnnKernel::Cudnn);
             match algorithm(cuda_device.index, spec, data_type) {
                 Some(pick) => choice.with_detail(format!("algorithm {}", pick.reason)),
                 None => choice,
@@ -111,7 +111,7 @@ pub(crate) fn choice<R: 'static, D: 'static>(
 /// The algorithm the policy picks for `spec` on GPU `ordinal` (`None` for a batch
 /// cuDNN's sequence descriptor refuses: its empty rows run around cuDNN, whose call
 /// then has fewer rows).
-fn algorithm(ordinal: usize, spec: &LstmSpec, data_type: DataType) -> Option<AlgoPick> {
+fn algorithm(ordinal: usize, spec: &RnnSpec, data_type: DataType) -> Option<AlgoPick> {
     let shape = SeqShape::new(spec.seq_len, spec.batch, spec.lengths.as_deref()).ok()?;
     let props = device(ordinal)
         .ok()?

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudnn_rnn::{
-    CallReuse, CudnnHandle, CudnnRnnError, DataType, DeviceProps, DropoutState, Lstm, MathMode,
+    CallReuse, CudnnHandle, CudnnRnnError, DataType, DeviceProps, DropoutState, MathMode, Rnn,
     RnnAlgo, RnnCell, RnnConfig,
 };
 
@@ -18,14 +18,14 @@ use crate::kernels::cudnn::settings::cudnn_reuse;
 use crate::kernels::cudnn::types::CudaTensor;
 use crate::kernels::cudnn::weights::WeightPlan;
 use crate::kernels::identity_cache::IdentityCache;
-use crate::op::spec::{CellKind, LstmArch};
+use crate::op::spec::{CellKind, RnnArch};
 
 /// The seed of the dropout generator when the call gives none.
 const DEFAULT_DROPOUT_SEED: u64 = 0x5eed_1057;
 
 /// One configured LSTM and how the canonical parameters map onto its weight space.
 pub(crate) struct PreparedLstm {
-    pub lstm: Lstm,
+    pub lstm: Rnn,
     pub plan: WeightPlan,
     /// The [`DeviceCudnn::dropout_generation`] the descriptor was last configured with.
     dropout_generation: u64,
@@ -82,7 +82,7 @@ impl DeviceCudnn {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn lstm(
         &mut self,
-        arch: &LstmArch,
+        arch: &RnnArch,
         data_type: DataType,
         math: MathMode,
         algo: RnnAlgo,
@@ -105,8 +105,8 @@ impl DeviceCudnn {
             ..rnn_config(arch, data_type, math)
         };
         if !self.lstms.contains_key(&config) {
-            let lstm = Lstm::new(&self.handle, config.clone(), &self.dropout)
-                .map_err(|e| e.to_string())?;
+            let lstm =
+                Rnn::new(&self.handle, config.clone(), &self.dropout).map_err(|e| e.to_string())?;
             let plan = WeightPlan::new(arch, lstm.weight_layout(), data_type.size())?;
             let prepared = PreparedLstm {
                 lstm,
@@ -128,7 +128,7 @@ impl DeviceCudnn {
 }
 
 /// The cuDNN description of `arch` on the standard algorithm.
-pub(crate) fn rnn_config(arch: &LstmArch, data_type: DataType, math: MathMode) -> RnnConfig {
+pub(crate) fn rnn_config(arch: &RnnArch, data_type: DataType, math: MathMode) -> RnnConfig {
     RnnConfig {
         cell: match arch.cell {
             CellKind::Lstm => RnnCell::Lstm,

@@ -23,9 +23,9 @@ use crate::kernels::cudnn::settings::cudnn_math;
 use crate::kernels::cudnn::trace::CallTrace;
 use crate::kernels::cudnn::weights::WeightPlan;
 use crate::op::fusion::executing_weights_id;
-use crate::op::io::LstmInputs;
+use crate::op::io::RnnInputs;
 use crate::op::shapes::ResultShapes;
-use crate::op::spec::LstmSpec;
+use crate::op::spec::RnnSpec;
 
 pub(crate) use crate::kernels::cudnn::types::{CudaBackend, CudaInputs, CudaTensor};
 
@@ -138,7 +138,7 @@ impl Pinned {
 /// the call runs again on the standard algorithm and the reason is logged once.
 pub(crate) fn forward(
     inputs: CudaInputs,
-    spec: &LstmSpec,
+    spec: &RnnSpec,
     save: bool,
 ) -> Result<CudnnForward, String> {
     let inputs = inputs.map::<CudaBackend>(into_contiguous);
@@ -168,7 +168,7 @@ pub(crate) fn forward(
 /// [`forward`] on the algorithm of `pick`.
 fn forward_with(
     inputs: CudaInputs,
-    spec: &LstmSpec,
+    spec: &RnnSpec,
     save: bool,
     pick: &AlgoPick,
 ) -> Result<CudnnForward, String> {
@@ -177,7 +177,7 @@ fn forward_with(
     } else {
         "forward"
     });
-    let LstmInputs {
+    let RnnInputs {
         input: x,
         weights,
         h0,
@@ -312,10 +312,10 @@ pub(crate) fn backward(
     residuals: [CudaTensor; 2],
     tape: &CudnnTape,
     upstream: UpstreamGrads,
-    spec: &LstmSpec,
+    spec: &RnnSpec,
 ) -> Result<CudaInputs, String> {
     let mut trace = CallTrace::start("backward");
-    let LstmInputs {
+    let RnnInputs {
         input: x,
         weights,
         h0,
@@ -416,7 +416,7 @@ pub(crate) fn backward(
     .map_err(|e| e.to_string())?;
     drop(pinned);
     trace.finish(plan, tape.algo.name());
-    Ok(LstmInputs {
+    Ok(RnnInputs {
         input: dx,
         weights: dweights,
         h0: dh0,

@@ -4,7 +4,7 @@
 use burn_cubecl::{CubeBackend, tensor::CubeTensor};
 use cubecl_cuda::CudaRuntime;
 
-use crate::op::io::LstmInputs;
+use crate::op::io::RnnInputs;
 
 /// A tensor of the CUDA runtime.
 pub(crate) type CudaTensor = CubeTensor<CudaRuntime>;
@@ -15,4 +15,4 @@ pub(crate) type CudaBackend = CubeBackend<CudaRuntime, f32, i32, u8>;
 
 /// The op's inputs on the CUDA runtime; also the shape of the backward's results (the
 /// gradient of each input).
-pub(crate) type CudaInputs = LstmInputs<CudaBackend>;
+pub(crate) type CudaInputs = RnnInputs<CudaBackend>;

@@ -1,9 +1,9 @@
-//! From the canonical flat parameter buffer (PyTorch's order, [`LstmArch::direction_layout`])
+//! From the canonical flat parameter buffer (PyTorch's order, [`RnnArch::direction_layout`])
 //! to cuDNN's weight space, region by region as cuDNN reports it.
 
 use cudnn_rnn::{CopyPlan, CopyRun, WeightKind, WeightSpaceLayout};
 
-use crate::op::spec::LstmArch;
+use crate::op::spec::RnnArch;
 
 /// How the canonical buffer maps onto one weight space.
 #[derive(Clone, Debug)]
@@ -23,7 +23,7 @@ pub(crate) struct WeightPlan {
 impl WeightPlan {
     /// The plan for `arch` given cuDNN's `layout`, or why the layout does not fit.
     pub(crate) fn new(
-        arch: &LstmArch,
+        arch: &RnnArch,
         layout: &WeightSpaceLayout,
         elem: usize,
     ) -> Result<Self, String> {
@@ -89,8 +89,8 @@ mod tests {
     use super::*;
     use cudnn_rnn::WeightRegion;
 
-    fn arch() -> LstmArch {
-        LstmArch {
+    fn arch() -> RnnArch {
+        RnnArch {
             cell: crate::op::spec::CellKind::Lstm,
             input_size: 3,
             hidden_size: 2,
@@ -174,7 +174,7 @@ mod tests {
     /// every region the wrong size.
     #[test]
     fn a_gru_maps_three_gate_blocks() {
-        let gru = LstmArch {
+        let gru = RnnArch {
             cell: crate::op::spec::CellKind::Gru,
             ..arch()
         };

@@ -9,4 +9,4 @@ use burn_flex::Flex;
 
 use crate::kernels::fused_cpu::backend::impl_fused_cpu_backend;
 
-impl_fused_cpu_backend!([impl crate::op::contract::LstmBackend for Flex]);
+impl_fused_cpu_backend!([impl crate::op::contract::RnnBackend for Flex]);

@@ -4,22 +4,22 @@
 
 use std::sync::Arc;
 
-use lstm_cpu::{InputStrides, LstmCall, LstmOutputs, OutputGrads, Tape};
+use lstm_cpu::{InputStrides, OutputGrads, RnnCall, RnnOutputs, Tape};
 
 use burn::tensor::ops::FloatTensor;
 
 use super::cpu_threads;
 use super::host::{HostElement, HostTensors, device_tensor, recycle, to_host};
 use crate::kernels::portable::dropout_mask;
-use crate::op::choice::LstmKernel;
-use crate::op::io::{HostResiduals, LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
-use crate::op::spec::LstmSpec;
+use crate::op::choice::RnnKernel;
+use crate::op::io::{HostResiduals, RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
+use crate::op::spec::RnnSpec;
 use crate::op::tensor::primitive;
 
 /// Host copies of one call's inputs (the dropout masks, which only the forward reads,
 /// are not kept: the tape holds what the backward needs of them).
 struct HostCall<T> {
-    spec: LstmSpec,
+    spec: RnnSpec,
     input: Vec<T>,
     /// `None` where the kernel reads the flat parameters elsewhere: in place in the flat
     /// buffer tensor a training call keeps for its backward ([`Self::with_weights`]), or
@@ -44,8 +44,8 @@ impl<T: HostElement> HostCall<T> {
         }
     }
 
-    fn call<'a>(&'a self, weights: &'a [T]) -> LstmCall<'a, T> {
-        LstmCall {
+    fn call<'a>(&'a self, weights: &'a [T]) -> RnnCall<'a, T> {
+        RnnCall {
             arch: &self.spec.arch,
             seq_len: self.spec.seq_len,
             batch: self.spec.batch,
@@ -84,15 +84,15 @@ struct Saved<T: HostElement> {
 
 /// Forward through the fused kernel in `T` (`f32` or `f64`).
 pub(crate) fn forward<B: HostTensors, T: HostElement>(
-    inputs: LstmInputs<B>,
-    spec: &LstmSpec,
+    inputs: RnnInputs<B>,
+    spec: &RnnSpec,
     save: bool,
-) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
+) -> (RnnOutput<B>, Option<RnnSaved<B>>) {
     let device = B::float_device(&inputs.input);
     // A training forward keeps its inputs for the backward; inference lets them go, so
     // a buffer built for this call alone moves to the host without a copy.
     let kept = save.then(|| inputs.clone());
-    let LstmInputs {
+    let RnnInputs {
         input: x,
         weights: w,
         h0,
@@ -117,7 +117,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
         .then(|| super::weights_cache::packed::<B, T>(&w, arch))
         .flatten();
     let read_in_place =
-        |kept: &LstmInputs<B>| B::with_values::<T, ()>(&kept.weights, |_| ()).is_some();
+        |kept: &RnnInputs<B>| B::with_values::<T, ()>(&kept.weights, |_| ()).is_some();
     // Inference reads the input where it is, through its strides: a batch-first input
     // (the module hands the op its transposed view) needs no sequence-major copy, nor
     // an input somebody else still holds. Padding is zeroed in a copy, and training
@@ -146,7 +146,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
     let expect = "the module validated the call";
     let (outputs, tape) = match (&kept, &packed) {
         (Some(kept), _) => host_call.with_weights::<B, _>(&kept.weights, |weights| {
-            let call = LstmCall {
+            let call = RnnCall {
                 dropout_masks: &mask_refs,
                 ..host_call.call(weights)
             };
@@ -154,7 +154,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
             (outputs, Some(tape))
         }),
         (None, Some(packed)) => {
-            let call = LstmCall {
+            let call = RnnCall {
                 dropout_masks: &mask_refs,
                 ..reading(host_call.call(&[]), x_view)
             };
@@ -162,7 +162,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
         }
         (None, None) => {
             let weights = host_call.weights.as_deref().expect("copied to the host");
-            let call = LstmCall {
+            let call = RnnCall {
                 dropout_masks: &mask_refs,
                 ..reading(host_call.call(weights), x_view)
             };
@@ -170,9 +170,9 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
         }
     };
     drop(kept_x);
-    let LstmOutputs { y, h_n, c_n } = outputs;
+    let RnnOutputs { y, h_n, c_n } = outputs;
     let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
-    let output = LstmOutput {
+    let output = RnnOutput {
         y: device_tensor::<B, T, 3>(y, [t, b, arch.dirs() * arch.output_size()], &device),
         h_n: device_tensor::<B, T, 3>(h_n, [cells, b, arch.output_size()], &device),
         // The kernel's `c_n` is empty for a cell without a cell state (the GRU).
@@ -184,9 +184,9 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
         host_call.recycle();
         return (output, None);
     };
-    let saved = LstmSaved {
+    let saved = RnnSaved {
         spec: spec.clone(),
-        kernel: LstmKernel::FusedCpu,
+        kernel: RnnKernel::FusedCpu,
         inputs: kept.expect("a training forward keeps its inputs"),
         residuals: Vec::new(),
         host: Some(HostResiduals(Arc::new(std::sync::Mutex::new(Some(
@@ -204,7 +204,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
 /// other, which is copied).
 fn input_in_place<'t, B: HostTensors, T: HostElement>(
     x: &'t FloatTensor<B>,
-    spec: &LstmSpec,
+    spec: &RnnSpec,
     save: bool,
 ) -> Option<(&'t [T], InputStrides)> {
     if save || spec.has_padding() {
@@ -219,12 +219,9 @@ fn input_in_place<'t, B: HostTensors, T: HostElement>(
 }
 
 /// `call` reading its input from `input` (values and strides) instead of its host copy.
-fn reading<'a, T>(
-    call: LstmCall<'a, T>,
-    input: Option<(&'a [T], InputStrides)>,
-) -> LstmCall<'a, T> {
+fn reading<'a, T>(call: RnnCall<'a, T>, input: Option<(&'a [T], InputStrides)>) -> RnnCall<'a, T> {
     match input {
-        Some((values, strides)) => LstmCall {
+        Some((values, strides)) => RnnCall {
             input: values,
             input_strides: Some(strides),
             ..call
@@ -237,7 +234,7 @@ fn reading<'a, T>(
 /// kernel's input products read them, and a NaN there would reach the gradient of
 /// `weight_ih` through a multiplication by zero (PyTorch's packed sequences never read
 /// padding). Nothing to do without padding.
-fn zero_padding<T: HostElement>(mut input: Vec<T>, spec: &LstmSpec) -> Vec<T> {
+fn zero_padding<T: HostElement>(mut input: Vec<T>, spec: &RnnSpec) -> Vec<T> {
     if let Some(lengths) = spec.lengths.as_deref().filter(|_| spec.has_padding()) {
         let row = input.len() / (spec.seq_len * spec.batch).max(1);
         for (at, step) in input.chunks_exact_mut(row).enumerate() {
@@ -251,9 +248,9 @@ fn zero_padding<T: HostElement>(mut input: Vec<T>, spec: &LstmSpec) -> Vec<T> {
 
 /// Backward of a [`forward`] with `save`.
 pub(crate) fn backward<B: HostTensors, T: HostElement>(
-    saved: LstmSaved<B>,
-    grads: LstmOutputGrads<B>,
-) -> LstmGrads<B> {
+    saved: RnnSaved<B>,
+    grads: RnnOutputGrads<B>,
+) -> RnnGrads<B> {
     let device = B::float_device(&saved.inputs.input);
     let inputs = saved.inputs;
     let residuals = saved
@@ -291,7 +288,7 @@ pub(crate) fn backward<B: HostTensors, T: HostElement>(
     let spec = &host.spec;
     let arch = &spec.arch;
     let (t, b, cells) = (spec.seq_len, spec.batch, arch.cells());
-    let grads = LstmGrads {
+    let grads = RnnGrads {
         input: grads
             .input_required
             .then(|| device_tensor::<B, T, 3>(computed.input, [t, b, arch.input_size], &device)),
@@ -315,28 +312,28 @@ pub(crate) fn backward<B: HostTensors, T: HostElement>(
 /// A forward through the kernel [`super::choice`] picks for the input's dtype (which is
 /// not always the backend's element type: Burn's device settings decide).
 pub(crate) fn run<B: HostTensors>(
-    inputs: LstmInputs<B>,
-    spec: &LstmSpec,
+    inputs: RnnInputs<B>,
+    spec: &RnnSpec,
     save: bool,
-) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
+) -> (RnnOutput<B>, Option<RnnSaved<B>>) {
     use burn::tensor::{DType, TensorMetadata};
     let dtype = inputs.input.dtype();
     match (super::choice(dtype, spec).kernel, dtype) {
-        (LstmKernel::FusedCpu, DType::F64) => forward::<B, f64>(inputs, spec, save),
-        (LstmKernel::FusedCpu, _) => forward::<B, f32>(inputs, spec, save),
+        (RnnKernel::FusedCpu, DType::F64) => forward::<B, f64>(inputs, spec, save),
+        (RnnKernel::FusedCpu, _) => forward::<B, f32>(inputs, spec, save),
         _ => crate::kernels::portable::forward::<B>(inputs, spec, save),
     }
 }
 
 /// The backward of a [`run`] with `save`, by the kernel that ran it.
 pub(crate) fn run_backward<B: HostTensors>(
-    saved: LstmSaved<B>,
-    grads: LstmOutputGrads<B>,
-) -> LstmGrads<B> {
+    saved: RnnSaved<B>,
+    grads: RnnOutputGrads<B>,
+) -> RnnGrads<B> {
     use burn::tensor::{DType, TensorMetadata};
     match (saved.kernel, saved.inputs.input.dtype()) {
-        (LstmKernel::FusedCpu, DType::F64) => backward::<B, f64>(saved, grads),
-        (LstmKernel::FusedCpu, _) => backward::<B, f32>(saved, grads),
+        (RnnKernel::FusedCpu, DType::F64) => backward::<B, f64>(saved, grads),
+        (RnnKernel::FusedCpu, _) => backward::<B, f32>(saved, grads),
         _ => crate::kernels::portable::backward::<B>(saved, grads),
     }
 }
@@ -344,14 +341,14 @@ pub(crate) fn run_backward<B: HostTensors>(
 #[cfg(test)]
 mod tests {
     use burn::tensor::{DType, Tensor, TensorData};
-    use lstm_cpu::{CellKind, LstmArch};
+    use lstm_cpu::{CellKind, RnnArch};
 
     use super::*;
     use crate::op::tensor::tensor;
 
-    fn spec(seq_len: usize, batch: usize, lengths: Option<Vec<usize>>) -> LstmSpec {
-        LstmSpec {
-            arch: LstmArch {
+    fn spec(seq_len: usize, batch: usize, lengths: Option<Vec<usize>>) -> RnnSpec {
+        RnnSpec {
+            arch: RnnArch {
                 cell: CellKind::Lstm,
                 input_size: 6,
                 hidden_size: 4,
@@ -398,7 +395,7 @@ mod tests {
         let strided_features = wide.clone().slice([0..t, 0..b, 0..i]).swap_dims(0, 1);
 
         let x_p = primitive(x.clone());
-        let in_place = |x: &FloatTensor<B>, spec: &LstmSpec, save| {
+        let in_place = |x: &FloatTensor<B>, spec: &RnnSpec, save| {
             input_in_place::<B, f32>(x, spec, save).map(|(_, strides)| strides)
         };
         assert_eq!(
@@ -451,7 +448,7 @@ mod tests {
         };
         let (h0, c0) = (state(4), state(5));
         let run = |x: Tensor<B, 3>| {
-            let inputs = LstmInputs {
+            let inputs = RnnInputs {
                 input: primitive(x),
                 weights: primitive(w.clone()),
                 h0: primitive(h0.clone()),

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn::tensor::DType;
 
-use crate::op::choice::{KernelChoice, LstmKernel};
-use crate::op::spec::LstmSpec;
+use crate::op::choice::{KernelChoice, RnnKernel};
+use crate::op::spec::RnnSpec;
 
 static THREADS: AtomicUsize = AtomicUsize::new(0);
 
@@ -96,21 +96,21 @@ pub fn cpu_cache_usage() -> CpuCacheUsage {
 }
 
 /// The kernel a CPU backend with the fused kernel runs for `spec` with float type `dtype`.
-pub(crate) fn choice(dtype: DType, spec: &LstmSpec) -> KernelChoice {
+pub(crate) fn choice(dtype: DType, spec: &RnnSpec) -> KernelChoice {
     let supported = matches!(dtype, DType::F32 | DType::F64);
     match spec.kernel {
-        Some(LstmKernel::Portable) => KernelChoice::fallback(
-            LstmKernel::Portable,
+        Some(RnnKernel::Portable) => KernelChoice::fallback(
+            RnnKernel::Portable,
             "the portable kernel was asked for (the fused CPU kernel is faster)",
         ),
         _ if !supported => KernelChoice::fallback(
-            LstmKernel::Portable,
+            RnnKernel::Portable,
             format!("the fused CPU kernel runs f32 and f64; this backend computes in {dtype:?}"),
         ),
-        Some(LstmKernel::Cudnn) => KernelChoice::fallback(
-            LstmKernel::FusedCpu,
+        Some(RnnKernel::Cudnn) => KernelChoice::fallback(
+            RnnKernel::FusedCpu,
             "the cudnn kernel was asked for but runs only on CUDA",
         ),
-        None | Some(LstmKernel::FusedCpu) => KernelChoice::fastest(LstmKernel::FusedCpu),
+        None | Some(RnnKernel::FusedCpu) => KernelChoice::fastest(RnnKernel::FusedCpu),
     }
 }

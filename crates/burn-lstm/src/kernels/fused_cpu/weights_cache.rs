@@ -25,7 +25,7 @@ use burn::tensor::{TensorMetadata, ops::FloatTensor};
 use lstm_cpu::PackedWeights;
 
 use super::host::{HostElement, HostTensors, ValuesKey, flatten};
-use crate::op::spec::LstmArch;
+use crate::op::spec::RnnArch;
 
 /// Most entries kept (one per module whose inference ran recently).
 pub(crate) const MAX_ENTRIES: usize = 8;
@@ -40,7 +40,7 @@ struct Entry {
     /// The flat buffer built from the parameters (a `FloatTensor` of the backend).
     flat: Box<dyn Any + Send + Sync>,
     /// `PackedWeights<T>` of the flat buffer, once an inference call has packed it.
-    packed: Option<(LstmArch, Arc<dyn Any + Send + Sync>)>,
+    packed: Option<(RnnArch, Arc<dyn Any + Send + Sync>)>,
     bytes: usize,
 }
 
@@ -157,7 +157,7 @@ fn insert(entry: Entry) {
 /// next ones. `None` for any other tensor (the call packs its weights itself).
 pub(crate) fn packed<B: HostTensors, T: HostElement>(
     flat: &FloatTensor<B>,
-    arch: &LstmArch,
+    arch: &RnnArch,
 ) -> Option<Arc<PackedWeights<T>>> {
     let key = B::values_key(flat)?;
     let backend = TypeId::of::<B>();

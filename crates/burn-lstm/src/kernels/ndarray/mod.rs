@@ -12,7 +12,7 @@ use crate::kernels::fused_cpu::backend::impl_fused_cpu_backend;
 
 impl_fused_cpu_backend!([
     impl<E: FloatNdArrayElement, I: IntNdArrayElement, Q: QuantElement>
-        crate::op::contract::LstmBackend for NdArray<E, I, Q>
+        crate::op::contract::RnnBackend for NdArray<E, I, Q>
     where
         NdArrayTensor: From<SharedArray<E>>,
         NdArrayTensor: From<SharedArray<I>>,

@@ -22,11 +22,11 @@ use super::residuals::CellResiduals;
 use super::stack::{CellGrads, backprop_layers};
 use super::steps::{index_leading, stack_steps, time_index};
 use super::weights::{CellMatrices, GateAffine, step_masks};
-use crate::op::io::{LstmGrads, LstmOutputGrads, LstmSaved};
+use crate::op::io::{RnnGrads, RnnOutputGrads, RnnSaved};
 use crate::op::tensor::tensor;
 
 /// Gradients of the op's inputs from the upstream gradients of its outputs.
-pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B>) -> LstmGrads<B> {
+pub(crate) fn backward<B: Backend>(saved: RnnSaved<B>, grads: RnnOutputGrads<B>) -> RnnGrads<B> {
     let spec = saved.spec.clone();
     let arch = &spec.arch;
     let x = tensor::<B, 3>(saved.inputs.input.clone());

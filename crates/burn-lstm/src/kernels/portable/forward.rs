@@ -6,16 +6,16 @@ use super::residuals::CellResiduals;
 use super::stack::{DirectionRun, run_layers};
 use super::steps::{index_leading, stack_steps, time_index};
 use super::weights::{CellWeights, GateAffine, step_masks};
-use crate::op::io::{LstmInputs, LstmOutput, LstmSaved};
-use crate::op::spec::LstmSpec;
+use crate::op::io::{RnnInputs, RnnOutput, RnnSaved};
+use crate::op::spec::RnnSpec;
 use crate::op::tensor::tensor;
 
 /// Runs the layer stack. With `save`, also returns the residuals of the backward.
 pub(crate) fn forward<B: Backend>(
-    inputs: LstmInputs<B>,
-    spec: &LstmSpec,
+    inputs: RnnInputs<B>,
+    spec: &RnnSpec,
     save: bool,
-) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
+) -> (RnnOutput<B>, Option<RnnSaved<B>>) {
     let x = tensor::<B, 3>(inputs.input.clone());
     let w = tensor::<B, 1>(inputs.weights.clone());
     let h0 = tensor::<B, 3>(inputs.h0.clone());

@@ -18,8 +18,8 @@ use super::gru_residuals::GruCellResiduals;
 use super::stack::{DirectionRun, run_layers};
 use super::steps::{index_leading, stack_steps, time_index};
 use super::weights::{matrix, row_major, step_masks};
-use crate::op::io::{LstmInputs, LstmOutput, LstmSaved};
-use crate::op::spec::{DirectionLayout, LstmArch, LstmSpec};
+use crate::op::io::{RnnInputs, RnnOutput, RnnSaved};
+use crate::op::spec::{DirectionLayout, RnnArch, RnnSpec};
 use crate::op::tensor::tensor;
 
 /// One GRU cell's parameters, as views of the flat buffer (the backward reads these;
@@ -34,7 +34,7 @@ pub(super) struct GruWeights<B: Backend> {
 }
 
 impl<B: Backend> GruWeights<B> {
-    pub fn new(flat: &Tensor<B, 1>, arch: &LstmArch, layout: &DirectionLayout) -> Self {
+    pub fn new(flat: &Tensor<B, 1>, arch: &RnnArch, layout: &DirectionLayout) -> Self {
         let rows = arch.gate_rows();
         let vector = |range: Range<usize>| flat.clone().slice([range]).reshape([1, rows]);
         Self {
@@ -52,10 +52,10 @@ impl<B: Backend> GruWeights<B> {
 /// Runs the layer stack of GRU cells. With `save`, also returns the residuals of the
 /// backward. A GRU has no cell state: no `c0`, no `c_n`.
 pub(crate) fn forward<B: Backend>(
-    inputs: LstmInputs<B>,
-    spec: &LstmSpec,
+    inputs: RnnInputs<B>,
+    spec: &RnnSpec,
     save: bool,
-) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
+) -> (RnnOutput<B>, Option<RnnSaved<B>>) {
     let x = tensor::<B, 3>(inputs.input.clone());
     let w = tensor::<B, 1>(inputs.weights.clone());
     let h0 = tensor::<B, 3>(inputs.h0.clone());

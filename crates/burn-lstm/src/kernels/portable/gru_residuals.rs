@@ -4,7 +4,7 @@
 use burn::tensor::{Tensor, backend::Backend, ops::FloatTensor};
 
 use super::residuals::CellResidualTensors;
-use crate::op::spec::LstmSpec;
+use crate::op::spec::RnnSpec;
 use crate::op::tensor::primitive;
 
 /// One GRU (layer, direction), every tensor indexed by time step `[T, B, ·]`.
@@ -24,7 +24,7 @@ impl<B: Backend> CellResidualTensors<B> for GruCellResiduals<B> {
         out.push(primitive(self.hidden_prev));
     }
 
-    fn from_tensors(_spec: &LstmSpec, next: &mut dyn FnMut() -> Tensor<B, 3>) -> Self {
+    fn from_tensors(_spec: &RnnSpec, next: &mut dyn FnMut() -> Tensor<B, 3>) -> Self {
         Self {
             gates: next(),
             hidden_n: next(),

@@ -31,15 +31,15 @@ use burn::tensor::backend::Backend;
 pub(crate) use precision::{backward, forward};
 pub(crate) use stack::dropout_mask;
 
-use crate::op::io::{LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
-use crate::op::spec::{CellKind, LstmSpec};
+use crate::op::io::{RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
+use crate::op::spec::{CellKind, RnnSpec};
 
 /// The forward of the call's cell, in the inputs' own float type.
 fn same_dtype_forward<B: Backend>(
-    inputs: LstmInputs<B>,
-    spec: &LstmSpec,
+    inputs: RnnInputs<B>,
+    spec: &RnnSpec,
     save: bool,
-) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
+) -> (RnnOutput<B>, Option<RnnSaved<B>>) {
     match spec.arch.cell {
         CellKind::Lstm => forward::forward::<B>(inputs, spec, save),
         CellKind::Gru => gru_forward::forward::<B>(inputs, spec, save),
@@ -47,7 +47,7 @@ fn same_dtype_forward<B: Backend>(
 }
 
 /// The backward of the saved call's cell, in the inputs' own float type.
-fn same_dtype_backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B>) -> LstmGrads<B> {
+fn same_dtype_backward<B: Backend>(saved: RnnSaved<B>, grads: RnnOutputGrads<B>) -> RnnGrads<B> {
     match saved.spec.arch.cell {
         CellKind::Lstm => backward::backward::<B>(saved, grads),
         CellKind::Gru => gru_backward::backward::<B>(saved, grads),

@@ -15,8 +15,8 @@
 use burn::tensor::{DType, FloatDType, TensorMetadata, backend::Backend, ops::FloatTensor};
 
 use super::{same_dtype_backward, same_dtype_forward};
-use crate::op::io::{LstmGrads, LstmInputs, LstmOutput, LstmOutputGrads, LstmSaved};
-use crate::op::spec::LstmSpec;
+use crate::op::io::{RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
+use crate::op::spec::RnnSpec;
 
 /// Whether `dtype` is a half type this module widens to f32.
 fn is_half(dtype: DType) -> bool {
@@ -33,39 +33,39 @@ fn cast<B: Backend>(tensor: FloatTensor<B>, dtype: DType) -> FloatTensor<B> {
 
 /// The portable forward; a half call runs in f32 (see the module docs).
 pub(crate) fn forward<B: Backend>(
-    inputs: LstmInputs<B>,
-    spec: &LstmSpec,
+    inputs: RnnInputs<B>,
+    spec: &RnnSpec,
     save: bool,
-) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
+) -> (RnnOutput<B>, Option<RnnSaved<B>>) {
     let dtype = inputs.input.dtype();
     if !is_half(dtype) {
         return same_dtype_forward::<B>(inputs, spec, save);
     }
     let wide = inputs.clone().map(|t| cast::<B>(t, DType::F32));
     let (output, saved) = same_dtype_forward::<B>(wide, spec, save);
-    let output = LstmOutput {
+    let output = RnnOutput {
         y: cast::<B>(output.y, dtype),
         h_n: cast::<B>(output.h_n, dtype),
         c_n: output.c_n.map(|c_n| cast::<B>(c_n, dtype)),
     };
     // The caller's inputs, not their f32 copies: the backward widens them again.
-    let saved = saved.map(|saved| LstmSaved { inputs, ..saved });
+    let saved = saved.map(|saved| RnnSaved { inputs, ..saved });
     (output, saved)
 }
 
 /// The portable backward; a half call (half saved inputs) runs in f32 and returns
 /// gradients in the inputs' type.
-pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B>) -> LstmGrads<B> {
+pub(crate) fn backward<B: Backend>(saved: RnnSaved<B>, grads: RnnOutputGrads<B>) -> RnnGrads<B> {
     let dtype = saved.inputs.input.dtype();
     if !is_half(dtype) {
         return same_dtype_backward::<B>(saved, grads);
     }
     let wide = |t| cast::<B>(t, DType::F32);
-    let saved = LstmSaved {
+    let saved = RnnSaved {
         inputs: saved.inputs.map(wide),
         ..saved
     };
-    let grads = LstmOutputGrads {
+    let grads = RnnOutputGrads {
         dy: wide(grads.dy),
         dh_n: wide(grads.dh_n),
         dc_n: grads.dc_n.map(wide),
@@ -73,7 +73,7 @@ pub(crate) fn backward<B: Backend>(saved: LstmSaved<B>, grads: LstmOutputGrads<B
     };
     let narrow = |t| cast::<B>(t, dtype);
     let result = same_dtype_backward::<B>(saved, grads);
-    LstmGrads {
+    RnnGrads {
         input: result.input.map(narrow),
         weights: narrow(result.weights),
         h0: narrow(result.h0),

@@ -1,11 +1,11 @@
 //! What the portable kernel's training forward keeps for its backward, and its
-//! flattening into [`LstmSaved::residuals`](crate::LstmSaved) (a fixed order, so the
+//! flattening into [`RnnSaved::residuals`](crate::RnnSaved) (a fixed order, so the
 //! backward can rebuild it from the spec alone). The layer part is shared by both
 //! cells; each cell's own residuals say how they flatten ([`CellResidualTensors`]).
 
 use burn::tensor::{Tensor, backend::Backend, ops::FloatTensor};
 
-use crate::op::spec::LstmSpec;
+use crate::op::spec::RnnSpec;
 use crate::op::tensor::{primitive, tensor};
 
 /// A cell's residuals as a fixed sequence of `[T, B, ·]` tensors.
@@ -13,7 +13,7 @@ pub(super) trait CellResidualTensors<B: Backend>: Sized {
     /// Appends the tensors, in the order [`Self::from_tensors`] reads them.
     fn into_tensors(self, out: &mut Vec<FloatTensor<B>>);
     /// Reads them back (`next` yields them in order); `spec` says which are present.
-    fn from_tensors(spec: &LstmSpec, next: &mut dyn FnMut() -> Tensor<B, 3>) -> Self;
+    fn from_tensors(spec: &RnnSpec, next: &mut dyn FnMut() -> Tensor<B, 3>) -> Self;
 }
 
 /// One LSTM (layer, direction), every tensor indexed by time step `[T, B, ·]`.
@@ -39,7 +39,7 @@ impl<B: Backend> CellResidualTensors<B> for CellResiduals<B> {
         out.extend(self.unprojected.map(primitive));
     }
 
-    fn from_tensors(spec: &LstmSpec, next: &mut dyn FnMut() -> Tensor<B, 3>) -> Self {
+    fn from_tensors(spec: &RnnSpec, next: &mut dyn FnMut() -> Tensor<B, 3>) -> Self {
         Self {
             gate_tanh: next(),
             cell: next(),
@@ -75,7 +75,7 @@ pub(super) fn flatten<B: Backend, C: CellResidualTensors<B>>(
 }
 
 pub(super) fn unflatten<B: Backend, C: CellResidualTensors<B>>(
-    spec: &LstmSpec,
+    spec: &RnnSpec,
     flat: Vec<FloatTensor<B>>,
 ) -> Vec<LayerResiduals<B, C>> {
     let arch = &spec.arch;

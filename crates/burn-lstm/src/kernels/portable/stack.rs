@@ -9,9 +9,9 @@ use burn::tensor::{DType, Distribution, Tensor, TensorData, backend::Backend, op
 use super::residuals::{self, CellResidualTensors, LayerResiduals};
 use super::steps::stack_steps;
 use super::weights::zero_padding;
-use crate::op::choice::LstmKernel;
-use crate::op::io::{LstmGrads, LstmInputs, LstmOutput, LstmSaved};
-use crate::op::spec::LstmSpec;
+use crate::op::choice::RnnKernel;
+use crate::op::io::{RnnGrads, RnnInputs, RnnOutput, RnnSaved};
+use crate::op::spec::RnnSpec;
 use crate::op::tensor::{primitive, tensor};
 
 /// What one direction of one layer returns to the forward's walk.
@@ -30,11 +30,11 @@ pub(super) struct DirectionRun<B: Backend, C> {
 /// through `run_direction(layer_input, layer, direction)`. With `save`, also returns the
 /// residuals of the backward.
 pub(super) fn run_layers<B: Backend, C: CellResidualTensors<B>>(
-    inputs: LstmInputs<B>,
-    spec: &LstmSpec,
+    inputs: RnnInputs<B>,
+    spec: &RnnSpec,
     save: bool,
     mut run_direction: impl FnMut(&Tensor<B, 3>, usize, usize) -> DirectionRun<B, C>,
-) -> (LstmOutput<B>, Option<LstmSaved<B>>) {
+) -> (RnnOutput<B>, Option<RnnSaved<B>>) {
     let x = tensor::<B, 3>(inputs.input.clone());
     let arch = &spec.arch;
     let device = x.device();
@@ -80,14 +80,14 @@ pub(super) fn run_layers<B: Backend, C: CellResidualTensors<B>>(
 
     // A cell without a cell state (the GRU) has no `c_n`.
     let c_n = (!c_n.is_empty()).then(|| primitive(Tensor::stack::<3>(c_n, 0)));
-    let output = LstmOutput {
+    let output = RnnOutput {
         y: primitive(layer_input),
         h_n: primitive(Tensor::stack::<3>(h_n, 0)),
         c_n,
     };
-    let saved = save.then(|| LstmSaved {
+    let saved = save.then(|| RnnSaved {
         spec: spec.clone(),
-        kernel: LstmKernel::Portable,
+        kernel: RnnKernel::Portable,
         inputs,
         residuals: residuals::flatten(saved_layers),
         host: None,
@@ -152,13 +152,13 @@ pub(super) struct CellGrads<B: Backend> {
 /// direction) through `backward_direction(layer_input, residuals, layer, direction,
 /// its slice of the output gradient)`.
 pub(super) fn backprop_layers<B: Backend, C: CellResidualTensors<B>>(
-    saved: LstmSaved<B>,
+    saved: RnnSaved<B>,
     dy: FloatTensor<B>,
     mut backward_direction: impl FnMut(&Tensor<B, 3>, C, usize, usize, Tensor<B, 3>) -> CellGrads<B>,
-) -> LstmGrads<B> {
+) -> RnnGrads<B> {
     assert_eq!(
         saved.kernel,
-        LstmKernel::Portable,
+        RnnKernel::Portable,
         "the portable backward reads only the portable forward's residuals"
     );
     let spec = saved.spec;
@@ -201,7 +201,7 @@ pub(super) fn backprop_layers<B: Backend, C: CellResidualTensors<B>>(
             .collect(),
         0,
     );
-    LstmGrads {
+    RnnGrads {
         input: Some(primitive(d_output)),
         weights: primitive(weights_grad),
         h0: primitive(stack_steps(dh0)),

@@ -3,7 +3,7 @@
 
 use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
 
-use crate::op::spec::{DirectionLayout, LstmArch, LstmSpec};
+use crate::op::spec::{DirectionLayout, RnnArch, RnnSpec};
 
 /// The affine map from `tanh(scaled pre-activation)` to the four gate activations:
 /// `act = tanh(s·z)·s + b` with `s = [½, ½, 1, ½]` and `b = [½, ½, 0, ½]` per gate
@@ -45,7 +45,7 @@ pub(crate) struct CellMatrices<B: Backend> {
 }
 
 impl<B: Backend> CellMatrices<B> {
-    pub fn new(flat: &Tensor<B, 1>, arch: &LstmArch, layout: &DirectionLayout) -> Self {
+    pub fn new(flat: &Tensor<B, 1>, arch: &RnnArch, layout: &DirectionLayout) -> Self {
         Self {
             weight_ih: matrix(flat, layout.weight_ih.clone(), layout.input_size),
             weight_hh: matrix(flat, layout.weight_hh.clone(), arch.output_size()),
@@ -93,7 +93,7 @@ pub(super) fn matrix<B: Backend>(
 impl<B: Backend> CellWeights<B> {
     pub fn new(
         flat: &Tensor<B, 1>,
-        arch: &LstmArch,
+        arch: &RnnArch,
         layout: &DirectionLayout,
         affine: &GateAffine<B>,
     ) -> Self {
@@ -120,7 +120,7 @@ impl<B: Backend> CellWeights<B> {
 
 /// Per-row validity masks `[T, B, 1]` (1 where `t < length`), or `None` without padding.
 pub(crate) fn step_masks<B: Backend>(
-    spec: &LstmSpec,
+    spec: &RnnSpec,
     device: &B::Device,
     dtype: DType,
 ) -> Option<Tensor<B, 3>> {
@@ -143,7 +143,7 @@ pub(crate) fn step_masks<B: Backend>(
 /// unchanged without padding. Padded values never reach a result through the masks, but
 /// the input products read them and a NaN there survives a multiplication by zero: the
 /// gradient of `weight_ih` would turn NaN (PyTorch's packed sequences never read them).
-pub(crate) fn zero_padding<B: Backend>(input: Tensor<B, 3>, spec: &LstmSpec) -> Tensor<B, 3> {
+pub(crate) fn zero_padding<B: Backend>(input: Tensor<B, 3>, spec: &RnnSpec) -> Tensor<B, 3> {
     let Some(lengths) = spec.lengths.as_deref().filter(|_| spec.has_padding()) else {
         return input;
     };

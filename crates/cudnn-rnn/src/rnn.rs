@@ -10,7 +10,7 @@
 //!
 //! The handle's [`CallReuse`](crate::CallReuse) switches (all off by default) let a call
 //! take its work space from the handle's pool, its descriptors and temp-space sizes from
-//! this `Lstm`'s cache ([`Lstm::cached_calls`]), and give cuDNN a null `devSeqLengths`
+//! this `Rnn`'s cache ([`Rnn::cached_calls`]), and give cuDNN a null `devSeqLengths`
 //! for full-length rows.
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -53,7 +53,7 @@ pub struct DeviceBuffer {
 /// `[T, B, dirs * H_out]` sequence-major and right-padded; `hx`/`hy`
 /// `[layers * dirs, B, H_out]`; `cx`/`cy` `[layers * dirs, B, H]` (LSTM; ignored for a
 /// GRU); `weights` a weight
-/// space of [`Lstm::weight_space_bytes`] bytes.
+/// space of [`Rnn::weight_space_bytes`] bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct ForwardBuffers {
     /// Input sequence.
@@ -135,17 +135,17 @@ impl ReserveSpace {
 /// inference), the call's data and state descriptors and its
 /// `cudnnGetRNNTempSpaceSizes` result, at most [`CALL_CACHE_CAPACITY`] of them, least
 /// recently used out. The cached sizes are those of the device of the handle the entry was
-/// made with: use an `Lstm` with handles of one device (as with the handle it was made
+/// made with: use an `Rnn` with handles of one device (as with the handle it was made
 /// with, whose device its weight layout was read on).
 #[derive(Debug)]
-pub struct Lstm {
+pub struct Rnn {
     desc: RnnDescriptor,
     config: RnnConfig,
     layout: WeightSpaceLayout,
     calls: Mutex<CallCache<CallKey, Arc<CallPlan>>>,
 }
 
-impl Lstm {
+impl Rnn {
     /// Configures an LSTM (`cudnnSetRNNDescriptor_v8`: the config's algorithm, linear
     /// input, padded I/O) and reads its weight-space layout. A data type the loaded cuDNN
     /// does not run in an RNN (bf16 before 9.13, [`DataType::minimum_cudnn`]) is an
@@ -316,7 +316,7 @@ impl Lstm {
     /// first because cuDNN adds into it; `dx` is zeroed so padded steps read as zero.
     ///
     /// # Safety
-    /// As [`Lstm::forward`]; `buffers` must hold the same `x`, `y`, `hx`, `cx` and weights
+    /// As [`Rnn::forward`]; `buffers` must hold the same `x`, `y`, `hx`, `cx` and weights
     /// the forward that made `reserve` used.
     pub unsafe fn backward(
         &self,
