@@ -34,7 +34,7 @@ struct State {
     /// job until the next job is published; reading the epoch and the job separately
     /// (as this pool first did, through an `UnsafeCell` written while such a worker
     /// could read it) would then run the newer job twice. Found by reading the code
-    /// while chasing a hang that had another cause (forward.rs, projection barrier).
+    /// while chasing a hang that had another cause (forward/pass.rs, projection barrier).
     job: Mutex<(usize, Option<Job>)>,
     /// Workers of the current job that have not finished it.
     remaining: AtomicUsize,

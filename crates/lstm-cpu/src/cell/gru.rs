@@ -1,8 +1,73 @@
 //! The GRU's gate math of one step, for one row's units: forward ([`gru_update`]) and
-//! backward ([`gru_gate_grads`]); the equations are in `backward.rs`'s documentation.
+//! backward ([`gru_gate_grads`]); the equations are in `backward/mod.rs`'s documentation.
 
+use crate::cell::{BackwardStep, Cell, ForwardStep};
 use crate::real::Real;
 use crate::simd;
+
+/// The GRU cell (PyTorch's `nn.GRU`: gates r, z, n, with `r` applied to `W_hn h + b_hn`;
+/// no cell state, no projection).
+pub(crate) struct Gru;
+
+impl Cell for Gru {
+    const RECURRENT_APART: bool = true;
+
+    unsafe fn forward_rows<T: Real>(step: &ForwardStep<'_, T>, scratch: &mut [T]) {
+        let (h, p, own) = (step.hidden, step.out, step.units.clone());
+        let nu = own.len();
+        for b in step.rows.clone().filter(|&b| step.valid(b)) {
+            let row = step.gate_row(b);
+            // SAFETY: every slice below is this member's units of row `b` (in bounds of
+            // its buffer's `[·, H]` / `[·, G]` / `[·, P]` shape), which no other thread
+            // touches before the member's next barrier (the caller's promise); the
+            // step's products are complete.
+            unsafe {
+                let recurrent_new = match step.recurrent_new {
+                    Some(tape) => tape.slice(step.tape_row(b) + own.start, nu),
+                    None => &mut scratch[..],
+                };
+                gru_update(
+                    [0, 1, 2].map(|g| step.gates.slice(row + g * h + own.start, nu)),
+                    [0, 1, 2].map(|g| {
+                        &*step
+                            .recurrent
+                            .slice(b * step.gate_cols + g * h + own.start, nu)
+                    }),
+                    step.states.slice(step.prev + b * p + own.start, nu),
+                    step.states.slice(step.next + b * p + own.start, nu),
+                    recurrent_new,
+                );
+            }
+        }
+    }
+
+    const APART_BLOCKS: usize = 1;
+    const DIRECT_STATE_GRAD: bool = true;
+
+    unsafe fn backward_row<T: Real>(
+        step: &BackwardStep<'_, T>,
+        b: usize,
+        du: &[T],
+        _scratch: &mut [T],
+    ) {
+        let (h, p, own) = (step.hidden, step.out, step.units.clone());
+        let nu = own.len();
+        let row = step.gate_row(b);
+        // SAFETY: every slice below is this member's units of row `b` of its buffer (in
+        // bounds by the buffers' `[·, H]` / `[·, G]` / `[·, P]` shapes), touched by no
+        // other thread before the member's next barrier (the caller's promise).
+        unsafe {
+            gru_gate_grads(
+                [0, 1, 2].map(|g| step.gates.slice(row + g * h + own.start, nu)),
+                step.recurrent_new.slice(step.tape_row(b) + own.start, nu),
+                step.hidden_prev
+                    .slice((step.t * step.batch + b) * p + own.start, nu),
+                du,
+                step.direct.slice(b * h + own.start, nu),
+            );
+        }
+    }
+}
 
 simd::dispatch! {
     /// The GRU's gate math of one row's units: activations `r, z, n` written back over
@@ -36,7 +101,7 @@ simd::dispatch! {
 }
 
 simd::dispatch! {
-    /// A GRU's gate gradients of one row's units (see `backward.rs`): `dr, dz, dn`
+    /// A GRU's gate gradients of one row's units (see `backward/mod.rs`): `dr, dz, dn`
     /// written over the gate activations, `dn·r` over `recurrent_new` (`W_hn h + b_hn`),
     /// and `d_direct` = `dĥ·z`, the part of the previous `dh` that skips the product.
     pub(crate) fn gru_gate_grads<T: Real>(

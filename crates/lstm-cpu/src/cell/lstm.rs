@@ -1,8 +1,84 @@
 //! The LSTM's gate math of one step, for one row's units: forward ([`cell_update`]) and
-//! backward ([`gate_grads`]); the equations are in `backward.rs`'s documentation.
+//! backward ([`gate_grads`]); the equations are in `backward/mod.rs`'s documentation.
 
+use crate::cell::{BackwardStep, Cell, ForwardStep};
 use crate::real::Real;
 use crate::simd;
+
+/// The LSTM cell (PyTorch's `nn.LSTM`: gates i, f, g, o, a cell state, an optional
+/// projection of `h`).
+pub(crate) struct Lstm;
+
+impl Cell for Lstm {
+    const RECURRENT_APART: bool = false;
+
+    unsafe fn forward_rows<T: Real>(step: &ForwardStep<'_, T>, scratch: &mut [T]) {
+        let (h, p, own) = (step.hidden, step.out, step.units.clone());
+        let nu = own.len();
+        for b in step.rows.clone() {
+            let row = step.gate_row(b);
+            let c_at = b * h + own.start;
+            // SAFETY: every slice below is this member's units of row `b` (in bounds of
+            // its buffer's `[·, H]` / `[·, G]` / `[·, P]` shape), which no other thread
+            // touches before the member's next barrier (the caller's promise); the
+            // step's gate products are complete.
+            unsafe {
+                if let Some((cell_prev, _)) = step.tape {
+                    cell_prev
+                        .slice(step.tape_row(b) + own.start, nu)
+                        .copy_from_slice(step.cell.slice(c_at, nu));
+                }
+                if step.valid(b) {
+                    let tanh_c = match step.tape {
+                        Some((_, tanh_cell)) => tanh_cell.slice(step.tape_row(b) + own.start, nu),
+                        None => &mut scratch[..],
+                    };
+                    let h_dst = match step.unprojected {
+                        Some(unprojected) => unprojected.slice(c_at, nu),
+                        None => step.states.slice(step.next + b * p + own.start, nu),
+                    };
+                    cell_update(
+                        [0, 1, 2, 3].map(|g| step.gates.slice(row + g * h + own.start, nu)),
+                        step.cell.slice(c_at, nu),
+                        tanh_c,
+                        h_dst,
+                    );
+                }
+            }
+        }
+    }
+
+    const APART_BLOCKS: usize = 0;
+    const DIRECT_STATE_GRAD: bool = false;
+
+    unsafe fn backward_row<T: Real>(
+        step: &BackwardStep<'_, T>,
+        b: usize,
+        du: &[T],
+        scratch: &mut [T],
+    ) {
+        let (h, own) = (step.hidden, step.units.clone());
+        let nu = own.len();
+        let (row, at) = (step.gate_row(b), step.tape_row(b) + own.start);
+        // SAFETY: every slice below is this member's units of row `b` of its buffer (in
+        // bounds by the buffers' `[·, H]` / `[·, G]` shapes), touched by no other thread
+        // before the member's next barrier (the caller's promise).
+        unsafe {
+            let u = match step.unprojected {
+                Some(unprojected) => unprojected.slice(at, nu),
+                None => &mut scratch[..],
+            };
+            gate_grads(
+                [0, 1, 2, 3].map(|g| step.gates.slice(row + g * h + own.start, nu)),
+                step.tanh_cell.slice(at, nu),
+                step.cell_prev.slice(at, nu),
+                du,
+                step.d_cell.slice(b * h + own.start, nu),
+                u,
+            );
+        }
+    }
+}
 
 simd::dispatch! {
     /// The gate math of one row's units: activations written back over the
@@ -40,7 +116,7 @@ simd::dispatch! {
 }
 
 simd::dispatch! {
-    /// The gate gradients of one row's units (see `backward.rs`), written over the
+    /// The gate gradients of one row's units (see `backward/mod.rs`), written over the
     /// gate activations; `d_cell` becomes the gradient of the previous cell state and `u`
     /// the unprojected output `o · tanh(c)`.
     pub(crate) fn gate_grads<T: Real>(

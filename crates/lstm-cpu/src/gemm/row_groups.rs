@@ -5,7 +5,7 @@
 /// `i / rows * c_group + i % rows * ldc` in `C`. The input projection of a batch-first
 /// input reads it in place this way: a group is one batch row's steps of a chunk
 /// (consecutive in the input, `batch` rows apart in the gates), where sequence-major
-/// rows would need a copy of the whole input first (`forward.rs`).
+/// rows would need a copy of the whole input first (`forward/chunks.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RowGroups {
     /// Rows in each group (at least 1).
