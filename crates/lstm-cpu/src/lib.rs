@@ -14,7 +14,9 @@
 //! kept for the next call ([`cache_limit_bytes`]), handed out zeroed.
 //!
 //! [`dense`] offers the kernel's GEMM and vectorised `exp` to the layers around a
-//! recurrent stack (a language model's decoder and softmax loss).
+//! recurrent stack (a language model's decoder and softmax loss). [`int8`] holds the
+//! scalar reference of quantized inference: per-row int8 weights, dynamically
+//! quantized activations, their exact integer product.
 //!
 //! ```
 //! use lstm_cpu::{CellKind, RnnArch, RnnCall, forward};
@@ -43,6 +45,7 @@ pub mod dense;
 mod deprecated;
 mod forward;
 mod gemm;
+pub mod int8;
 mod isa_runs;
 mod packed;
 #[cfg(feature = "testing")]
