@@ -9,17 +9,15 @@
 //! rows of `W_ih`, `W_hh` and the biases once per call, so every step needs a single
 //! `tanh` over all four gates followed by one multiply-add (see `GateAffine`).
 //!
-//! GRU cells (`gru_forward.rs`, `gru_backward.rs`) take the same path with their own
-//! gate math and residuals.
+//! Each cell has a folder (`lstm/`, `gru/`): its forward, backward and residuals; the
+//! layer stack, the steps' indexing, the weights and the residuals' flattening are
+//! shared. A new cell adds its folder and its arm in the two dispatches below.
 //!
 //! Half-precision calls (f16, bf16) compute in f32 and round only their results
 //! (`precision.rs`).
 
-mod backward;
-mod forward;
-mod gru_backward;
-mod gru_forward;
-mod gru_residuals;
+mod gru;
+mod lstm;
 mod precision;
 mod residuals;
 mod stack;
@@ -41,15 +39,15 @@ fn same_dtype_forward<B: Backend>(
     save: bool,
 ) -> (RnnOutput<B>, Option<RnnSaved<B>>) {
     match spec.arch.cell {
-        CellKind::Lstm => forward::forward::<B>(inputs, spec, save),
-        CellKind::Gru => gru_forward::forward::<B>(inputs, spec, save),
+        CellKind::Lstm => lstm::forward::forward::<B>(inputs, spec, save),
+        CellKind::Gru => gru::forward::forward::<B>(inputs, spec, save),
     }
 }
 
 /// The backward of the saved call's cell, in the inputs' own float type.
 fn same_dtype_backward<B: Backend>(saved: RnnSaved<B>, grads: RnnOutputGrads<B>) -> RnnGrads<B> {
     match saved.spec.arch.cell {
-        CellKind::Lstm => backward::backward::<B>(saved, grads),
-        CellKind::Gru => gru_backward::backward::<B>(saved, grads),
+        CellKind::Lstm => lstm::backward::backward::<B>(saved, grads),
+        CellKind::Gru => gru::backward::backward::<B>(saved, grads),
     }
 }

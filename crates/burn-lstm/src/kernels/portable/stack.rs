@@ -1,8 +1,8 @@
-//! The walk over a layer stack that both cells share: in the forward, inter-layer
+//! The walk over a layer stack that every cell shares: in the forward, inter-layer
 //! dropout, every direction of every layer and the saved residuals; in the backward,
 //! the layers from the top, the directions' input gradients summed and masked, and the
 //! results gathered in the canonical order. What one direction computes is the cell's
-//! (`forward.rs` / `gru_forward.rs`, `backward.rs` / `gru_backward.rs`).
+//! (`lstm/`, `gru/`: `forward.rs`, `backward.rs`).
 
 use burn::tensor::{DType, Distribution, Tensor, TensorData, backend::Backend, ops::FloatTensor};
 

@@ -1,9 +1,9 @@
 //! What the portable kernel's GRU training forward keeps for its backward (the layer
-//! part and the flattening are the LSTM's, `residuals.rs`).
+//! part and the flattening are shared: `portable/residuals.rs`).
 
 use burn::tensor::{Tensor, backend::Backend, ops::FloatTensor};
 
-use super::residuals::CellResidualTensors;
+use crate::kernels::portable::residuals::CellResidualTensors;
 use crate::op::spec::RnnSpec;
 use crate::op::tensor::primitive;
 

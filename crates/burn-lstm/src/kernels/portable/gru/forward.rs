@@ -14,10 +14,10 @@ use core::ops::Range;
 
 use burn::tensor::{Tensor, backend::Backend};
 
-use super::gru_residuals::GruCellResiduals;
-use super::stack::{DirectionRun, run_layers};
-use super::steps::{index_leading, stack_steps, time_index};
-use super::weights::{matrix, row_major, step_masks};
+use crate::kernels::portable::gru::residuals::GruCellResiduals;
+use crate::kernels::portable::stack::{DirectionRun, run_layers};
+use crate::kernels::portable::steps::{index_leading, stack_steps, time_index};
+use crate::kernels::portable::weights::{matrix, row_major, step_masks};
 use crate::op::io::{RnnInputs, RnnOutput, RnnSaved};
 use crate::op::spec::{DirectionLayout, RnnArch, RnnSpec};
 use crate::op::tensor::tensor;

@@ -1,5 +1,5 @@
 //! Backward pass of the portable kernel for GRU cells: backpropagation through time
-//! from the residuals of the training forward (`gru_forward.rs` has the cell).
+//! from the residuals of the training forward (`forward.rs` has the cell).
 //!
 //! Per step (in the reverse of the direction's processing order), with `m` the row's
 //! validity mask (1 without padding) and `ĥ_n = W_hn·h + b_hn`:
@@ -19,11 +19,11 @@
 
 use burn::tensor::{Tensor, backend::Backend};
 
-use super::gru_forward::GruWeights;
-use super::gru_residuals::GruCellResiduals;
-use super::stack::{CellGrads, backprop_layers};
-use super::steps::{index_leading, stack_steps, time_index};
-use super::weights::step_masks;
+use crate::kernels::portable::gru::forward::GruWeights;
+use crate::kernels::portable::gru::residuals::GruCellResiduals;
+use crate::kernels::portable::stack::{CellGrads, backprop_layers};
+use crate::kernels::portable::steps::{index_leading, stack_steps, time_index};
+use crate::kernels::portable::weights::step_masks;
 use crate::op::io::{RnnGrads, RnnOutputGrads, RnnSaved};
 use crate::op::tensor::tensor;
 

@@ -2,10 +2,10 @@
 
 use burn::tensor::{Tensor, backend::Backend};
 
-use super::residuals::CellResiduals;
-use super::stack::{DirectionRun, run_layers};
-use super::steps::{index_leading, stack_steps, time_index};
-use super::weights::{CellWeights, GateAffine, step_masks};
+use crate::kernels::portable::lstm::residuals::CellResiduals;
+use crate::kernels::portable::stack::{DirectionRun, run_layers};
+use crate::kernels::portable::steps::{index_leading, stack_steps, time_index};
+use crate::kernels::portable::weights::{CellWeights, GateAffine, step_masks};
 use crate::op::io::{RnnInputs, RnnOutput, RnnSaved};
 use crate::op::spec::RnnSpec;
 use crate::op::tensor::tensor;

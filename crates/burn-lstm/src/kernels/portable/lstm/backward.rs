@@ -18,10 +18,10 @@
 
 use burn::tensor::{Tensor, backend::Backend};
 
-use super::residuals::CellResiduals;
-use super::stack::{CellGrads, backprop_layers};
-use super::steps::{index_leading, stack_steps, time_index};
-use super::weights::{CellMatrices, GateAffine, step_masks};
+use crate::kernels::portable::lstm::residuals::CellResiduals;
+use crate::kernels::portable::stack::{CellGrads, backprop_layers};
+use crate::kernels::portable::steps::{index_leading, stack_steps, time_index};
+use crate::kernels::portable::weights::{CellMatrices, GateAffine, step_masks};
 use crate::op::io::{RnnGrads, RnnOutputGrads, RnnSaved};
 use crate::op::tensor::tensor;
 
