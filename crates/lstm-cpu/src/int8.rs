@@ -27,7 +27,7 @@
 //! assert!((y[0] - 0.75).abs() < 0.02 && y[1].abs() < 0.02);
 //! ```
 
-use crate::call::CallError;
+use crate::call::{CallError, len_check};
 
 /// The integer range weights are quantized to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,11 +205,11 @@ pub fn matmul_int8(
     out: &mut [f32],
 ) -> Result<(), CallError> {
     let depth = a.cols;
-    expect_len("w", "cols", w.cols, depth)?;
+    len_check("w", "inputs of each row, as `a` has", depth, w.cols)?;
     if let Some(bias) = bias {
-        expect_len("bias", "values", bias.len(), w.rows)?;
+        len_check("bias", "one per row of `w`", w.rows, bias.len())?;
     }
-    expect_len("out", "values", out.len(), a.rows * w.rows)?;
+    len_check("out", "a.rows() · w.rows()", a.rows * w.rows, out.len())?;
     for (r, out_row) in out.chunks_exact_mut(w.rows.max(1)).take(a.rows).enumerate() {
         let a_row = &a.values[r * depth..][..depth];
         for (n, y) in out_row.iter_mut().enumerate() {
@@ -255,7 +255,7 @@ fn dequantize_rows<Q: Copy>(
 }
 
 fn check_matrix(name: &'static str, m: &[f32], rows: usize, cols: usize) -> Result<(), CallError> {
-    expect_len(name, "values (rows · cols)", m.len(), rows * cols)?;
+    len_check(name, "rows · cols", rows * cols, m.len())?;
     if cols > MAX_DEPTH {
         return Err(CallError {
             argument: "cols",
@@ -271,22 +271,6 @@ fn check_matrix(name: &'static str, m: &[f32], rows: usize, cols: usize) -> Resu
         });
     }
     Ok(())
-}
-
-fn expect_len(
-    argument: &'static str,
-    what: &str,
-    actual: usize,
-    expected: usize,
-) -> Result<(), CallError> {
-    if actual == expected {
-        return Ok(());
-    }
-    Err(CallError {
-        argument,
-        expected: format!("{expected} {what}"),
-        actual: actual.to_string(),
-    })
 }
 
 #[cfg(test)]
@@ -351,7 +335,7 @@ mod tests {
         assert_eq!(err.argument, "w");
         assert!(err.actual.contains("NaN at index 1"), "{err}");
         let err = QuantizedActivations::quantize(&[1.0; 5], 2, 3).unwrap_err();
-        assert_eq!((err.argument, err.actual.as_str()), ("x", "5"));
+        assert_eq!((err.argument, err.actual.as_str()), ("x", "5 values"));
         let err = QuantizedActivations::quantize(&[], 0, MAX_DEPTH + 1).unwrap_err();
         assert_eq!(err.argument, "cols");
     }
@@ -423,7 +407,7 @@ mod tests {
             }
         }
         let err = matmul_int8(&qx, &qw, Some(&bias[..3]), &mut y).unwrap_err();
-        assert_eq!((err.argument, err.actual.as_str()), ("bias", "3"));
+        assert_eq!((err.argument, err.actual.as_str()), ("bias", "3 values"));
         let wrong =
             QuantizedMatrix::quantize(&w[..outs * 10], outs, 10, QuantLevels::Full).unwrap();
         assert_eq!(
