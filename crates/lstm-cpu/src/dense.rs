@@ -387,6 +387,7 @@ dispatch! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_values::values;
 
     /// `A · B + bias` by the definition, in f64.
     fn reference(a: &MatrixRef<'_, f64>, b: &MatrixRef<'_, f64>, bias: &[f64]) -> Vec<f64> {
@@ -401,18 +402,6 @@ mod tests {
             }
         }
         c
-    }
-
-    fn values(n: usize, seed: u64) -> Vec<f64> {
-        let mut state = seed;
-        (0..n)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((state >> 33) as f64 / (1u64 << 31) as f64) - 0.5
-            })
-            .collect()
     }
 
     #[test]

@@ -58,6 +58,8 @@ mod tape;
 mod team;
 #[cfg(any(test, feature = "testing"))]
 mod test_runs;
+#[cfg(test)]
+mod test_values;
 mod vector;
 
 pub use arch::{CellKind, DirectionLayout, RnnArch};

@@ -1,6 +1,7 @@
 //! The GEMM against a direct product, on every instruction set this CPU has.
 
 use crate::real::Real;
+use crate::test_values::values;
 
 use super::blocking::tile_rows;
 use super::driver::{gemm, gemm_bias, gemm_bias_grouped};
@@ -16,18 +17,6 @@ fn reference(m: usize, k: usize, n: usize, a: &[f64], b: &[f64]) -> Vec<f64> {
         }
     }
     c
-}
-
-fn values(len: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed;
-    (0..len)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) as f64 / (1u64 << 31) as f64) - 0.5
-        })
-        .collect()
 }
 
 fn check<T: Real + Into<f64>>(m: usize, k: usize, n: usize, threads: usize, cast: fn(f64) -> T) {
