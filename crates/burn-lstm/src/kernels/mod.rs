@@ -13,6 +13,7 @@
 //!   that refuses them (cuDNN).
 //! - `identity_cache.rs`: what was derived from unchanged parameters (the flat buffer,
 //!   cuDNN's weight space), kept while they stay unchanged.
+//! - `switch.rs` (feature `cubecl`): the on/off settings of the GPU paths.
 
 #[cfg(feature = "cubecl")]
 pub(crate) mod cubecl;
@@ -30,3 +31,5 @@ pub(crate) mod fused_cpu;
 pub(crate) mod identity_cache;
 mod ndarray;
 pub(crate) mod portable;
+#[cfg(feature = "cubecl")]
+pub(crate) mod switch;

@@ -5,42 +5,37 @@
 //! the cuDNN op reuse the weight space it copied from it (`kernels/cudnn/ops.rs`).
 //!
 //! On by default; `BURN_LSTM_GPU_WEIGHT_CACHE=0` or [`set_gpu_weight_cache`] turns it
-//! off. At most
-//! [`MAX_ENTRIES`] modules and `BURN_LSTM_WEIGHT_CACHE_MIB` (default 512) of buffers.
+//! off. At most [`MAX_ENTRIES`] modules and `BURN_LSTM_WEIGHT_CACHE_MIB` (default 512) of
+//! buffers.
 
 use std::any::Any;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use burn::tensor::{TensorMetadata, ops::FloatTensor};
 use burn_fusion::{Fusion, FusionBackend};
 use burn_ir::TensorId;
 
 use crate::kernels::identity_cache::IdentityCache;
+use crate::kernels::switch::OptInSwitch;
 use crate::op::contract::RnnBackend;
 
 /// Most modules whose flat buffer is kept.
 pub(crate) const MAX_ENTRIES: usize = 8;
 
-/// 0: unset (read `BURN_LSTM_GPU_WEIGHT_CACHE`), 1: off, 2: on.
-static SWITCH: AtomicU8 = AtomicU8::new(0);
+static SWITCH: OptInSwitch = OptInSwitch::new("BURN_LSTM_GPU_WEIGHT_CACHE", true);
 
 /// Whether inference on a GPU backend keeps derived copies of unchanged parameters (the
 /// flat buffer on the fused backends, cuDNN's weight space). On by default;
 /// `BURN_LSTM_GPU_WEIGHT_CACHE` (`1` on, anything else off) decides until
 /// [`set_gpu_weight_cache`] is called.
 pub fn gpu_weight_cache() -> bool {
-    match SWITCH.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => std::env::var("BURN_LSTM_GPU_WEIGHT_CACHE").map_or(true, |v| v == "1"),
-    }
+    SWITCH.get()
 }
 
 /// Turns the GPU weight cache on or off for calls that start after this one (see
 /// [`gpu_weight_cache`]); turning it off empties it.
 pub fn set_gpu_weight_cache(enabled: bool) {
-    SWITCH.store(if enabled { 2 } else { 1 }, Ordering::Relaxed);
+    SWITCH.set(enabled);
     if !enabled {
         entries().clear();
     }

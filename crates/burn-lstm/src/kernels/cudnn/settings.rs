@@ -2,6 +2,8 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use crate::kernels::switch::OptInSwitch;
+
 use cudnn_rnn::MathMode;
 
 /// 0: unset (read `BURN_LSTM_CUDNN_TF32`), 1: FMA, 2: TF32.
@@ -32,44 +34,6 @@ pub fn set_cudnn_math(mode: MathMode) {
         MathMode::Tf32 => 2,
     };
     MATH.store(value, Ordering::Relaxed);
-}
-
-/// A process-wide switch for a cuDNN path: its environment variable (`1` on, anything
-/// else off) decides until [`OptInSwitch::set`] does; unset, `default_on`. A path not yet
-/// verified on a GPU is off by default; a GPU run that verifies it flips its
-/// `default_on` (one line each, below). Every path below is verified (an H100, cuDNN
-/// 9.19, 2026-11-26) and on.
-struct OptInSwitch {
-    /// 0: unset (read `variable`), 1: off, 2: on.
-    state: AtomicU8,
-    variable: &'static str,
-    default_on: bool,
-}
-
-impl OptInSwitch {
-    const fn new(variable: &'static str, default_on: bool) -> Self {
-        Self {
-            state: AtomicU8::new(0),
-            variable,
-            default_on,
-        }
-    }
-
-    fn get(&self) -> bool {
-        match self.state.load(Ordering::Relaxed) {
-            1 => false,
-            2 => true,
-            _ => match std::env::var(self.variable) {
-                Ok(value) => value == "1",
-                Err(_) => self.default_on,
-            },
-        }
-    }
-
-    fn set(&self, enabled: bool) {
-        self.state
-            .store(if enabled { 2 } else { 1 }, Ordering::Relaxed);
-    }
 }
 
 static EMPTY_ROWS: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_EMPTY_ROWS", true);
