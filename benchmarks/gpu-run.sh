@@ -65,9 +65,12 @@ if [ "$phase" = tests ] || [ "$phase" = all ]; then
   # CUDA_LAUNCH_BLOCKING=1: a failed kernel launch is reported by the call that made it,
   # not by a later synchronisation.
   logs=$(mktemp -d)
+  # $1: a test of the `cudnn` binary, or `cudnn_f64` (every ignored test of that one).
   one_test() {
-    CUDA_LAUNCH_BLOCKING=1 timeout "${TEST_TIMEOUT:-240}" "$kit/bin/cudnn" --ignored \
-      --nocapture --exact "$1" >"$logs/$1" 2>&1
+    local run=("$kit/bin/cudnn" --exact "$1")
+    [ "$1" = cudnn_f64 ] && run=("$kit/bin/cudnn_f64")
+    CUDA_LAUNCH_BLOCKING=1 timeout "${TEST_TIMEOUT:-240}" "${run[@]}" --ignored --nocapture \
+      >"$logs/$1" 2>&1
     echo "exit $? $1" >>"$logs/$1"
   }
   export -f one_test
@@ -76,11 +79,7 @@ if [ "$phase" = tests ] || [ "$phase" = all ]; then
     grep -E "${ONLY:-.}" | { [ -n "${SKIP:-}" ] && grep -Ev "$SKIP" || cat; })
   [ -z "${ONLY:-}" ] && f64=1 || f64=0
   { [ "$f64" = 1 ] && echo cudnn_f64; echo "$tests"; } | grep . |
-    xargs -P "${PARALLEL:-1}" -I{} bash -c '
-      if [ {} = cudnn_f64 ]; then
-        CUDA_LAUNCH_BLOCKING=1 timeout "${TEST_TIMEOUT:-240}" "$kit/bin/cudnn_f64" --ignored \
-          --nocapture >"$logs/{}" 2>&1; echo "exit $? cudnn_f64" >>"$logs/{}"
-      else one_test {}; fi'
+    xargs -P "${PARALLEL:-1}" -n 1 bash -c 'one_test "$1"' one_test
   for test in $tests $([ "$f64" = 1 ] && echo cudnn_f64); do log <"$logs/$test"; done
   # PyTorch's own half-precision error on the same cases (beside the half tests' lines).
   [ "$f64" = 1 ] && timeout 120 python3 crates/burn-lstm/tests/pytorch_half_error.py \
