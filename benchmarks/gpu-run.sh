@@ -17,10 +17,13 @@
 #                                    served on the CPU by `generate` (its test perplexity)
 #   bash .device/gpu-run.sh ab       each cuDNN setting of the op's speed (algorithm
 #                                    policy, event ordering, GPU weight cache, call reuse),
-#                                    on (the default) and off
+#                                    on (the default) and off, and the op without fusion,
 #                                    in the same call, with cudnn-raw and PyTorch beside it:
-#                                    JSON lines prefixed `ab <variant>` (AB_SHAPES,
-#                                    AB_DTYPES; about 7 minutes with the defaults)
+#                                    JSON lines prefixed `ab <dtype> <variant>` (AB_SHAPES,
+#                                    AB_DTYPES: f32 tf32 f16 bf16; about 7 minutes with
+#                                    the defaults)
+#   bash .device/gpu-run.sh profile  a sampling profile of the calls' host time by thread
+#                                    and function, and the op's phases (PROFILE_SHAPES)
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): CELL (lstm, or gru: IMPLS="cudnn portable burn-lstm" then,
 # cudnn-raw is LSTM only),
@@ -168,7 +171,9 @@ if [ "$phase" = ab ]; then
   # Each setting of the op's speed (all on by default), off one at a time and all off,
   # in one call: same machine, same warm GPU, PyTorch beside it. A variant is a list of
   # settings; `default` sets none. cudnn-raw reads BURN_LSTM_CUDNN_ALGO too (the floor
-  # the op through Burn can reach). f16 runs only the `default` and `none` variants.
+  # the op through Burn can reach); `plain` is the op on Burn's Cuda backend without
+  # fusion. AB_DTYPES: f32, tf32 (f32 data, TF32 math, PyTorch's allow_tf32 likewise),
+  # f16, bf16; all but f32 run only the `default`, `none` and `plain` variants.
   IFS=';' read -r -a shapes <<<"${AB_SHAPES:-1 100 128 1;16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}"
   variants=(
     "default:"
@@ -179,24 +184,47 @@ if [ "$phase" = ab ]; then
     "none:BURN_LSTM_CUDNN_ALGO=standard BURN_LSTM_CUDNN_EVENTS=0 BURN_LSTM_GPU_WEIGHT_CACHE=0 BURN_LSTM_CUDNN_REUSE=0"
   )
   for dtype in ${AB_DTYPES:-f32 f16}; do
+    tf32=0 data=$dtype
+    [ "$dtype" = tf32 ] && tf32=1 data=f32
     for mode in infer train; do
       for shape in "${shapes[@]}"; do
         read -r b t h l <<<"$shape"
-        flags=(--device cuda --dtype "$dtype" --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --iters "${ITERS:-20}")
+        flags=(--device cuda --dtype "$data" --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --iters "${ITERS:-20}")
         for variant in "${variants[@]}"; do
           name=${variant%%:*}
           [[ "$name" =~ ^(${AB_VARIANTS:-.*})$ ]] || continue
           [ "$dtype" != f32 ] && [ "$name" != default ] && [ "$name" != none ] && continue
           read -r -a settings <<<"${variant#*:}"
-          echo "ab $name $(env "${settings[@]}" timeout 60 "$kit/bin/lstm-bench" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
+          echo "ab $dtype $name $(env LSTM_BENCH_TF32=$tf32 "${settings[@]}" timeout 60 "$kit/bin/lstm-bench" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
         done
-        if [ "$dtype" = f32 ]; then
+        if [[ plain =~ ^(${AB_VARIANTS:-.*})$ ]]; then
+          echo "ab $dtype plain $(LSTM_BENCH_TF32=$tf32 timeout 60 "$kit/bin/lstm-bench" --impl cudnn-plain "${flags[@]}" 2>&1 | tail -1)" | log
+        fi
+        if [ "$data" = f32 ]; then
           for algo in standard auto; do
-            echo "ab raw-algo=$algo $(BURN_LSTM_CUDNN_ALGO=$algo timeout 60 "$kit/bin/lstm-bench" --impl cudnn-raw "${flags[@]}" 2>&1 | tail -1)" | log
+            echo "ab $dtype raw-algo=$algo $(LSTM_BENCH_TF32=$tf32 BURN_LSTM_CUDNN_ALGO=$algo timeout 60 "$kit/bin/lstm-bench" --impl cudnn-raw "${flags[@]}" 2>&1 | tail -1)" | log
           done
         fi
-        [ "${TORCH:-1}" = 1 ] && echo "ab torch $(torch_peer 0 --impl torch "${flags[@]}" 2>&1 | tail -1)" | log
+        [ "${TORCH:-1}" = 1 ] && echo "ab $dtype torch $(torch_peer "$tf32" --impl torch "${flags[@]}" 2>&1 | tail -1)" | log
       done
+    done
+  done
+fi
+
+if [ "$phase" = profile ]; then
+  # Where the host time of one call goes, by thread and function (lstm-bench's
+  # LSTM_BENCH_PROFILE, a sampling profile of CPU time): Burn's fusion thread, CubeCL's
+  # device thread and the caller, at PROFILE_SHAPES, inference and training, each call
+  # also traced (BURN_LSTM_CUDNN_TRACE=1: the op's own phases). Files: $OUT/profile-*.txt.
+  IFS=';' read -r -a shapes <<<"${PROFILE_SHAPES:-1 100 128 1}"
+  for shape in "${shapes[@]}"; do
+    read -r b t h l <<<"$shape"
+    for mode in infer train; do
+      file="${OUT:-/tmp}/profile-$mode-${b}x${t}x${h}x${l}.txt"
+      echo "profile $mode $shape -> $(basename "$file"):" | log
+      BURN_LSTM_CUDNN_TRACE=1 LSTM_BENCH_PROFILE="$file" timeout 120 "$kit/bin/lstm-bench" \
+        --impl cudnn --device cuda --mode "$mode" --batch "$b" --seq "$t" --input "$h" \
+        --hidden "$h" --layers "$l" --iters "${PROFILE_ITERS:-3000}" 2>&1 | tail -3 | log
     done
   done
 fi

@@ -23,6 +23,7 @@ pub const NAMES: &[&str] = &[
     "fused-cpu",
     "lstm-cpu",
     "cudnn",
+    "cudnn-plain",
     "cudnn-raw",
 ];
 
@@ -73,8 +74,8 @@ fn build_cuda(_args: &Args) -> Result<Call, String> {
 }
 
 /// Everything on Burn's (fused) Cuda backend: `cudnn` (the cuDNN op), `portable` (our
-/// portable kernel) and `burn-lstm` (Burn's `nn::Lstm`); `cudnn-raw` is cuDNN without
-/// Burn.
+/// portable kernel) and `burn-lstm` (Burn's `nn::Lstm`); `cudnn-plain` is the cuDNN op on
+/// the plain (unfused) Cuda backend; `cudnn-raw` is cuDNN without Burn.
 #[cfg(feature = "cuda")]
 fn build_cuda(args: &Args) -> Result<Call, String> {
     use burn::backend::Cuda;
@@ -92,6 +93,15 @@ fn build_cuda(args: &Args) -> Result<Call, String> {
         }
         ("cudnn-raw", Dtype::F32) => crate::cudnn_raw::build(args),
         ("cudnn-raw", _) => Err("--impl cudnn-raw: f32 only".into()),
+        ("cudnn-plain", Dtype::F32) => ours::<PlainCuda<f32>>(args, RnnKernel::Cudnn),
+        ("cudnn-plain", Dtype::F16) => {
+            use_dtype::<PlainCuda<f16>>(args.dtype)?;
+            ours::<PlainCuda<f16>>(args, RnnKernel::Cudnn)
+        }
+        ("cudnn-plain", Dtype::Bf16) => {
+            use_dtype::<PlainCuda<bf16>>(args.dtype)?;
+            ours::<PlainCuda<bf16>>(args, RnnKernel::Cudnn)
+        }
         (_, Dtype::F32) => cuda_impl::<Cuda<f32>>(args),
         (_, Dtype::F16) => {
             use_dtype::<Cuda<f16>>(args.dtype)?;
@@ -103,6 +113,10 @@ fn build_cuda(args: &Args) -> Result<Call, String> {
         }
     }
 }
+
+/// Burn's Cuda backend without fusion: each tensor operation runs when it is called.
+#[cfg(feature = "cuda")]
+type PlainCuda<F> = burn_cubecl::CubeBackend<cubecl_cuda::CudaRuntime, F, i32, u8>;
 
 /// The implementations through Burn on one Cuda backend type.
 #[cfg(feature = "cuda")]

@@ -14,6 +14,7 @@ mod args;
 mod cudnn_raw;
 mod impls;
 mod model;
+mod profile;
 mod stdout_line;
 mod timed;
 
@@ -38,11 +39,17 @@ fn flops(a: &Args) -> f64 {
 }
 
 /// Median seconds of `iters` timed calls after `warmup` untimed ones, each timed call
-/// after `gap` of sleep.
-fn median_seconds(mut call: impl FnMut(), warmup: usize, iters: usize, gap: Duration) -> f64 {
+/// after `gap` of sleep; the timed calls are profiled when `LSTM_BENCH_PROFILE` asks.
+fn median_seconds(
+    mut call: impl FnMut(),
+    warmup: usize,
+    iters: usize,
+    gap: Duration,
+) -> Result<f64, String> {
     for _ in 0..warmup {
         call();
     }
+    let profile = profile::Profile::start()?;
     let mut times: Vec<f64> = (0..iters)
         .map(|_| {
             if !gap.is_zero() {
@@ -53,8 +60,9 @@ fn median_seconds(mut call: impl FnMut(), warmup: usize, iters: usize, gap: Dura
             start.elapsed().as_secs_f64()
         })
         .collect();
+    profile.finish()?;
     times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+    Ok(times[times.len() / 2])
 }
 
 /// Peak resident memory of this process so far (Linux `VmHWM`), in MiB; `null` elsewhere.
@@ -87,7 +95,10 @@ fn main() {
         }
     };
     let gap = Duration::from_micros(args.gap_us);
-    let seconds = median_seconds(&mut *call, 3, args.iters, gap);
+    let seconds = median_seconds(&mut *call, 3, args.iters, gap).unwrap_or_else(|message| {
+        eprintln!("lstm-bench: {message}");
+        std::process::exit(2);
+    });
     let line = serde_json::json!({
         "impl": args.implementation,
         "cell": args.cell.kind().name(),

@@ -1,6 +1,7 @@
 //! [`CudnnCompatibleGru`]: a Burn module with ordinary `Param` tensors in PyTorch's and
 //! cuDNN's canonical GRU layout, running its whole layer stack as one op.
 
+use crate::op::zero_state;
 use burn::module::Module;
 use burn::tensor::{Tensor, backend::Backend};
 
@@ -178,7 +179,7 @@ impl<B: RnnBackend> CudnnCompatibleGru<B> {
                 validate::state_part("state.hidden", state.hidden.dims(), shape, "H")?;
                 state.hidden
             }
-            None => Tensor::zeros(shape, place),
+            None => zero_state::zeros(shape, place),
         };
         if self.reject_non_finite {
             validate::finite("input", &input)?;

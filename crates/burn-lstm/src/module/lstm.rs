@@ -1,6 +1,7 @@
 //! [`CudnnCompatibleLstm`]: a Burn module with ordinary `Param` tensors in PyTorch's and
 //! cuDNN's canonical layout, running the fused op of its backend.
 
+use crate::op::zero_state;
 use burn::module::Module;
 use burn::tensor::{Tensor, backend::Backend};
 
@@ -185,8 +186,8 @@ impl<B: RnnBackend> CudnnCompatibleLstm<B> {
             None => {
                 let place = (&device, input.dtype());
                 (
-                    Tensor::zeros([arch.cells(), batch, arch.output_size()], place),
-                    Tensor::zeros([arch.cells(), batch, arch.hidden_size], place),
+                    zero_state::zeros([arch.cells(), batch, arch.output_size()], place),
+                    zero_state::zeros([arch.cells(), batch, arch.hidden_size], place),
                 )
             }
         };

@@ -96,17 +96,18 @@ pub(crate) fn validate_layers<L: LayerDirections>(
             for ((param, expected), actual) in
                 PARAM_NAMES.iter().zip(expected).zip(direction.shapes())
             {
-                let path = format!("layers.{l}.{name}.{param}");
+                // Named only on an error: a forward checks its parameters on every call.
+                let path = || format!("layers.{l}.{name}.{param}");
                 match (expected, actual) {
                     (Some(e), Some(a)) if e != a => {
                         return Err(RnnError::ParameterShape {
-                            name: path,
+                            name: path(),
                             expected: e,
                             actual: a,
                         });
                     }
-                    (Some(_), None) => return Err(missing("the checkpoint", path)),
-                    (None, Some(_)) => return Err(unexpected("the checkpoint", path)),
+                    (Some(_), None) => return Err(missing("the checkpoint", path())),
+                    (None, Some(_)) => return Err(unexpected("the checkpoint", path())),
                     _ => {}
                 }
             }

@@ -25,11 +25,13 @@ use burn_autodiff::{
     ops::{Backward, Ops, OpsKind},
 };
 
-use crate::op::choice::KernelChoice;
+use crate::op::choice::{KernelChoice, RnnKernel};
 use crate::op::contract::RnnBackend;
 use crate::op::io::{RnnOutput, RnnOutputGrads, RnnSaved};
 use crate::op::shapes::{ResultShapes, debug_check_non_empty};
 use crate::op::spec::RnnSpec;
+use crate::op::tensor::primitive;
+use crate::op::zero_state;
 
 /// The gradients of `[y, h_n, c_n]`, put here by the result nodes' backward and taken by
 /// the op's.
@@ -59,9 +61,10 @@ impl<B: Backend> ResultGrads<B> {
     }
 }
 
-/// The one-element stand-in for the op node's output and for its gradient.
+/// The one-element stand-in for the op node's output and for its gradient (one zero
+/// tensor kept for every call, `zero_state.rs`).
 fn marker<B: Backend>(device: &B::Device, dtype: DType) -> FloatTensor<B> {
-    B::float_zeros(Shape::new([1]), device, dtype.into())
+    primitive(zero_state::zeros::<B, 1>([1], (device, dtype)))
 }
 
 /// The op's node over its `N` parents: `[input, weights, h0, c0]` for an LSTM, `[input,
@@ -144,6 +147,10 @@ impl<B: Backend> Backward<B, 1> for TakeResult {
 impl<B: RnnBackend, C: CheckpointStrategy> RnnBackend for Autodiff<B, C> {
     fn rnn_kernel(device: &Self::Device, spec: &RnnSpec) -> KernelChoice {
         B::rnn_kernel(device, spec)
+    }
+
+    fn rnn_kernel_of_call(device: &Self::Device, spec: &RnnSpec) -> RnnKernel {
+        B::rnn_kernel_of_call(device, spec)
     }
 
     /// Untracked parameters (inference on an autodiff backend) take the inner backend's

@@ -6,6 +6,7 @@ use crate::op::contract::RnnBackend;
 use crate::op::shapes::debug_check_non_empty;
 use crate::op::spec::RnnSpec;
 use crate::op::tensor::{primitive, tensor};
+use crate::op::zero_state;
 
 /// Runs a whole recurrent layer stack: an LSTM stack with `B`'s kernel (a GRU stack when `spec.arch.cell`
 /// is [`CellKind::Gru`](crate::CellKind::Gru)).
@@ -28,7 +29,7 @@ pub fn rnn<B: RnnBackend>(
     let c0 = match (arch.cell_state_size(), c0) {
         (0, _) => None,
         (_, Some(c0)) => Some(c0),
-        (size, None) => Some(Tensor::zeros(
+        (size, None) => Some(zero_state::zeros(
             [arch.cells(), spec.batch, size],
             (&h0.device(), h0.dtype()),
         )),

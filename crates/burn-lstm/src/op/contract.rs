@@ -7,7 +7,7 @@
 use burn::tensor::{backend::Backend, ops::FloatTensor};
 
 use crate::kernels::portable;
-use crate::op::choice::KernelChoice;
+use crate::op::choice::{KernelChoice, RnnKernel};
 use crate::op::flat_weights::FlatBufferOps;
 use crate::op::io::{RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
 use crate::op::spec::RnnSpec;
@@ -23,6 +23,14 @@ pub trait RnnBackend: Backend {
     /// Which kernel a call with `spec` runs on `device`, and why it is not a faster one.
     fn rnn_kernel(_device: &Self::Device, spec: &RnnSpec) -> KernelChoice {
         KernelChoice::portable_only(spec.kernel)
+    }
+
+    /// The kernel a call with `spec` runs on `device`: [`Self::rnn_kernel`]'s, without
+    /// its explanation. The backends' glue asks it on every call; a backend whose
+    /// explanation costs host time (cuDNN's algorithm and its reason) overrides it.
+    #[doc(hidden)]
+    fn rnn_kernel_of_call(device: &Self::Device, spec: &RnnSpec) -> RnnKernel {
+        Self::rnn_kernel(device, spec).kernel
     }
 
     /// The flat parameter buffer of the op ([`RnnArch::direction_layout`](crate::RnnArch::direction_layout))

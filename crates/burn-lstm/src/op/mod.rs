@@ -25,3 +25,4 @@ pub(crate) mod shapes;
 pub(crate) mod spec;
 pub(crate) mod tensor;
 pub(crate) mod tracked_weights;
+pub(crate) mod zero_state;

@@ -22,7 +22,11 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> RnnBackend
     for CubeBackend<R, F, I, BT>
 {
     fn rnn_kernel(device: &Self::Device, spec: &RnnSpec) -> KernelChoice {
-        choice::<R>(device, spec, F::dtype())
+        choice::<R>(device, spec, F::dtype(), true)
+    }
+
+    fn rnn_kernel_of_call(device: &Self::Device, spec: &RnnSpec) -> RnnKernel {
+        choice::<R>(device, spec, F::dtype(), false).kernel
     }
 
     fn rnn_forward(
@@ -71,13 +75,16 @@ use burn::tensor::ops::FloatTensor;
 /// A forward's outputs and, for training, what its backward needs.
 type ForwardResult<B> = (RnnOutput<B>, Option<RnnSaved<B>>);
 
+/// The kernel of a call, with cuDNN's algorithm and its reason when `detail` (the
+/// user-facing [`RnnBackend::rnn_kernel`]) or without (each call's dispatch).
 #[cfg(feature = "cuda")]
 fn choice<R: CubeRuntime>(
     device: &R::Device,
     spec: &RnnSpec,
     dtype: burn::tensor::DType,
+    detail: bool,
 ) -> KernelChoice {
-    crate::kernels::cudnn::choice::choice::<R, R::Device>(device, spec, dtype)
+    crate::kernels::cudnn::choice::choice::<R, R::Device>(device, spec, dtype, detail)
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -85,6 +92,7 @@ fn choice<R: CubeRuntime>(
     _device: &R::Device,
     spec: &RnnSpec,
     _dtype: burn::tensor::DType,
+    _detail: bool,
 ) -> KernelChoice {
     KernelChoice::portable_only(spec.kernel)
 }
@@ -98,7 +106,7 @@ fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
     use crate::kernels::cudnn::device::log_fallback_once;
     use crate::kernels::empty_rows::{self, EmptyRows};
     debug_check_non_empty::<CubeBackend<R, F, I, BT>>("the CubeCL op's inputs", inputs.tensors());
-    let choice = choice::<R>(&inputs.input.device, spec, inputs.input.dtype);
+    let choice = choice::<R>(&inputs.input.device, spec, inputs.input.dtype, false);
     if choice.kernel == RnnKernel::Cudnn {
         // Rows of length 0 (unless BURN_LSTM_CUDNN_EMPTY_ROWS=0, see `choice`) are
         // taken out before cuDNN, which refuses them, and put back after.
@@ -246,6 +254,10 @@ impl<B: FusionBackend + RnnBackend> RnnBackend for Fusion<B> {
         B::rnn_kernel(device, spec)
     }
 
+    fn rnn_kernel_of_call(device: &Self::Device, spec: &RnnSpec) -> RnnKernel {
+        B::rnn_kernel_of_call(device, spec)
+    }
+
     /// Untracked parameters (inference; autodiff joins tracked ones itself) may reuse the
     /// flat buffer of an earlier call (`flat_cache.rs`, behind its switch).
     fn rnn_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
@@ -303,7 +315,7 @@ fn fused_forward<B: FusionBackend + RnnBackend>(
     save: bool,
 ) -> ForwardResult<Fusion<B>> {
     let device = <Fusion<B> as FloatTensorOps<Fusion<B>>>::float_device(&inputs.input);
-    if B::rnn_kernel(&device, spec).kernel == RnnKernel::Cudnn {
+    if B::rnn_kernel_of_call(&device, spec) == RnnKernel::Cudnn {
         fusion_op::forward::<B>(inputs, spec, save)
     } else {
         portable::forward::<Fusion<B>>(inputs, spec, save)

@@ -42,11 +42,13 @@ fn half_switched_off(data_type: DataType) -> Option<String> {
 }
 
 /// The kernel a call with `spec` and element type `dtype` runs on CubeCL runtime `R`'s
-/// `device`.
+/// `device`; on cuDNN with the algorithm the call would run and why when `detail` (that
+/// costs the policy's reasoning, as text: each call's dispatch leaves it out).
 pub(crate) fn choice<R: 'static, D: 'static>(
     device_of: &D,
     spec: &RnnSpec,
     dtype: DType,
+    detail: bool,
 ) -> KernelChoice {
     if !is_cuda::<R>() {
         return KernelChoice::portable_only(spec.kernel);
@@ -99,7 +101,10 @@ pub(crate) fn choice<R: 'static, D: 'static>(
     match cudnn_rnn::check_cudnn().and_then(|v| data_type.check_supported_by(v)) {
         Ok(()) => {
             let choice = KernelChoice::fastest(RnnKernel::Cudnn);
-            match algorithm(cuda_device.index, spec, data_type) {
+            match detail
+                .then(|| algorithm(cuda_device.index, spec, data_type))
+                .flatten()
+            {
                 Some(pick) => choice.with_detail(format!("algorithm {}", pick.reason)),
                 None => choice,
             }

@@ -5,6 +5,7 @@
 //! - [`choice`]: whether a call runs on cuDNN, and why not.
 //! - [`algo`]: which of cuDNN's RNN algorithms a call runs (a policy, PyTorch's
 //!   heuristics under `auto`), and why.
+//! - [`layout`]: the row-major tensors cuDNN takes, copied only where the memory is not.
 //! - [`weights`]: the copy plan from the canonical flat parameters to cuDNN's weight space.
 //! - [`ops`]: forward and backward on `CubeTensor<CudaRuntime>`: raw device pointers from
 //!   CubeCL, CubeCL synchronised before the cuDNN call and cuDNN's stream after it.
@@ -15,6 +16,7 @@
 pub(crate) mod algo;
 pub(crate) mod choice;
 pub(crate) mod device;
+mod layout;
 pub(crate) mod ops;
 mod ordering;
 pub(crate) mod runtime_cast;

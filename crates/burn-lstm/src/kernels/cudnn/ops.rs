@@ -8,7 +8,7 @@
 use std::sync::Mutex;
 
 use burn::tensor::Shape;
-use burn_cubecl::{kernel::into_contiguous, ops::numeric::empty_device_contiguous_dtype};
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use cudnn_rnn::{
     BackwardBuffers, DataType, DeviceBuffer, ForwardBuffers, MathMode, ReserveSpace, RnnAlgo,
     RnnConfig, SeqShape,
@@ -18,6 +18,7 @@ use crate::kernels::cubecl::flat_cache::gpu_weight_cache;
 use crate::kernels::cudnn::algo::{AlgoPick, cudnn_algo, pick};
 use crate::kernels::cudnn::choice::data_type;
 use crate::kernels::cudnn::device::{device, log_fallback_once, rnn_config};
+use crate::kernels::cudnn::layout::row_major;
 use crate::kernels::cudnn::ordering::Ordering;
 use crate::kernels::cudnn::settings::cudnn_math;
 use crate::kernels::cudnn::trace::CallTrace;
@@ -141,7 +142,7 @@ pub(crate) fn forward(
     spec: &RnnSpec,
     save: bool,
 ) -> Result<CudnnForward, String> {
-    let inputs = inputs.map::<CudaBackend>(into_contiguous);
+    let inputs = inputs.map::<CudaBackend>(row_major);
     let data_type = data_type(inputs.input.dtype)
         .ok_or_else(|| format!("cuDNN cannot run {:?}", inputs.input.dtype))?;
     let shape = SeqShape::new(spec.seq_len, spec.batch, spec.lengths.as_deref())
@@ -320,10 +321,10 @@ pub(crate) fn backward(
         weights,
         h0,
         c0,
-    } = inputs.map::<CudaBackend>(into_contiguous);
-    let [y, space] = residuals.map(into_contiguous);
-    let [dy, dh_n] = [upstream.dy, upstream.dh_n].map(into_contiguous);
-    let dc_n = upstream.dc_n.map(into_contiguous);
+    } = inputs.map::<CudaBackend>(row_major);
+    let [y, space] = residuals.map(row_major);
+    let [dy, dh_n] = [upstream.dy, upstream.dh_n].map(row_major);
+    let dc_n = upstream.dc_n.map(row_major);
     let mut reserve = tape
         .reserve
         .lock()
