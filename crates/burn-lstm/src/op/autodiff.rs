@@ -4,8 +4,9 @@
 //! An autodiff op has one float output, but the LSTM has three results (`y`, `h_n`,
 //! `c_n`) and its backward needs all three gradients at once. So the op's node outputs a
 //! one-element marker, and each result is a node of its own whose only parent is the op's
-//! node: its backward puts the result's gradient in a slot shared with the op and hands
-//! the op a one-element marker gradient. The op's backward, which autodiff runs after
+//! node: its backward puts the result's gradient in a slot shared with the op, and the
+//! first of them to run hands the op's node a one-element marker gradient (which makes
+//! autodiff run the op's backward). The op's backward, which autodiff runs after
 //! its children's, takes the three gradients from the slot (zeros for a result the loss
 //! does not reach). Packing the results into one tensor and slicing it apart instead costs
 //! a copy of every output on the way in and, on the way out, a zero-filled packed
@@ -48,12 +49,16 @@ impl<B: Backend> ResultGrads<B> {
         Arc::new(Self(Mutex::new([None, None, None])))
     }
 
-    fn put(&self, which: usize, grad: FloatTensor<B>) {
+    /// Puts the gradient of result `which`; returns whether it is the first gradient of
+    /// any result (the one whose node hands the op's node its marker gradient).
+    fn put(&self, which: usize, grad: FloatTensor<B>) -> bool {
         let mut grads = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let first = grads.iter().all(Option::is_none);
         grads[which] = Some(match grads[which].take() {
             Some(earlier) => B::float_add(earlier, grad),
             None => grad,
         });
+        first
     }
 
     fn take(&self) -> [Option<FloatTensor<B>>; 3] {
@@ -136,9 +141,11 @@ impl<B: Backend> Backward<B, 1> for TakeResult {
         let (which, result_grads) = ops.state;
         let grad = grads.consume::<B>(&ops.node);
         let (device, dtype) = (B::float_device(&grad), grad.dtype());
-        result_grads.put(which, grad);
+        // One marker gradient makes the op's backward run; a second would only be
+        // summed with it (an add per result on the backend).
+        let first = result_grads.put(which, grad);
         let [op] = ops.parents;
-        if let Some(op) = op {
+        if let (Some(op), true) = (op, first) {
             grads.register::<B>(op.id, marker::<B>(&device, dtype));
         }
     }
