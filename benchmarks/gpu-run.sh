@@ -173,7 +173,10 @@ if [ "$phase" = ab ]; then
   # settings; `default` sets none. cudnn-raw reads BURN_LSTM_CUDNN_ALGO too (the floor
   # the op through Burn can reach); `plain` is the op on Burn's Cuda backend without
   # fusion. AB_DTYPES: f32, tf32 (f32 data, TF32 math, PyTorch's allow_tf32 likewise),
-  # f16, bf16; all but f32 run only the `default`, `none` and `plain` variants.
+  # f16, bf16; all but f32 run only the `default`, `none` and `plain` variants. A shape
+  # is "B T H layers", "bi" after it for a bidirectional stack. RAW_ALGOS: cudnn-raw's
+  # algorithms ("standard auto"). AB_BASELINE: another build's lstm-bench (an earlier
+  # commit's, run with the settings of AB_BASELINE_ENV), timed as variant `baseline`.
   IFS=';' read -r -a shapes <<<"${AB_SHAPES:-1 100 128 1;16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}"
   variants=(
     "default:"
@@ -188,8 +191,9 @@ if [ "$phase" = ab ]; then
     [ "$dtype" = tf32 ] && tf32=1 data=f32
     for mode in infer train; do
       for shape in "${shapes[@]}"; do
-        read -r b t h l <<<"$shape"
+        read -r b t h l bi <<<"$shape"
         flags=(--device cuda --dtype "$data" --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --iters "${ITERS:-20}")
+        [ "${bi:-}" = bi ] && flags+=(--bidirectional)
         for variant in "${variants[@]}"; do
           name=${variant%%:*}
           [[ "$name" =~ ^(${AB_VARIANTS:-.*})$ ]] || continue
@@ -197,11 +201,15 @@ if [ "$phase" = ab ]; then
           read -r -a settings <<<"${variant#*:}"
           echo "ab $dtype $name $(env LSTM_BENCH_TF32=$tf32 "${settings[@]}" timeout 60 "$kit/bin/lstm-bench" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
         done
+        if [ -n "${AB_BASELINE:-}" ] && [[ baseline =~ ^(${AB_VARIANTS:-.*})$ ]]; then
+          read -r -a baseline_env <<<"${AB_BASELINE_ENV:-}"
+          echo "ab $dtype baseline $(env LSTM_BENCH_TF32=$tf32 "${baseline_env[@]}" timeout 60 "$AB_BASELINE" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
+        fi
         if [[ plain =~ ^(${AB_VARIANTS:-.*})$ ]]; then
           echo "ab $dtype plain $(LSTM_BENCH_TF32=$tf32 timeout 60 "$kit/bin/lstm-bench" --impl cudnn-plain "${flags[@]}" 2>&1 | tail -1)" | log
         fi
         if [ "$data" = f32 ]; then
-          for algo in standard auto; do
+          for algo in ${RAW_ALGOS:-standard auto}; do
             echo "ab $dtype raw-algo=$algo $(LSTM_BENCH_TF32=$tf32 BURN_LSTM_CUDNN_ALGO=$algo timeout 60 "$kit/bin/lstm-bench" --impl cudnn-raw "${flags[@]}" 2>&1 | tail -1)" | log
           done
         fi
