@@ -6,6 +6,8 @@ use burn::tensor::{
     Distribution, Tensor,
     backend::{AutodiffBackend, Backend},
 };
+#[cfg(feature = "cuda")]
+use burn_lstm::PlainCuda;
 use burn_lstm::{RnnBackend, RnnKernel};
 
 use crate::args::{Args, Cell, CpuBackend, Device, Dtype, Mode};
@@ -113,10 +115,6 @@ fn build_cuda(args: &Args) -> Result<Call, String> {
         }
     }
 }
-
-/// Burn's Cuda backend without fusion: each tensor operation runs when it is called.
-#[cfg(feature = "cuda")]
-type PlainCuda<F> = burn_cubecl::CubeBackend<cubecl_cuda::CudaRuntime, F, i32, u8>;
 
 /// The implementations through Burn on one Cuda backend type.
 #[cfg(feature = "cuda")]

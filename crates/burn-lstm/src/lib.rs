@@ -110,6 +110,8 @@ pub use error::RnnError;
 #[cfg(feature = "cubecl")]
 pub use kernels::cubecl::flat_cache::{gpu_weight_cache, set_gpu_weight_cache};
 #[cfg(feature = "cuda")]
+pub use kernels::cudnn::PlainCuda;
+#[cfg(feature = "cuda")]
 pub use kernels::cudnn::{
     CudnnAlgo, CudnnMath, CudnnRnnAlgo, cudnn_algo, cudnn_empty_rows, cudnn_events, cudnn_gru,
     cudnn_half, cudnn_math, cudnn_reuse, cudnn_runtime_errors, set_cudnn_algo,

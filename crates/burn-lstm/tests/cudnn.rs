@@ -89,8 +89,8 @@ fn assert_no_runtime_fallback() {
 /// Burn's Cuda backend (fused), f32.
 type Cuda = burn::backend::Cuda<f32, i32>;
 
-/// Burn's Cuda backend without fusion.
-type PlainCuda = CubeBackend<cubecl_cuda::CudaRuntime, f32, i32, u8>;
+/// Burn's Cuda backend without fusion, as the crate exports it.
+type PlainCuda = burn_lstm::PlainCuda;
 
 fn config() -> CudnnCompatibleLstmConfig {
     CudnnCompatibleLstmConfig::new(5, 8)

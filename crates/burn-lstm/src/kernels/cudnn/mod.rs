@@ -34,3 +34,4 @@ pub use settings::{
     set_cudnn_empty_rows, set_cudnn_events, set_cudnn_gru, set_cudnn_half, set_cudnn_math,
     set_cudnn_reuse,
 };
+pub use types::PlainCuda;

@@ -6,6 +6,13 @@ use cubecl_cuda::CudaRuntime;
 
 use crate::op::io::RnnInputs;
 
+/// Burn's CUDA backend without fusion (`burn::backend::Cuda` is the fused one): each
+/// tensor operation runs when it is called. The layer runs the same cuDNN op on both;
+/// around it, a training step on this one skips the fusion stream's per-operation
+/// processing, which at small batches is most of a step's host time (docs/cudnn.md,
+/// "Fused or plain Cuda"). Wrap it in `Autodiff` to train.
+pub type PlainCuda<F = f32> = CubeBackend<CudaRuntime, F, i32, u8>;
+
 /// A tensor of the CUDA runtime.
 pub(crate) type CudaTensor = CubeTensor<CudaRuntime>;
 
