@@ -1,7 +1,6 @@
 //! [`CudnnCompatibleGru`]: a Burn module with ordinary `Param` tensors in PyTorch's and
 //! cuDNN's canonical GRU layout, running its whole layer stack as one op.
 
-use crate::op::zero_state;
 use burn::module::Module;
 use burn::tensor::{Tensor, backend::Backend};
 
@@ -14,6 +13,7 @@ use crate::module::weights::{RnnDirectionWeights, RnnLayer, directions, flat_par
 use crate::op::choice::{KernelChoice, RnnKernel};
 use crate::op::contract::RnnBackend;
 use crate::op::spec::{CellKind, RnnArch, RnnSpec};
+use crate::op::zero_state;
 
 /// A multi-layer, optionally bidirectional GRU with PyTorch's semantics (`nn.GRU`: gates
 /// r, z, n; `n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))`, which cuDNN computes and

@@ -1,7 +1,6 @@
 //! [`CudnnCompatibleLstm`]: a Burn module with ordinary `Param` tensors in PyTorch's and
 //! cuDNN's canonical layout, running the fused op of its backend.
 
-use crate::op::zero_state;
 use burn::module::Module;
 use burn::tensor::{Tensor, backend::Backend};
 
@@ -14,6 +13,7 @@ use crate::module::weights::{RnnDirectionWeights, RnnLayer, directions, flat_par
 use crate::op::choice::{KernelChoice, RnnKernel};
 use crate::op::contract::RnnBackend;
 use crate::op::spec::{CellKind, RnnArch, RnnSpec};
+use crate::op::zero_state;
 
 /// A multi-layer, optionally bidirectional LSTM with PyTorch's semantics whose whole
 /// layer stack runs as one op: cuDNN on CUDA, a fused kernel on CPU, the portable

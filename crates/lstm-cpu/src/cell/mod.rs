@@ -7,6 +7,7 @@
 
 use core::ops::Range;
 
+use crate::arch::CellKind;
 use crate::real::Real;
 use crate::team::Shared;
 
@@ -15,6 +16,15 @@ pub(crate) mod lstm;
 
 pub(crate) use gru::Gru;
 pub(crate) use lstm::Lstm;
+
+/// [`Cell::RECURRENT_APART`] of the cell type `kind` names (for what is sized before the
+/// loops dispatch on the cell: the tape).
+pub(crate) fn recurrent_apart(kind: CellKind) -> bool {
+    match kind {
+        CellKind::Lstm => Lstm::RECURRENT_APART,
+        CellKind::Gru => Gru::RECURRENT_APART,
+    }
+}
 
 /// What the fused kernel's shared forward loop asks of a cell type.
 pub(crate) trait Cell {

@@ -12,9 +12,9 @@ mod split;
 pub(crate) use cell_io::{CellParams, CellRun};
 pub(crate) use split::{Dims, Split};
 
-use crate::arch::CellKind;
 use crate::buffers::Buffer;
 use crate::call::{CallError, InputStrides, RnnCall, RnnOutputs};
+use crate::cell::recurrent_apart;
 use crate::cell_weights::CellWeights;
 use crate::forward::cell_io::CellOut;
 use crate::forward::pass::forward_cell;
@@ -194,13 +194,16 @@ fn layer_input<T: Real>(
 /// never reads the first and zeroes the second.
 fn new_cell_tape<T: Real>(dims: &Dims) -> CellTape<T> {
     let rows = dims.seq * dims.batch;
-    let gru = dims.cell == CellKind::Gru;
     CellTape {
         gates: Buffer::for_overwrite(rows * dims.gate_cols()),
         cell_prev: Buffer::for_overwrite(rows * dims.state),
         hidden_prev: Buffer::for_overwrite(rows * dims.out),
         tanh_cell: Buffer::for_overwrite(rows * dims.state),
-        recurrent_new: Buffer::for_overwrite(if gru { rows * dims.hidden } else { 0 }),
+        recurrent_new: Buffer::for_overwrite(if recurrent_apart(dims.cell) {
+            rows * dims.hidden
+        } else {
+            0
+        }),
     }
 }
 
