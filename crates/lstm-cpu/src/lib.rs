@@ -15,8 +15,9 @@
 //!
 //! [`dense`] offers the kernel's GEMM and vectorised `exp` to the layers around a
 //! recurrent stack (a language model's decoder and softmax loss). [`int8`] holds the
-//! scalar reference of quantized inference: per-row int8 weights, dynamically
-//! quantized activations, their exact integer product.
+//! building blocks of quantized inference: per-row int8 weights, dynamically quantized
+//! activations, their exact integer product (scalar, and AVX-512 VNNI where the CPU has
+//! it).
 //!
 //! ```
 //! use lstm_cpu::{CellKind, RnnArch, RnnCall, forward};

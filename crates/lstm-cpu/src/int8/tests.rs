@@ -1,0 +1,205 @@
+//! The quantizers on hand-made matrices, the product against exact sums and the f32
+//! product, and every dot kernel against the scalar one.
+
+use crate::int8::{MAX_DEPTH, QuantLevels, QuantizedActivations, QuantizedMatrix, matmul_int8};
+
+#[test]
+fn weights_quantize_per_row_symmetric_rounding_half_away_from_zero() {
+    // Scales of exactly 1 (a row's largest magnitude is the range's end): the ties
+    // are exact.
+    let w = [
+        127.0f32, -63.5, 31.75, 0.0, /* row 2 */ 0.0, 0.0, 0.0, 0.0,
+    ];
+    let q = QuantizedMatrix::quantize(&w, 2, 4, QuantLevels::Full).unwrap();
+    assert_eq!(q.values(), &[127, -64, 32, 0, 0, 0, 0, 0]);
+    assert_eq!(q.scales(), &[1.0, 0.0]);
+    assert_eq!(q.row_sums(), &[95, 0]);
+    assert_eq!(q.dequantize()[4..], [0.0; 4], "a row of zeros stays zeros");
+    let w = [63.0f32, -31.5, 15.75, 0.0];
+    let reduced = QuantizedMatrix::quantize(&w, 1, 4, QuantLevels::Reduced).unwrap();
+    assert_eq!(reduced.values(), &[63, -32, 16, 0]);
+    assert_eq!(reduced.scales(), &[1.0]);
+    // The same row at the full range: scale 63 / 127.
+    let full = QuantizedMatrix::quantize(&w, 1, 4, QuantLevels::Full).unwrap();
+    assert_eq!(full.values(), &[127, -64, 32, 0]);
+}
+
+#[test]
+fn quantization_moves_each_value_by_at_most_half_a_step() {
+    let (rows, cols) = (5, 37);
+    let w: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * (1 + i % 3) as f32)
+        .collect();
+    for levels in [QuantLevels::Full, QuantLevels::Reduced] {
+        let q = QuantizedMatrix::quantize(&w, rows, cols, levels).unwrap();
+        for (n, (row, back)) in w.chunks(cols).zip(q.dequantize().chunks(cols)).enumerate() {
+            let step = q.scales()[n];
+            for (v, b) in row.iter().zip(back) {
+                assert!(
+                    (v - b).abs() <= step / 2.0 * 1.0001,
+                    "{v} -> {b}, step {step}"
+                );
+            }
+        }
+    }
+    let x = QuantizedActivations::quantize(&w, rows, cols).unwrap();
+    for (r, (row, back)) in w.chunks(cols).zip(x.dequantize().chunks(cols)).enumerate() {
+        for (v, b) in row.iter().zip(back) {
+            assert!((v - b).abs() <= x.scales()[r] / 2.0 * 1.0001);
+        }
+    }
+}
+
+#[test]
+fn extreme_and_bad_values() {
+    let w = [f32::MAX, -f32::MAX, f32::MIN_POSITIVE, 1e-45];
+    let q = QuantizedMatrix::quantize(&w, 1, 4, QuantLevels::Full).unwrap();
+    assert_eq!(q.values(), &[127, -127, 0, 0]);
+    let x = QuantizedActivations::quantize(&w, 1, 4).unwrap();
+    assert_eq!(x.values(), &[255, 1, 128, 128]);
+    let err = QuantizedMatrix::quantize(&[1.0, f32::NAN], 1, 2, QuantLevels::Full).unwrap_err();
+    assert_eq!(err.argument, "w");
+    assert!(err.actual.contains("NaN at index 1"), "{err}");
+    let err = QuantizedActivations::quantize(&[1.0; 5], 2, 3).unwrap_err();
+    assert_eq!((err.argument, err.actual.as_str()), ("x", "5 values"));
+    let err = QuantizedActivations::quantize(&[], 0, MAX_DEPTH + 1).unwrap_err();
+    assert_eq!(err.argument, "cols");
+}
+
+/// The integer sum against a direct `i64` sum of `(a − 128) · w`, at the extremes
+/// of both ranges and a depth where `Σ a · w` nears `i32`'s bound.
+#[test]
+fn integer_sums_are_exact_at_the_extremes() {
+    let depth = MAX_DEPTH;
+    for (a_value, w_value) in [(1.0f32, 1.0f32), (-1.0, 1.0), (1.0, -1.0), (-1.0, -1.0)] {
+        let x = QuantizedActivations::quantize(&vec![a_value; depth], 1, depth).unwrap();
+        let w =
+            QuantizedMatrix::quantize(&vec![w_value; depth], 1, depth, QuantLevels::Full).unwrap();
+        let mut y = [0.0f32];
+        matmul_int8(&x, &w, None, &mut y).unwrap();
+        let exact: i64 = x
+            .values()
+            .iter()
+            .zip(w.values())
+            .map(|(&a, &v)| (i64::from(a) - 128) * i64::from(v))
+            .sum();
+        assert_eq!(exact.abs(), 127 * 127 * depth as i64);
+        let expected = x.scales()[0] * w.scales()[0] * exact as f32;
+        assert_eq!(y[0], expected, "a {a_value}, w {w_value}");
+        assert!((y[0] - a_value * w_value * depth as f32).abs() < 1e-3 * depth as f32);
+    }
+}
+
+/// Against the f32 product: within the bound the two roundings allow,
+/// `Σ_k |x_k| δw + |w_k| δx + δx δw` (δ: half a step of each).
+#[test]
+fn products_are_within_the_rounding_bound_of_the_f32_product() {
+    let (rows, depth, outs) = (3, 50, 4);
+    let x: Vec<f32> = (0..rows * depth)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 13.0)
+        .collect();
+    let w: Vec<f32> = (0..outs * depth)
+        .map(|i| ((i * 53 % 97) as f32 - 48.0) / 40.0)
+        .collect();
+    let bias = [0.5f32, -1.0, 0.0, 2.0];
+    let qx = QuantizedActivations::quantize(&x, rows, depth).unwrap();
+    let qw = QuantizedMatrix::quantize(&w, outs, depth, QuantLevels::Full).unwrap();
+    let mut y = vec![0.0f32; rows * outs];
+    matmul_int8(&qx, &qw, Some(&bias), &mut y).unwrap();
+    for r in 0..rows {
+        for n in 0..outs {
+            let (xr, wn) = (&x[r * depth..][..depth], &w[n * depth..][..depth]);
+            let exact: f64 = xr
+                .iter()
+                .zip(wn)
+                .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                .sum::<f64>()
+                + f64::from(bias[n]);
+            let (dx, dw) = (
+                f64::from(qx.scales()[r]) / 2.0,
+                f64::from(qw.scales()[n]) / 2.0,
+            );
+            let bound: f64 = xr
+                .iter()
+                .zip(wn)
+                .map(|(&a, &b)| f64::from(a.abs()) * dw + f64::from(b.abs()) * dx + dx * dw)
+                .sum();
+            let err = (f64::from(y[r * outs + n]) - exact).abs();
+            assert!(err <= bound * 1.001 + 1e-5, "({r}, {n}): {err} > {bound}");
+            assert!(
+                err > 0.0 || bound == 0.0,
+                "quantization changed nothing at ({r}, {n})"
+            );
+        }
+    }
+    let err = matmul_int8(&qx, &qw, Some(&bias[..3]), &mut y).unwrap_err();
+    assert_eq!((err.argument, err.actual.as_str()), ("bias", "3 values"));
+    let wrong = QuantizedMatrix::quantize(&w[..outs * 10], outs, 10, QuantLevels::Full).unwrap();
+    assert_eq!(
+        matmul_int8(&qx, &wrong, None, &mut y).unwrap_err().argument,
+        "w"
+    );
+    assert_eq!(
+        matmul_int8(&qx, &qw, None, &mut y[..5])
+            .unwrap_err()
+            .argument,
+        "out"
+    );
+}
+
+/// Every kernel this CPU runs gives the scalar kernel's sums, to the last bit: depths
+/// around the vector width (tails of every kind), weight-row counts around the kernels'
+/// blocks, and the extremes of both ranges at the deepest product allowed.
+#[test]
+fn every_dot_kernel_gives_the_scalar_sums() {
+    use crate::int8::dot::DotKernel;
+    let kernels = DotKernel::available();
+    assert_eq!(kernels[0], DotKernel::Scalar);
+    eprintln!("int8 dot kernels checked against the scalar one: {kernels:?}");
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut cases: Vec<(usize, usize, Vec<u8>, Vec<i8>)> = Vec::new();
+    for depth in [1, 3, 63, 64, 65, 127, 128, 200, 1000] {
+        for rows in [1, 3, 4, 5, 9] {
+            let a = (0..depth).map(|_| next() as u8).collect();
+            let w = (0..rows * depth).map(|_| (next() % 255) as i8).collect();
+            cases.push((depth, rows, a, w));
+        }
+    }
+    for (a, v) in [(255u8, 127i8), (255, -127), (0, 127), (1, -127)] {
+        cases.push((MAX_DEPTH, 5, vec![a; MAX_DEPTH], vec![v; 5 * MAX_DEPTH]));
+    }
+    for (depth, rows, a, w) in &cases {
+        let mut expected = vec![0; *rows];
+        DotKernel::Scalar.raw_sums(a, w, &mut expected);
+        let direct: Vec<i64> = w
+            .chunks(*depth)
+            .map(|row| {
+                a.iter()
+                    .zip(row)
+                    .map(|(&x, &v)| i64::from(x) * i64::from(v))
+                    .sum()
+            })
+            .collect();
+        assert_eq!(
+            expected.iter().map(|&s| i64::from(s)).collect::<Vec<_>>(),
+            direct
+        );
+        for &kernel in &kernels[1..] {
+            let mut sums = vec![i32::MIN; *rows];
+            kernel.raw_sums(a, w, &mut sums);
+            assert_eq!(sums, expected, "{kernel:?}, depth {depth}, {rows} rows");
+        }
+    }
+    assert!(
+        kernels
+            .iter()
+            .any(|k| k.name() == crate::int8::kernel_name()),
+        "the chosen kernel is one of those this CPU runs"
+    );
+}
