@@ -23,7 +23,7 @@ pub fn matmul_int8(
         len_check("bias", "one per row of `w`", w.rows(), bias.len())?;
     }
     len_check("out", "a.rows() · w.rows()", a.rows() * w.rows(), out.len())?;
-    let kernel = dot_kernel();
+    let kernel = dot_kernel(w.levels());
     let mut raw = vec![0i32; w.rows()];
     for (r, out_row) in out
         .chunks_exact_mut(w.rows().max(1))

@@ -12,9 +12,10 @@
 //! `i16` (2 · 255 · 63 = 32,130), as ONNX Runtime's `reduce_range` does on CPUs without
 //! VNNI.
 //!
-//! The integer sums are exact on every path: the scalar reference (`dot.rs`) and the
-//! AVX-512 VNNI kernel (`vnni.rs`, `vpdpbusd`), chosen once per process ([`kernel_name`]
-//! says which; `LSTM_CPU_ISA=avx2` or `baseline` keeps the scalar one).
+//! The integer sums are exact on every path: the scalar reference (`dot.rs`), the
+//! AVX-512 VNNI kernel (`vnni.rs`, `vpdpbusd`) and, for weights of
+//! [`QuantLevels::Reduced`], the AVX2 kernel (`avx2.rs`, `vpmaddubsw`), the fastest the
+//! CPU runs chosen per product ([`kernel_name`] says which; `LSTM_CPU_ISA` caps it).
 //!
 //! ```
 //! use lstm_cpu::int8::{QuantLevels, QuantizedActivations, QuantizedMatrix, matmul_int8};
@@ -28,6 +29,8 @@
 //! assert!((y[0] - 0.75).abs() < 0.02 && y[1].abs() < 0.02);
 //! ```
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 mod dot;
 mod matmul;
 mod quantize;

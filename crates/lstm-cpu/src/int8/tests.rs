@@ -147,9 +147,10 @@ fn products_are_within_the_rounding_bound_of_the_f32_product() {
     );
 }
 
-/// Every kernel this CPU runs gives the scalar kernel's sums, to the last bit: depths
-/// around the vector width (tails of every kind), weight-row counts around the kernels'
-/// blocks, and the extremes of both ranges at the deepest product allowed.
+/// Every kernel this CPU runs gives the scalar kernel's sums, to the last bit, on
+/// weights of its range: depths around the vector widths (tails of every kind),
+/// weight-row counts around the kernels' blocks, and the extremes of both ranges at the
+/// deepest product allowed.
 #[test]
 fn every_dot_kernel_gives_the_scalar_sums() {
     use crate::int8::dot::DotKernel;
@@ -163,43 +164,49 @@ fn every_dot_kernel_gives_the_scalar_sums() {
         seed ^= seed << 17;
         seed
     };
-    let mut cases: Vec<(usize, usize, Vec<u8>, Vec<i8>)> = Vec::new();
-    for depth in [1, 3, 63, 64, 65, 127, 128, 200, 1000] {
-        for rows in [1, 3, 4, 5, 9] {
-            let a = (0..depth).map(|_| next() as u8).collect();
-            let w = (0..rows * depth).map(|_| (next() % 255) as i8).collect();
-            cases.push((depth, rows, a, w));
+    for &kernel in &kernels {
+        let max = kernel.levels().max();
+        let mut cases: Vec<(usize, usize, Vec<u8>, Vec<i8>)> = Vec::new();
+        for depth in [1, 3, 31, 32, 33, 63, 64, 65, 127, 128, 200, 1000] {
+            for rows in [1, 3, 4, 5, 9] {
+                let a = (0..depth).map(|_| next() as u8).collect();
+                let w = (0..rows * depth)
+                    .map(|_| ((next() % (2 * max as u64 + 1)) as i32 - max) as i8)
+                    .collect();
+                cases.push((depth, rows, a, w));
+            }
         }
-    }
-    for (a, v) in [(255u8, 127i8), (255, -127), (0, 127), (1, -127)] {
-        cases.push((MAX_DEPTH, 5, vec![a; MAX_DEPTH], vec![v; 5 * MAX_DEPTH]));
-    }
-    for (depth, rows, a, w) in &cases {
-        let mut expected = vec![0; *rows];
-        DotKernel::Scalar.raw_sums(a, w, &mut expected);
-        let direct: Vec<i64> = w
-            .chunks(*depth)
-            .map(|row| {
-                a.iter()
-                    .zip(row)
-                    .map(|(&x, &v)| i64::from(x) * i64::from(v))
-                    .sum()
-            })
-            .collect();
-        assert_eq!(
-            expected.iter().map(|&s| i64::from(s)).collect::<Vec<_>>(),
-            direct
-        );
-        for &kernel in &kernels[1..] {
+        for (a, v) in [(255u8, max), (255, -max), (0, max), (1, -max)] {
+            cases.push((
+                MAX_DEPTH,
+                5,
+                vec![a; MAX_DEPTH],
+                vec![v as i8; 5 * MAX_DEPTH],
+            ));
+        }
+        for (depth, rows, a, w) in &cases {
+            let direct: Vec<i64> = w
+                .chunks(*depth)
+                .map(|row| {
+                    a.iter()
+                        .zip(row)
+                        .map(|(&x, &v)| i64::from(x) * i64::from(v))
+                        .sum()
+                })
+                .collect();
             let mut sums = vec![i32::MIN; *rows];
             kernel.raw_sums(a, w, &mut sums);
-            assert_eq!(sums, expected, "{kernel:?}, depth {depth}, {rows} rows");
+            let sums: Vec<i64> = sums.into_iter().map(i64::from).collect();
+            assert_eq!(sums, direct, "{kernel:?}, depth {depth}, {rows} rows");
         }
     }
-    assert!(
-        kernels
-            .iter()
-            .any(|k| k.name() == crate::int8::kernel_name()),
-        "the chosen kernel is one of those this CPU runs"
-    );
+    for levels in [QuantLevels::Full, QuantLevels::Reduced] {
+        let name = crate::int8::kernel_name(levels);
+        assert!(
+            kernels
+                .iter()
+                .any(|k| k.name() == name && k.levels().max() >= levels.max()),
+            "{name} runs weights of {levels:?} exactly"
+        );
+    }
 }
