@@ -32,6 +32,9 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod dot;
+mod forward;
+#[cfg(test)]
+mod forward_tests;
 mod matmul;
 mod quantize;
 #[cfg(test)]
@@ -40,6 +43,7 @@ mod tests;
 mod vnni;
 
 pub use dot::kernel_name;
+pub use forward::QuantizedRnn;
 pub use matmul::matmul_int8;
 pub use quantize::{QuantizedActivations, QuantizedMatrix};
 

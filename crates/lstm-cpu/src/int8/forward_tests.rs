@@ -1,0 +1,249 @@
+//! The int8 forward against the f32 kernel: close on every architecture, exact where
+//! the semantics leave nothing to round (rows past their length, rows of length 0), and
+//! clear errors.
+
+use crate::int8::{QuantLevels, QuantizedRnn};
+use crate::{CallError, CellKind, InputStrides, RnnArch, RnnCall, RnnOutputs, forward};
+
+/// Values in `[-scale, scale)` from a fixed sequence.
+fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+        })
+        .collect()
+}
+
+struct Case {
+    arch: RnnArch,
+    seq: usize,
+    batch: usize,
+    lengths: Option<Vec<usize>>,
+    weights: Vec<f32>,
+    input: Vec<f32>,
+    h0: Vec<f32>,
+    c0: Vec<f32>,
+}
+
+impl Case {
+    fn new(
+        cell: CellKind,
+        proj: usize,
+        layers: usize,
+        bi: bool,
+        lengths: Option<Vec<usize>>,
+    ) -> Self {
+        let arch = RnnArch {
+            cell,
+            input_size: 11,
+            hidden_size: 24,
+            proj_size: proj,
+            num_layers: layers,
+            bidirectional: bi,
+            bias: true,
+        };
+        let (seq, batch) = (7, 3);
+        let bound = 1.0 / (arch.hidden_size as f32).sqrt();
+        Self {
+            weights: values(arch.weight_count(), 1, bound),
+            input: values(seq * batch * arch.input_size, 2, 1.0),
+            h0: values(arch.cells() * batch * arch.output_size(), 3, 0.5),
+            c0: values(arch.cells() * batch * arch.cell_state_size(), 4, 0.5),
+            arch,
+            seq,
+            batch,
+            lengths,
+        }
+    }
+
+    fn call(&self) -> RnnCall<'_, f32> {
+        RnnCall {
+            arch: &self.arch,
+            seq_len: self.seq,
+            batch: self.batch,
+            lengths: self.lengths.as_deref(),
+            input: &self.input,
+            input_strides: None,
+            weights: &self.weights,
+            h0: &self.h0,
+            c0: &self.c0,
+            dropout_masks: &[],
+            threads: 1,
+        }
+    }
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).fold(0.0, |m, (x, y)| m.max((x - y).abs()))
+}
+
+fn diffs(a: &RnnOutputs<f32>, b: &RnnOutputs<f32>) -> [f32; 3] {
+    [
+        max_diff(&a.y, &b.y),
+        max_diff(&a.h_n, &b.h_n),
+        max_diff(&a.c_n, &b.c_n),
+    ]
+}
+
+#[test]
+fn the_int8_forward_is_close_to_the_f32_kernel_on_every_architecture() {
+    let cases = [
+        ("lstm", Case::new(CellKind::Lstm, 0, 1, false, None)),
+        (
+            "lstm, 2 layers, bi, lengths",
+            Case::new(CellKind::Lstm, 0, 2, true, Some(vec![7, 4, 1])),
+        ),
+        (
+            "lstmp, bi",
+            Case::new(CellKind::Lstm, 10, 2, true, Some(vec![3, 7, 6])),
+        ),
+        ("gru", Case::new(CellKind::Gru, 0, 1, false, None)),
+        (
+            "gru, 2 layers, bi, lengths",
+            Case::new(CellKind::Gru, 0, 2, true, Some(vec![2, 7, 5])),
+        ),
+    ];
+    for (name, case) in &cases {
+        let expected = forward(&case.call()).unwrap();
+        for levels in [QuantLevels::Full, QuantLevels::Reduced] {
+            let model = QuantizedRnn::quantize(&case.arch, &case.weights, levels).unwrap();
+            let got = model.forward(&case.call()).unwrap();
+            let [dy, dh, dc] = diffs(&got, &expected);
+            eprintln!("int8 {name} {levels:?}: max |diff| y {dy:.2e}, h_n {dh:.2e}, c_n {dc:.2e}");
+            // Measured on these cases (2026-11-26): at most 3.1e-3 (Full) and 4.9e-3
+            // (Reduced, half the levels); the bounds leave 3-4x of that. The bound derived
+            // from the roundings, step by step, is still to come.
+            let bound = match levels {
+                QuantLevels::Full => 0.01,
+                QuantLevels::Reduced => 0.02,
+            };
+            assert!(
+                dy.max(dh).max(dc) < bound,
+                "{name} {levels:?}: {dy} {dh} {dc}"
+            );
+            assert!(
+                dy > 0.0,
+                "{name}: int8 changed nothing: the f32 kernel ran?"
+            );
+            // Past a row's length: zeros, exactly, as the f32 kernel writes them.
+            if let Some(lengths) = &case.lengths {
+                let width = case.arch.dirs() * case.arch.output_size();
+                for (b, &len) in lengths.iter().enumerate() {
+                    for t in len..case.seq {
+                        let row = &got.y[(t * case.batch + b) * width..][..width];
+                        assert!(row.iter().all(|&v| v == 0.0), "{name}: row {b} step {t}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_row_of_length_0_keeps_its_initial_state_exactly() {
+    let case = Case::new(CellKind::Lstm, 0, 2, true, Some(vec![4, 0, 7]));
+    let model = QuantizedRnn::quantize(&case.arch, &case.weights, QuantLevels::Full).unwrap();
+    let got = model.forward(&case.call()).unwrap();
+    let (p, h) = (case.arch.output_size(), case.arch.hidden_size);
+    for cell in 0..case.arch.cells() {
+        let at = |size: usize| (cell * case.batch + 1) * size;
+        assert_eq!(
+            got.h_n[at(p)..][..p],
+            case.h0[at(p)..][..p],
+            "h_n of cell {cell}"
+        );
+        assert_eq!(
+            got.c_n[at(h)..][..h],
+            case.c0[at(h)..][..h],
+            "c_n of cell {cell}"
+        );
+    }
+}
+
+#[test]
+fn a_batch_first_input_gives_the_sequence_major_results() {
+    let case = Case::new(CellKind::Gru, 0, 1, true, None);
+    let model = QuantizedRnn::quantize(&case.arch, &case.weights, QuantLevels::Full).unwrap();
+    let expected = model.forward(&case.call()).unwrap();
+    let i = case.arch.input_size;
+    let mut batch_first = vec![0.0; case.input.len()];
+    for t in 0..case.seq {
+        for b in 0..case.batch {
+            batch_first[(b * case.seq + t) * i..][..i]
+                .copy_from_slice(&case.input[(t * case.batch + b) * i..][..i]);
+        }
+    }
+    let call = RnnCall {
+        input: &batch_first,
+        input_strides: Some(InputStrides::batch_first(case.seq, i)),
+        ..case.call()
+    };
+    assert_eq!(model.forward(&call).unwrap(), expected);
+}
+
+#[test]
+fn int8_weights_take_a_quarter_of_the_f32_bytes() {
+    let arch = RnnArch {
+        cell: CellKind::Lstm,
+        input_size: 256,
+        hidden_size: 256,
+        proj_size: 0,
+        num_layers: 2,
+        bidirectional: false,
+        bias: true,
+    };
+    let weights = values(arch.weight_count(), 5, 0.06);
+    let model = QuantizedRnn::quantize(&arch, &weights, QuantLevels::Full).unwrap();
+    let ratio = model.weight_bytes() as f64 / (4 * arch.weight_count()) as f64;
+    // int8 values, plus a scale per row and the biases in f32.
+    assert!((0.25..0.26).contains(&ratio), "{ratio}");
+}
+
+#[test]
+fn bad_calls_and_weights_are_named_errors() {
+    let case = Case::new(CellKind::Lstm, 0, 1, false, None);
+    let model = QuantizedRnn::quantize(&case.arch, &case.weights, QuantLevels::Full).unwrap();
+    let other = RnnArch {
+        hidden_size: 12,
+        ..case.arch.clone()
+    };
+    let err: CallError = model
+        .forward(&RnnCall {
+            arch: &other,
+            ..case.call()
+        })
+        .unwrap_err();
+    assert_eq!(err.argument, "arch");
+    let mask = [1.0f32; 3];
+    let masks = [&mask[..]];
+    let err = model
+        .forward(&RnnCall {
+            dropout_masks: &masks,
+            ..case.call()
+        })
+        .unwrap_err();
+    assert_eq!(
+        (err.argument, err.actual.as_str()),
+        ("dropout_masks", "1 masks")
+    );
+    let err = model
+        .forward(&RnnCall {
+            input: &case.input[1..],
+            ..case.call()
+        })
+        .unwrap_err();
+    assert_eq!(err.argument, "input");
+    let err =
+        QuantizedRnn::quantize(&case.arch, &case.weights[1..], QuantLevels::Full).unwrap_err();
+    assert_eq!(err.argument, "weights");
+    let mut bad = case.weights.clone();
+    bad[5] = f32::INFINITY;
+    let err = QuantizedRnn::quantize(&case.arch, &bad, QuantLevels::Full).unwrap_err();
+    assert_eq!(err.argument, "weights");
+    assert!(err.actual.contains("inf at index 5"), "{err}");
+}
