@@ -22,6 +22,7 @@ mod gru;
 mod gru_golden_f32;
 mod half;
 mod hostile_files;
+mod int8_golden;
 mod layout;
 mod model_checkpoint;
 mod nan_policy;
