@@ -111,6 +111,9 @@ pub enum Dtype {
     F16,
     /// bfloat16.
     Bf16,
+    /// int8 weights, quantized once, and int8 activations quantized per call: CPU
+    /// inference with `--impl lstm-cpu` (`lstm_cpu::int8::QuantizedRnn`).
+    Int8,
 }
 
 impl Dtype {
@@ -119,15 +122,17 @@ impl Dtype {
             Dtype::F32 => "f32",
             Dtype::F16 => "f16",
             Dtype::Bf16 => "bf16",
+            Dtype::Int8 => "int8",
         }
     }
 
-    /// Burn's float type.
-    pub fn burn(self) -> burn::tensor::FloatDType {
+    /// Burn's float type (`None` for int8, which runs without Burn).
+    pub fn burn(self) -> Option<burn::tensor::FloatDType> {
         match self {
-            Dtype::F32 => burn::tensor::FloatDType::F32,
-            Dtype::F16 => burn::tensor::FloatDType::F16,
-            Dtype::Bf16 => burn::tensor::FloatDType::BF16,
+            Dtype::F32 => Some(burn::tensor::FloatDType::F32),
+            Dtype::F16 => Some(burn::tensor::FloatDType::F16),
+            Dtype::Bf16 => Some(burn::tensor::FloatDType::BF16),
+            Dtype::Int8 => None,
         }
     }
 }

@@ -30,6 +30,12 @@ pub const NAMES: &[&str] = &[
 ];
 
 pub fn build(args: &Args) -> Result<Call, String> {
+    if args.dtype == Dtype::Int8 {
+        return match (args.device, args.implementation.as_str(), args.mode) {
+            (Device::Cpu, "lstm-cpu", Mode::Infer) => Ok(kernel_int8(args)),
+            _ => Err("--dtype int8: CPU inference with --impl lstm-cpu only".into()),
+        };
+    }
     let half = args.dtype != Dtype::F32;
     match args.device {
         Device::Cpu if half && args.implementation == "lstm-cpu" => {
@@ -56,7 +62,10 @@ fn use_dtype<B: Backend>(dtype: Dtype) -> Result<(), String> {
         return Ok(());
     }
     let device = B::Device::default();
-    burn::tensor::set_default_dtypes::<B>(&device, dtype.burn(), burn::tensor::IntDType::I32)
+    let float = dtype
+        .burn()
+        .ok_or_else(|| format!("--dtype {}: not a float type of Burn", dtype.name()))?;
+    burn::tensor::set_default_dtypes::<B>(&device, float, burn::tensor::IntDType::I32)
         .map_err(|e| format!("--dtype {}: {e:?}", dtype.name()))
 }
 
@@ -100,6 +109,7 @@ fn build_cuda(args: &Args) -> Result<Call, String> {
             use_dtype::<PlainCuda<f16>>(args.dtype)?;
             ours::<PlainCuda<f16>>(args, RnnKernel::Cudnn)
         }
+        ("cudnn-plain", Dtype::Int8) => Err("--dtype int8: CPU inference only".into()),
         ("cudnn-plain", Dtype::Bf16) => {
             use_dtype::<PlainCuda<bf16>>(args.dtype)?;
             ours::<PlainCuda<bf16>>(args, RnnKernel::Cudnn)
@@ -113,6 +123,7 @@ fn build_cuda(args: &Args) -> Result<Call, String> {
             use_dtype::<Cuda<bf16>>(args.dtype)?;
             cuda_impl::<Cuda<bf16>>(args)
         }
+        (_, Dtype::Int8) => Err("--dtype int8: CPU inference only".into()),
     }
 }
 
@@ -276,28 +287,14 @@ fn burn_nn_forward<B: Backend + 'static>(args: &Args) -> impl Fn() -> Tensor<B, 
 /// parameters are unchanged). Training runs `forward_train` and `backward` with `dy = 1`
 /// (the gradient of `sum(y)`).
 fn kernel_alone(args: &Args, mode: Mode) -> Call {
-    let arch = lstm_cpu::RnnArch {
-        cell: args.cell.kind(),
-        input_size: args.input,
-        hidden_size: args.hidden,
-        proj_size: args.proj_size,
-        num_layers: args.layers,
-        bidirectional: args.bidirectional,
-        bias: true,
-    };
-    let mut values = Lcg(0x9E37_79B9_7F4A_7C15);
-    let mut uniform = |scale: f32| values.uniform(scale);
-    let bound = 1.0 / (args.hidden as f32).sqrt();
-    let weights: Vec<f32> = (0..arch.weight_count()).map(|_| uniform(bound)).collect();
-    let input: Vec<f32> = (0..args.seq * args.batch * args.input)
-        .map(|_| uniform(1.7))
-        .collect();
-    // Zeros for h0 and c0 (and dh_n, dc_n); a GRU's c0 is empty.
-    let (c_len, h_len) = (
-        arch.cells() * args.batch * arch.cell_state_size(),
-        arch.cells() * args.batch * arch.output_size(),
-    );
-    let zeros = vec![0.0f32; c_len.max(h_len)];
+    let KernelInputs {
+        arch,
+        weights,
+        input,
+        zeros,
+        h_len,
+        c_len,
+    } = kernel_inputs(args);
     let dy = vec![1.0f32; args.seq * args.batch * arch.dirs() * arch.output_size()];
     let lengths = args.row_lengths();
     let (seq_len, batch, threads) = (args.seq, args.batch, args.threads);
@@ -334,4 +331,83 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
             }
         }
     })
+}
+
+/// The int8 path of the kernel alone (`lstm_cpu::int8::QuantizedRnn`, inference): the
+/// weights quantized once, before the timed calls, as a server quantizes a model on
+/// loading; the activations quantized in every call. The inputs are those of
+/// [`kernel_alone`].
+fn kernel_int8(args: &Args) -> Call {
+    let KernelInputs {
+        arch,
+        weights,
+        input,
+        zeros,
+        h_len,
+        c_len,
+    } = kernel_inputs(args);
+    let lengths = args.row_lengths();
+    let (seq_len, batch, threads) = (args.seq, args.batch, args.threads);
+    let model =
+        lstm_cpu::int8::QuantizedRnn::quantize(&arch, &weights, lstm_cpu::int8::QuantLevels::Full)
+            .expect("valid weights");
+    Box::new(move || {
+        let call = lstm_cpu::RnnCall {
+            arch: &arch,
+            seq_len,
+            batch,
+            lengths: lengths.as_deref(),
+            input: &input,
+            input_strides: None,
+            weights: &[],
+            h0: &zeros[..h_len],
+            c0: &zeros[..c_len],
+            dropout_masks: &[],
+            threads,
+        };
+        std::hint::black_box(model.forward(&call).expect("valid call"));
+    })
+}
+
+/// What the kernel-alone benches call with: the architecture of `args`, weights uniform
+/// in `±1/√H`, the input in `±1.7`, zeros for the initial states (and `h_len`, `c_len`:
+/// their lengths; a GRU's `c0` is empty).
+struct KernelInputs {
+    arch: lstm_cpu::RnnArch,
+    weights: Vec<f32>,
+    input: Vec<f32>,
+    zeros: Vec<f32>,
+    h_len: usize,
+    c_len: usize,
+}
+
+fn kernel_inputs(args: &Args) -> KernelInputs {
+    let arch = lstm_cpu::RnnArch {
+        cell: args.cell.kind(),
+        input_size: args.input,
+        hidden_size: args.hidden,
+        proj_size: args.proj_size,
+        num_layers: args.layers,
+        bidirectional: args.bidirectional,
+        bias: true,
+    };
+    let mut values = Lcg(0x9E37_79B9_7F4A_7C15);
+    let mut uniform = |scale: f32| values.uniform(scale);
+    let bound = 1.0 / (args.hidden as f32).sqrt();
+    let weights: Vec<f32> = (0..arch.weight_count()).map(|_| uniform(bound)).collect();
+    let input: Vec<f32> = (0..args.seq * args.batch * args.input)
+        .map(|_| uniform(1.7))
+        .collect();
+    let (c_len, h_len) = (
+        arch.cells() * args.batch * arch.cell_state_size(),
+        arch.cells() * args.batch * arch.output_size(),
+    );
+    KernelInputs {
+        arch,
+        weights,
+        input,
+        zeros: vec![0.0f32; c_len.max(h_len)],
+        h_len,
+        c_len,
+    }
 }
