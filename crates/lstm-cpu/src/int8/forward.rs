@@ -1,13 +1,14 @@
 //! Inference of a whole layer stack on int8 weights ([`QuantizedRnn`]): every product
 //! (the input projection of a layer's whole sequence, each step's recurrent product,
 //! an LSTMP's projection of `h`) on quantized operands, the gate math in f32 exactly as
-//! the f32 kernel runs it (`cell/`). One thread; the products run the fastest exact
-//! int8 kernel the CPU has.
+//! the f32 kernel runs it (`cell/`). The products run the fastest exact int8 kernel the
+//! CPU has, the large ones on the call's threads (split by rows); the rest on one.
 
 use crate::arch::{CellKind, RnnArch};
 use crate::call::{CallError, InputStrides, RnnCall, RnnOutputs, len_check};
 use crate::cell::{Cell, ForwardStep, Gru, Lstm, recurrent_apart};
-use crate::int8::{QuantLevels, QuantizedActivations, QuantizedMatrix, matmul_int8};
+use crate::int8::matmul::matmul_int8_on;
+use crate::int8::{QuantLevels, QuantizedActivations, QuantizedMatrix};
 use crate::team::Shared;
 
 /// One (layer, direction)'s weights: the matrices quantized per output row, the biases
@@ -126,8 +127,8 @@ impl QuantizedRnn {
             .sum()
     }
 
-    /// The outputs of `call` (its `weights` are not read: these are; its `threads` are
-    /// not used: one thread runs). Errors name `arch` when `call.arch` differs from the
+    /// The outputs of `call` (its `weights` are not read: these are; up to its `threads`
+    /// run the large products, with the same results on any number). Errors name `arch` when `call.arch` differs from the
     /// quantized one, `dropout_masks` when there are any (int8 runs inference), and
     /// otherwise as [`crate::forward`]'s.
     pub fn forward(&self, call: &RnnCall<'_, f32>) -> Result<RnnOutputs<f32>, CallError> {
@@ -200,7 +201,13 @@ impl QuantizedRnn {
         );
         let apart = recurrent_apart(arch.cell);
         let mut gates = vec![0.0f32; seq * batch * g];
-        matmul_int8(x, &q.w_ih, q.input_bias.as_deref(), &mut gates)?;
+        matmul_int8_on(
+            call.threads,
+            x,
+            &q.w_ih,
+            q.input_bias.as_deref(),
+            &mut gates,
+        )?;
         let mut states = vec![0.0f32; 2 * batch * p];
         states[..batch * p].copy_from_slice(&call.h0[cell * batch * p..][..batch * p]);
         let s = arch.cell_state_size();
@@ -217,7 +224,7 @@ impl QuantizedRnn {
             } else {
                 None
             };
-            matmul_int8(&h_prev, &q.w_hh, bias, &mut recurrent)?;
+            matmul_int8_on(call.threads, &h_prev, &q.w_hh, bias, &mut recurrent)?;
             if !apart {
                 let step_gates = &mut gates[t * batch * g..][..batch * g];
                 for (gate, product) in step_gates.iter_mut().zip(&recurrent) {
@@ -257,7 +264,13 @@ impl QuantizedRnn {
             }
             if let Some(w_hr) = &q.w_hr {
                 let u = QuantizedActivations::quantize(&unprojected, batch, h)?;
-                matmul_int8(&u, w_hr, None, &mut states[next..][..batch * p])?;
+                matmul_int8_on(
+                    call.threads,
+                    &u,
+                    w_hr,
+                    None,
+                    &mut states[next..][..batch * p],
+                )?;
             }
             for b in 0..batch {
                 let y_row = &mut y[(t * batch + b) * dirs * p + direction * p..][..p];
