@@ -4,15 +4,18 @@
 //! the f32 kernel runs it (`cell/`). The products run the fastest exact int8 kernel the
 //! CPU has, the large ones on the call's threads (split by rows); the rest on one.
 
+use std::borrow::Cow;
+
 use crate::arch::{CellKind, RnnArch};
-use crate::call::{CallError, InputStrides, RnnCall, RnnOutputs, len_check};
+use crate::call::{CallError, RnnCall, RnnOutputs, len_check};
 use crate::cell::{Cell, ForwardStep, Gru, Lstm, recurrent_apart};
+use crate::cell_weights::CellWeights;
 use crate::int8::matmul::matmul_int8_on;
 use crate::int8::{QuantLevels, QuantizedActivations, QuantizedMatrix};
 use crate::team::Shared;
 
 /// One (layer, direction)'s weights: the matrices quantized per output row, the biases
-/// as the f32 kernel adds them.
+/// as the f32 kernel adds them (`CellWeights::input_bias`, `recurrent_bias`).
 #[derive(Clone, Debug, PartialEq)]
 struct QuantizedCell {
     w_ih: QuantizedMatrix,
@@ -76,26 +79,19 @@ impl QuantizedRnn {
         let mut cells = Vec::with_capacity(arch.cells());
         for layer in 0..arch.num_layers {
             for direction in 0..arch.dirs() {
-                let l = arch.direction_layout(layer, direction);
-                let matrix = |range: core::ops::Range<usize>, rows, cols| {
-                    QuantizedMatrix::quantize(&weights[range], rows, cols, levels).map_err(named)
+                let layout = arch.direction_layout(layer, direction);
+                let cell = CellWeights::new(weights, &layout);
+                let matrix = |w: &[f32], rows, cols| {
+                    QuantizedMatrix::quantize(w, rows, cols, levels).map_err(named)
                 };
-                let bias = |range: &Option<core::ops::Range<usize>>| {
-                    range.clone().map(|r| weights[r].to_vec())
-                };
-                let (b_ih, b_hh) = (bias(&l.bias_ih), bias(&l.bias_hh));
-                let input_bias = match (b_ih, &b_hh, apart) {
-                    (Some(b_ih), Some(b_hh), false) => {
-                        Some(b_ih.iter().zip(b_hh).map(|(a, b)| a + b).collect())
-                    }
-                    (b_ih, _, _) => b_ih,
-                };
+                let biased = cell.bias.is_some();
                 cells.push(QuantizedCell {
-                    w_ih: matrix(l.weight_ih.clone(), gates, l.input_size)?,
-                    w_hh: matrix(l.weight_hh.clone(), gates, p)?,
-                    w_hr: l.weight_hr.clone().map(|r| matrix(r, p, h)).transpose()?,
-                    input_bias,
-                    recurrent_bias: if apart { b_hh } else { None },
+                    w_ih: matrix(cell.w_ih, gates, cell.input_size)?,
+                    w_hh: matrix(cell.w_hh, gates, p)?,
+                    w_hr: cell.w_hr.map(|w| matrix(w, p, h)).transpose()?,
+                    input_bias: biased.then(|| cell.input_bias(arch.cell, gates)),
+                    recurrent_bias: (biased && apart)
+                        .then(|| cell.recurrent_bias(arch.cell, gates)),
                 });
             }
         }
@@ -159,7 +155,7 @@ impl QuantizedRnn {
         for layer in 0..arch.num_layers {
             let input_size = arch.layer_input_size(layer);
             let input = match below.take() {
-                Some(y) => y,
+                Some(y) => Cow::Owned(y),
                 None => sequence_major(call),
             };
             let x = QuantizedActivations::quantize(&input, rows, input_size)?;
@@ -296,17 +292,18 @@ struct DirectionState<'a> {
     c_n: &'a mut [f32],
 }
 
-/// The call's input as rows `[T · B, I]`, sequence-major.
-fn sequence_major(call: &RnnCall<'_, f32>) -> Vec<f32> {
+/// The call's input as rows `[T · B, I]`, sequence-major: the input itself when it
+/// already is, else a copy.
+fn sequence_major<'a>(call: &RnnCall<'a, f32>) -> Cow<'a, [f32]> {
     let i = call.arch.input_size;
-    let strides = call
-        .input_strides
-        .unwrap_or(InputStrides::seq_major(call.batch, i));
+    let Some(strides) = call.input_strides else {
+        return Cow::Borrowed(call.input);
+    };
     let mut rows = Vec::with_capacity(call.seq_len * call.batch * i);
     for t in 0..call.seq_len {
         for b in 0..call.batch {
             rows.extend_from_slice(&call.input[t * strides.step + b * strides.row..][..i]);
         }
     }
-    rows
+    Cow::Owned(rows)
 }
