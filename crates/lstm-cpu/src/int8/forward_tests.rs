@@ -5,16 +5,11 @@
 use crate::int8::{QuantLevels, QuantizedRnn};
 use crate::{CallError, CellKind, InputStrides, RnnArch, RnnCall, RnnOutputs, forward};
 
-/// Values in `[-scale, scale)` from a fixed sequence.
+/// `n` values in `[-scale, scale)` from the crate's test generator.
 fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
-        })
+    crate::test_values::values(n, seed)
+        .into_iter()
+        .map(|v| (2.0 * v) as f32 * scale)
         .collect()
 }
 
