@@ -287,32 +287,12 @@ fn burn_nn_forward<B: Backend + 'static>(args: &Args) -> impl Fn() -> Tensor<B, 
 /// parameters are unchanged). Training runs `forward_train` and `backward` with `dy = 1`
 /// (the gradient of `sum(y)`).
 fn kernel_alone(args: &Args, mode: Mode) -> Call {
-    let KernelInputs {
-        arch,
-        weights,
-        input,
-        zeros,
-        h_len,
-        c_len,
-    } = kernel_inputs(args);
+    let inputs = kernel_inputs(args);
+    let arch = &inputs.arch;
     let dy = vec![1.0f32; args.seq * args.batch * arch.dirs() * arch.output_size()];
-    let lengths = args.row_lengths();
-    let (seq_len, batch, threads) = (args.seq, args.batch, args.threads);
-    let packed = lstm_cpu::PackedWeights::new(&arch, &weights).expect("valid weights");
+    let packed = lstm_cpu::PackedWeights::new(arch, &inputs.weights).expect("valid weights");
     Box::new(move || {
-        let call = lstm_cpu::RnnCall {
-            arch: &arch,
-            seq_len,
-            batch,
-            lengths: lengths.as_deref(),
-            input: &input,
-            input_strides: None,
-            weights: &weights,
-            h0: &zeros[..h_len],
-            c0: &zeros[..c_len],
-            dropout_masks: &[],
-            threads,
-        };
+        let call = inputs.call();
         match mode {
             Mode::Infer => {
                 let outputs = lstm_cpu::forward_packed(&call, &packed).expect("valid call");
@@ -323,8 +303,8 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
                 // The input's gradient too, as PyTorch's peer computes it.
                 let grads = lstm_cpu::OutputGrads {
                     dy: &dy,
-                    dh_n: &zeros[..h_len],
-                    dc_n: &zeros[..c_len],
+                    dh_n: &inputs.zeros[..inputs.h_len],
+                    dc_n: &inputs.zeros[..inputs.c_len],
                     input_wanted: true,
                 };
                 std::hint::black_box(lstm_cpu::backward(&call, tape, grads).expect("valid"));
@@ -338,40 +318,22 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
 /// loading; the activations quantized in every call. The inputs are those of
 /// [`kernel_alone`].
 fn kernel_int8(args: &Args) -> Call {
-    let KernelInputs {
-        arch,
-        weights,
-        input,
-        zeros,
-        h_len,
-        c_len,
-    } = kernel_inputs(args);
-    let lengths = args.row_lengths();
-    let (seq_len, batch, threads) = (args.seq, args.batch, args.threads);
-    let model =
-        lstm_cpu::int8::QuantizedRnn::quantize(&arch, &weights, lstm_cpu::int8::QuantLevels::Full)
-            .expect("valid weights");
+    let inputs = kernel_inputs(args);
+    let model = lstm_cpu::int8::QuantizedRnn::quantize(
+        &inputs.arch,
+        &inputs.weights,
+        lstm_cpu::int8::QuantLevels::Full,
+    )
+    .expect("valid weights");
     Box::new(move || {
-        let call = lstm_cpu::RnnCall {
-            arch: &arch,
-            seq_len,
-            batch,
-            lengths: lengths.as_deref(),
-            input: &input,
-            input_strides: None,
-            weights: &[],
-            h0: &zeros[..h_len],
-            c0: &zeros[..c_len],
-            dropout_masks: &[],
-            threads,
-        };
-        std::hint::black_box(model.forward(&call).expect("valid call"));
+        // The call's f32 weights are not read: the model's int8 ones are.
+        std::hint::black_box(model.forward(&inputs.call()).expect("valid call"));
     })
 }
 
-/// What the kernel-alone benches call with: the architecture of `args`, weights uniform
-/// in `±1/√H`, the input in `±1.7`, zeros for the initial states (and `h_len`, `c_len`:
-/// their lengths; a GRU's `c0` is empty).
+/// What the kernel-alone benches call with: the architecture and shape of `args`,
+/// weights uniform in `±1/√H`, the input in `±1.7`, zeros for the initial states (and
+/// `h_len`, `c_len`: their lengths; a GRU's `c0` is empty).
 struct KernelInputs {
     arch: lstm_cpu::RnnArch,
     weights: Vec<f32>,
@@ -379,6 +341,29 @@ struct KernelInputs {
     zeros: Vec<f32>,
     h_len: usize,
     c_len: usize,
+    lengths: Option<Vec<usize>>,
+    seq_len: usize,
+    batch: usize,
+    threads: usize,
+}
+
+impl KernelInputs {
+    /// The call on these inputs (sequence-major input, zero initial states).
+    fn call(&self) -> lstm_cpu::RnnCall<'_, f32> {
+        lstm_cpu::RnnCall {
+            arch: &self.arch,
+            seq_len: self.seq_len,
+            batch: self.batch,
+            lengths: self.lengths.as_deref(),
+            input: &self.input,
+            input_strides: None,
+            weights: &self.weights,
+            h0: &self.zeros[..self.h_len],
+            c0: &self.zeros[..self.c_len],
+            dropout_masks: &[],
+            threads: self.threads,
+        }
+    }
 }
 
 fn kernel_inputs(args: &Args) -> KernelInputs {
@@ -409,5 +394,9 @@ fn kernel_inputs(args: &Args) -> KernelInputs {
         zeros: vec![0.0f32; c_len.max(h_len)],
         h_len,
         c_len,
+        lengths: args.row_lengths(),
+        seq_len: args.seq,
+        batch: args.batch,
+        threads: args.threads,
     }
 }
