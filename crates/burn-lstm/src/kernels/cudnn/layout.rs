@@ -29,9 +29,8 @@ pub(crate) fn row_major(tensor: CudaTensor) -> CudaTensor {
     if tensor.is_contiguous() {
         return tensor;
     }
-    let same_memory = tensor.qparams.is_none()
-        && tensor.meta.shape().len() == tensor.meta.strides().len()
-        && is_row_major(tensor.meta.shape(), tensor.meta.strides());
+    let same_memory =
+        tensor.qparams.is_none() && is_row_major(tensor.meta.shape(), tensor.meta.strides());
     if same_memory {
         let shape = tensor.meta.shape().clone();
         return CudaTensor::new_contiguous(
