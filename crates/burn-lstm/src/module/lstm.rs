@@ -6,13 +6,13 @@ use burn::tensor::{Tensor, backend::Backend};
 
 use crate::error::RnnError;
 use crate::module::layer_call::{checked_shape, run_in_layout};
-use crate::module::shapes::validate_layers;
+use crate::module::methods::rnn_module_methods;
 use crate::module::state::LstmState;
 use crate::module::validate;
-use crate::module::weights::{RnnDirectionWeights, RnnLayer, directions, flat_parameters};
-use crate::op::choice::{KernelChoice, RnnKernel};
+use crate::module::weights::RnnLayer;
+use crate::op::choice::RnnKernel;
 use crate::op::contract::RnnBackend;
-use crate::op::spec::{CellKind, RnnArch, RnnSpec};
+use crate::op::spec::{CellKind, RnnArch};
 use crate::op::zero_state;
 
 /// A multi-layer, optionally bidirectional LSTM with PyTorch's semantics whose whole
@@ -57,70 +57,11 @@ impl<B: Backend> CudnnCompatibleLstm<B> {
             bias: self.bias,
         }
     }
-
-    /// Every (layer, direction), in the canonical order `layer * dirs + direction`.
-    pub fn directions(&self) -> impl Iterator<Item = &RnnDirectionWeights<B>> {
-        directions(&self.layers)
-    }
-
-    /// Asks for a kernel (`None`: the fastest one the backend can run). A kernel the
-    /// backend cannot run falls back; [`Self::kernel`] reports which runs and why.
-    pub fn with_kernel(mut self, kernel: Option<RnnKernel>) -> Self {
-        self.kernel = kernel;
-        self
-    }
-
-    /// Checks that every parameter is present with the shape the architecture needs.
-    pub fn validate(&self) -> Result<(), RnnError> {
-        validate_layers(&self.arch(), &self.layers)
-    }
 }
 
+rnn_module_methods!(CudnnCompatibleLstm);
+
 impl<B: RnnBackend> CudnnCompatibleLstm<B> {
-    /// All parameters in one flat tensor, in the op's canonical layout (see
-    /// [`RnnArch::direction_layout`]), built by [`RnnBackend::rnn_flat_weights`].
-    /// Differentiable: gradients reach every `Param`.
-    pub fn flat_weights(&self) -> Tensor<B, 1> {
-        flat_parameters(&self.layers)
-    }
-
-    /// Which kernel runs a call of `batch` rows of `seq_len` steps on `device`, and why not
-    /// a faster one.
-    pub fn kernel(&self, device: &B::Device, batch: usize, seq_len: usize) -> KernelChoice {
-        B::rnn_kernel(device, &self.spec(batch, seq_len, None, device))
-    }
-
-    /// [`Self::kernel`] for a right-padded call with `lengths` (one per row): rows of
-    /// length 0 can change the choice (cuDNN refuses them; see
-    /// [`Self::forward_with_lengths`]).
-    pub fn kernel_with_lengths(
-        &self,
-        device: &B::Device,
-        batch: usize,
-        seq_len: usize,
-        lengths: Option<&[usize]>,
-    ) -> KernelChoice {
-        B::rnn_kernel(device, &self.spec(batch, seq_len, lengths, device))
-    }
-
-    fn spec(
-        &self,
-        batch: usize,
-        seq_len: usize,
-        lengths: Option<&[usize]>,
-        device: &B::Device,
-    ) -> RnnSpec {
-        RnnSpec::of_module::<B>(
-            self.arch(),
-            self.dropout,
-            self.kernel,
-            batch,
-            seq_len,
-            lengths,
-            device,
-        )
-    }
-
     /// Runs the layer stack over full-length sequences.
     ///
     /// - `input`: `[batch, seq, input_size]` when `batch_first`, else `[seq, batch, input_size]`.

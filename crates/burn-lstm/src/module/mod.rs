@@ -10,6 +10,7 @@ pub(crate) mod gru;
 pub(crate) mod gru_config;
 pub(crate) mod layer_call;
 pub(crate) mod lstm;
+pub(crate) mod methods;
 pub(crate) mod model_checkpoint;
 pub(crate) mod record_guard;
 pub(crate) mod record_paths;
