@@ -1,73 +1,87 @@
-//! The raw sums on AVX2: `vpmaddubsw` multiplies 32 `u8` activations by 32 `i8` weights
-//! and adds neighbouring products into 16 `i16` lanes, saturating: exact only for
-//! weights in `-63..=63` (`QuantLevels::Reduced`: 2 · 255 · 63 = 32,130 fits `i16`).
-//! `vpmaddwd` by ones widens the pairs into 8 `i32` lanes. Four weight rows share each
-//! 32-byte load of the activations; the last bytes of a row, past a whole vector, are
-//! summed one at a time.
+//! The raw sums on AVX2: one 32-byte load of a weight panel holds four inputs of each
+//! of its 8 rows; `vpmaddubsw` multiplies them by four activations of a row (broadcast
+//! to every lane) and adds neighbouring products into `i16` lanes, `vpmaddwd` by ones
+//! adds those pairs into 8 `i32` sums, one per output. The pair sums saturate past
+//! `i16`: exact only for weights in `-63..=63` (`QuantLevels::Reduced`: 2 · 255 · 63 =
+//! 32,130). A tile of up to 4 rows and 2 panels keeps its 8 sums in registers.
 
 use core::arch::x86_64::{
-    __m256i, _mm_add_epi32, _mm_cvtsi128_si32, _mm_hadd_epi32, _mm256_add_epi32,
-    _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_loadu_si256, _mm256_madd_epi16,
-    _mm256_maddubs_epi16, _mm256_set1_epi16, _mm256_setzero_si256,
+    __m256i, _mm256_add_epi32, _mm256_loadu_si256, _mm256_madd_epi16, _mm256_maddubs_epi16,
+    _mm256_set1_epi16, _mm256_set1_epi32, _mm256_setzero_si256, _mm256_storeu_si256,
 };
 
-/// Bytes of one vector.
-const LANES: usize = 32;
+use crate::int8::dot::{Tile, group_of};
+use crate::int8::panels::GROUP;
 
-/// Weight rows that share each load of the activations.
-const ROWS: usize = 4;
+/// Rows of a panel: the `i32` lanes of a vector.
+const PANEL_ROWS: usize = 8;
 
-/// `out[n] = Σ_k a_row[k] · w[n · depth + k]`, `depth = a_row.len()`, each weight in
-/// `-63..=63`.
+/// [`DotKernel::sums`](crate::int8::dot::DotKernel::sums) on AVX2.
 ///
 /// # Safety
-/// The CPU has avx2, and `w` holds at least `out.len() · a_row.len()` values.
+/// The CPU has avx2, the tile's weights are in `-63..=63`, and the tile's operands and
+/// `sums` are as long as `DotKernel::sums` checks (up to 4 rows and 2 panels).
 #[target_feature(enable = "avx2")]
-pub(crate) unsafe fn raw_sums(a_row: &[u8], w: &[i8], out: &mut [i32]) {
-    let depth = a_row.len();
-    for (i, sums) in out.chunks_mut(ROWS).enumerate() {
-        let rows = &w[i * ROWS * depth..][..sums.len() * depth];
-        let acc = block(a_row, rows, sums.len());
-        for (r, sum) in sums.iter_mut().enumerate() {
-            let row = &rows[r * depth..][..depth];
-            let tail: i32 = a_row[depth / LANES * LANES..]
-                .iter()
-                .zip(&row[depth / LANES * LANES..])
-                .map(|(&a, &v)| i32::from(a) * i32::from(v))
-                .sum();
-            *sum = acc[r] + tail;
+pub(crate) unsafe fn sums(tile: &Tile<'_>, sums: &mut [i32]) {
+    // SAFETY: (every arm) the caller's promise, for the tile's own size.
+    unsafe {
+        match (tile.rows, tile.panels) {
+            (1, 1) => tile_sums::<1, 1>(tile, sums),
+            (1, 2) => tile_sums::<1, 2>(tile, sums),
+            (2, 1) => tile_sums::<2, 1>(tile, sums),
+            (2, 2) => tile_sums::<2, 2>(tile, sums),
+            (3, 1) => tile_sums::<3, 1>(tile, sums),
+            (3, 2) => tile_sums::<3, 2>(tile, sums),
+            (4, 1) => tile_sums::<4, 1>(tile, sums),
+            (4, 2) => tile_sums::<4, 2>(tile, sums),
+            (rows, panels) => unreachable!("no AVX2 tile of {rows} rows × {panels} panels"),
         }
     }
 }
 
-/// The sums over the whole vectors of each of `rows` (at most [`ROWS`]) weight rows of
-/// `w`, each `a_row.len()` long.
+/// The sums of a tile of `R` rows and `P` panels.
+///
+/// # Safety
+/// As [`sums`], with `tile.rows == R` and `tile.panels == P`.
 #[inline]
+// `p` addresses both a panel's weights and its sums: an index reads better than a zip.
+#[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx2")]
-fn block(a_row: &[u8], w: &[i8], rows: usize) -> [i32; ROWS] {
-    let depth = a_row.len();
+unsafe fn tile_sums<const R: usize, const P: usize>(tile: &Tile<'_>, sums: &mut [i32]) {
+    let depth = tile.depth;
+    let (a, w) = (tile.a.as_ptr(), tile.w.as_ptr());
     let ones = _mm256_set1_epi16(1);
-    let mut acc: [__m256i; ROWS] = [_mm256_setzero_si256(); ROWS];
-    for k in (0..depth / LANES * LANES).step_by(LANES) {
-        // SAFETY: bytes `k..k + 32` lie within the activation row and each of the `rows`
-        // weight rows of `w` (`k + 32 <= depth`).
-        unsafe {
-            let a = _mm256_loadu_si256(a_row.as_ptr().add(k).cast());
-            for (r, acc) in acc.iter_mut().enumerate().take(rows) {
-                let v = _mm256_loadu_si256(w.as_ptr().add(r * depth + k).cast());
-                let pairs = _mm256_maddubs_epi16(a, v);
-                *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(pairs, ones));
+    let mut acc = [[_mm256_setzero_si256(); P]; R];
+    let groups = depth.div_ceil(GROUP);
+    for g in 0..groups {
+        let x: [__m256i; R] = core::array::from_fn(|r| {
+            let four = if (g + 1) * GROUP <= depth {
+                // SAFETY: bytes `4g..4g + 4` of row `r` lie within `a`.
+                unsafe { a.add(r * depth + g * GROUP).cast::<i32>().read_unaligned() }
+            } else {
+                group_of(&tile.a[r * depth..][..depth], g * GROUP)
+            };
+            _mm256_set1_epi32(four)
+        });
+        for p in 0..P {
+            // SAFETY: group `g` of panel `p`: 32 bytes within `w` (`g < groups`).
+            let v = unsafe { _mm256_loadu_si256(w.add(p * tile.panel_len + g * 32).cast()) };
+            for r in 0..R {
+                let pairs = _mm256_maddubs_epi16(x[r], v);
+                acc[r][p] = _mm256_add_epi32(acc[r][p], _mm256_madd_epi16(pairs, ones));
             }
         }
     }
-    let mut sums = [0; ROWS];
-    for (sum, acc) in sums.iter_mut().zip(acc) {
-        let half = _mm_add_epi32(
-            _mm256_castsi256_si128(acc),
-            _mm256_extracti128_si256::<1>(acc),
-        );
-        let quarter = _mm_hadd_epi32(half, half);
-        *sum = _mm_cvtsi128_si32(_mm_hadd_epi32(quarter, quarter));
+    let width = P * PANEL_ROWS;
+    for (r, acc) in acc.iter().enumerate() {
+        for (p, &acc) in acc.iter().enumerate() {
+            // SAFETY: 8 sums at `r · width + 8p`, within `sums` (`r < R`, `p < P`).
+            unsafe {
+                _mm256_storeu_si256(
+                    sums.as_mut_ptr().add(r * width + p * PANEL_ROWS).cast(),
+                    acc,
+                )
+            };
+        }
     }
-    sums
 }

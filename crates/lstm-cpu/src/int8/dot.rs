@@ -1,12 +1,20 @@
-//! The raw integer sums of a quantized product, `Σ_k a[k] · w[n, k]` of one row of `u8`
-//! activations against every row of `i8` weights, by the kernel this CPU runs for the
-//! weights' [`QuantLevels`]: every kernel exact (the sums stay within `i32` up to
+//! The raw integer sums of a quantized product, tile by tile: `Σ_k a[r, k] · w[n, k]`
+//! of a few rows of `u8` activations against a few panels of `i8` weights
+//! ([`Panels`](crate::int8::panels::Panels)), by the kernel this CPU runs for the weights' [`QuantLevels`]; every
+//! kernel exact (the sums stay within `i32` up to
 //! [`MAX_DEPTH`](crate::int8::MAX_DEPTH) inputs).
 
 use std::sync::OnceLock;
 
 use crate::int8::QuantLevels;
+use crate::int8::panels::GROUP;
 use crate::simd::{Isa, isa};
+
+/// Rows of activations a tile takes at most.
+pub(crate) const TILE_ROWS: usize = 4;
+
+/// Sums of the largest tile of any kernel: [`TILE_ROWS`] × 4 panels × 16 rows.
+pub(crate) const TILE_SUMS: usize = TILE_ROWS * 4 * 16;
 
 /// The kernels of the raw sums.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +27,24 @@ pub(crate) enum DotKernel {
     Avx2,
     /// AVX-512 VNNI: `vpdpbusd`, four `u8 × i8` products into each of 16 `i32` lanes.
     Avx512Vnni,
+}
+
+/// One tile of a product: `rows` rows of activations against `panels` consecutive
+/// panels of weights.
+#[derive(Clone, Copy)]
+pub(crate) struct Tile<'a> {
+    /// The tile's activation rows, `depth` bytes each, one after the other.
+    pub a: &'a [u8],
+    /// Rows: 1 to [`TILE_ROWS`].
+    pub rows: usize,
+    /// The tile's panels, one after the other (`Panels::bytes` from its first).
+    pub w: &'a [i8],
+    /// Panels: 1 to the kernel's [`DotKernel::tile_panels`].
+    pub panels: usize,
+    /// Inputs of each row.
+    pub depth: usize,
+    /// Bytes of one panel (`Panels::panel_len`).
+    pub panel_len: usize,
 }
 
 /// What this CPU runs, read once (`LSTM_CPU_ISA` caps it as it caps the f32 kernels).
@@ -77,22 +103,49 @@ impl DotKernel {
         }
     }
 
-    /// `out[n] = Σ_k a_row[k] · w[n · depth + k]` for each of `out.len()` weight rows of
-    /// `depth = a_row.len()` values, each in `-m..=m` for `m` of [`Self::levels`].
+    /// Rows of the weight panels this kernel reads: the `i32` lanes of its vector.
+    pub(crate) fn panel_rows(self) -> usize {
+        match self {
+            Self::Avx2 => 8,
+            Self::Scalar | Self::Avx512Vnni => 16,
+        }
+    }
+
+    /// Panels of one tile: with [`TILE_ROWS`] rows, as many sums as the vector
+    /// registers hold beside the operands.
+    pub(crate) fn tile_panels(self) -> usize {
+        match self {
+            Self::Avx2 => 2,
+            Self::Scalar | Self::Avx512Vnni => 4,
+        }
+    }
+
+    /// `sums[r · width + j] = Σ_k tile.a[r · depth + k] · w(j, k)` for each row `r` of
+    /// the tile and each row `j` of its panels (`width = panels · panel_rows`), each
+    /// weight in `-m..=m` for `m` of [`Self::levels`].
     ///
     /// # Panics
-    /// When `w` holds fewer than `out.len() · a_row.len()` values (callers check the
-    /// lengths first and name the argument).
-    pub(crate) fn raw_sums(self, a_row: &[u8], w: &[i8], out: &mut [i32]) {
-        let depth = a_row.len();
+    /// When the tile is larger than the kernel's, or `a`, `w` or `sums` is shorter than
+    /// the tile.
+    pub(crate) fn sums(self, tile: &Tile<'_>, sums: &mut [i32]) {
+        let width = tile.panels * self.panel_rows();
         assert!(
-            w.len() >= out.len() * depth,
-            "int8 weights shorter than their rows"
+            (1..=TILE_ROWS).contains(&tile.rows) && (1..=self.tile_panels()).contains(&tile.panels),
+            "an int8 tile of {} rows and {} panels",
+            tile.rows,
+            tile.panels
+        );
+        assert!(
+            tile.a.len() >= tile.rows * tile.depth
+                && tile.w.len() >= tile.panels * tile.panel_len
+                && tile.panel_len >= tile.depth.div_ceil(GROUP) * GROUP * self.panel_rows()
+                && sums.len() >= tile.rows * width,
+            "int8 tile operands shorter than the tile"
         );
         match self {
-            Self::Scalar => scalar(a_row, w, out),
-            Self::Avx2 => avx2(a_row, w, out),
-            Self::Avx512Vnni => vnni(a_row, w, out),
+            Self::Scalar => scalar(tile, sums),
+            Self::Avx2 => avx2(tile, sums),
+            Self::Avx512Vnni => vnni(tile, sums),
         }
     }
 }
@@ -112,40 +165,71 @@ pub fn kernel_name(levels: QuantLevels) -> &'static str {
     dot_kernel(levels).name()
 }
 
-fn scalar(a_row: &[u8], w: &[i8], out: &mut [i32]) {
-    let depth = a_row.len();
-    for (n, sum) in out.iter_mut().enumerate() {
-        *sum = a_row
-            .iter()
-            .zip(&w[n * depth..][..depth])
-            .map(|(&a, &v)| i32::from(a) * i32::from(v))
-            .sum();
+/// The weight range whose products run fastest on this CPU: [`QuantLevels::Full`]
+/// where AVX-512 VNNI runs (or no vector kernel does), [`QuantLevels::Reduced`] where
+/// AVX2 is the widest.
+pub fn fastest_levels() -> QuantLevels {
+    match dot_kernel(QuantLevels::Reduced) {
+        DotKernel::Avx2 => QuantLevels::Reduced,
+        DotKernel::Scalar | DotKernel::Avx512Vnni => QuantLevels::Full,
+    }
+}
+
+/// The reference: each sum over the panel layout, one product at a time.
+fn scalar(tile: &Tile<'_>, sums: &mut [i32]) {
+    let rows_per_panel = DotKernel::Scalar.panel_rows();
+    let width = tile.panels * rows_per_panel;
+    for r in 0..tile.rows {
+        let a = &tile.a[r * tile.depth..][..tile.depth];
+        for j in 0..width {
+            let panel = &tile.w[j / rows_per_panel * tile.panel_len..][..tile.panel_len];
+            let row = j % rows_per_panel;
+            sums[r * width + j] = a
+                .iter()
+                .enumerate()
+                .map(|(k, &x)| {
+                    let at = (k / GROUP * rows_per_panel + row) * GROUP + k % GROUP;
+                    i32::from(x) * i32::from(panel[at])
+                })
+                .sum();
+        }
     }
 }
 
 /// [`DotKernel::Avx512Vnni`]'s sums.
 #[cfg(target_arch = "x86_64")]
-fn vnni(a_row: &[u8], w: &[i8], out: &mut [i32]) {
+fn vnni(tile: &Tile<'_>, sums: &mut [i32]) {
     // SAFETY: this kernel is only chosen (`dot_kernel`) or listed (`available`) where
-    // the CPU reported avx512f, avx512bw and avx512vnni; `raw_sums` checked the length
-    // of `w`.
-    unsafe { crate::int8::vnni::raw_sums(a_row, w, out) }
+    // the CPU reported avx512f, avx512bw and avx512vnni; `sums` checked the tile's size
+    // and its operands' lengths.
+    unsafe { crate::int8::vnni::sums(tile, sums) }
 }
 
 /// [`DotKernel::Avx2`]'s sums.
 #[cfg(target_arch = "x86_64")]
-fn avx2(a_row: &[u8], w: &[i8], out: &mut [i32]) {
+fn avx2(tile: &Tile<'_>, sums: &mut [i32]) {
     // SAFETY: this kernel is only chosen (`dot_kernel`) or listed (`available`) where
-    // the CPU reported avx2 (`Isa::Avx2` or wider); `raw_sums` checked the length of `w`.
-    unsafe { crate::int8::avx2::raw_sums(a_row, w, out) }
+    // the CPU reported avx2 (`Isa::Avx2` or wider); `sums` checked the tile's size and
+    // its operands' lengths.
+    unsafe { crate::int8::avx2::sums(tile, sums) }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn vnni(_: &[u8], _: &[i8], _: &mut [i32]) {
+fn vnni(_: &Tile<'_>, _: &mut [i32]) {
     unreachable!("AVX-512 VNNI is never chosen off x86_64")
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn avx2(_: &[u8], _: &[i8], _: &mut [i32]) {
+fn avx2(_: &Tile<'_>, _: &mut [i32]) {
     unreachable!("AVX2 is never chosen off x86_64")
+}
+
+/// Four activations from `k` of a row of `depth` (`k < depth`), zeros past its end, as
+/// the `i32` a kernel broadcasts.
+#[inline(always)]
+pub(crate) fn group_of(a_row: &[u8], k: usize) -> i32 {
+    let mut bytes = [0u8; GROUP];
+    let n = (a_row.len() - k).min(GROUP);
+    bytes[..n].copy_from_slice(&a_row[k..k + n]);
+    i32::from_le_bytes(bytes)
 }

@@ -6,27 +6,11 @@
 
 use std::borrow::Cow;
 
-use crate::arch::{CellKind, RnnArch};
+use crate::arch::RnnArch;
 use crate::call::{CallError, RnnCall, RnnOutputs, len_check};
-use crate::cell::{Cell, ForwardStep, Gru, Lstm, recurrent_apart};
-use crate::cell_weights::CellWeights;
-use crate::int8::matmul::matmul_int8_on;
-use crate::int8::{QuantLevels, QuantizedActivations, QuantizedMatrix};
-use crate::team::Shared;
-
-/// One (layer, direction)'s weights: the matrices quantized per output row, the biases
-/// as the f32 kernel adds them (`CellWeights::input_bias`, `recurrent_bias`).
-#[derive(Clone, Debug, PartialEq)]
-struct QuantizedCell {
-    w_ih: QuantizedMatrix,
-    w_hh: QuantizedMatrix,
-    w_hr: Option<QuantizedMatrix>,
-    /// Added to the input projection: `b_ih`, and `b_hh` too for a cell whose recurrent
-    /// product goes into the gates (an LSTM); `None` without biases.
-    input_bias: Option<Vec<f32>>,
-    /// Added to the recurrent product kept apart (a GRU's `b_hh`).
-    recurrent_bias: Option<Vec<f32>>,
-}
+use crate::int8::cell::QuantizedCell;
+use crate::int8::step::Direction;
+use crate::int8::{QuantLevels, QuantizedActivations};
 
 /// The int8 weights of a whole layer stack, quantized once from the canonical flat f32
 /// parameters ([`RnnArch::direction_layout`]): `W_ih`, `W_hh` and `W_hr` of every layer
@@ -70,29 +54,15 @@ impl QuantizedRnn {
             arch.weight_count(),
             weights.len(),
         )?;
-        let (gates, p, h) = (arch.gate_rows(), arch.output_size(), arch.hidden_size);
-        let apart = recurrent_apart(arch.cell);
-        let named = |e: CallError| CallError {
-            argument: "weights",
-            ..e
-        };
         let mut cells = Vec::with_capacity(arch.cells());
         for layer in 0..arch.num_layers {
             for direction in 0..arch.dirs() {
-                let layout = arch.direction_layout(layer, direction);
-                let cell = CellWeights::new(weights, &layout);
-                let matrix = |w: &[f32], rows, cols| {
-                    QuantizedMatrix::quantize(w, rows, cols, levels).map_err(named)
-                };
-                let biased = cell.bias.is_some();
-                cells.push(QuantizedCell {
-                    w_ih: matrix(cell.w_ih, gates, cell.input_size)?,
-                    w_hh: matrix(cell.w_hh, gates, p)?,
-                    w_hr: cell.w_hr.map(|w| matrix(w, p, h)).transpose()?,
-                    input_bias: biased.then(|| cell.input_bias(arch.cell, gates)),
-                    recurrent_bias: (biased && apart)
-                        .then(|| cell.recurrent_bias(arch.cell, gates)),
-                });
+                cells.push(QuantizedCell::quantize(
+                    arch,
+                    weights,
+                    (layer, direction),
+                    levels,
+                )?);
             }
         }
         Ok(Self {
@@ -109,18 +79,7 @@ impl QuantizedRnn {
     /// Bytes of the quantized weights: the int8 values, their row scales and the f32
     /// biases.
     pub fn weight_bytes(&self) -> usize {
-        let matrix = |m: &QuantizedMatrix| m.values().len() + 4 * m.scales().len();
-        let bias = |b: &Option<Vec<f32>>| 4 * b.as_ref().map_or(0, Vec::len);
-        self.cells
-            .iter()
-            .map(|c| {
-                matrix(&c.w_ih)
-                    + matrix(&c.w_hh)
-                    + c.w_hr.as_ref().map_or(0, matrix)
-                    + bias(&c.input_bias)
-                    + bias(&c.recurrent_bias)
-            })
-            .sum()
+        self.cells.iter().map(QuantizedCell::bytes).sum()
     }
 
     /// The outputs of `call` (its `weights` are not read: these are; up to its `threads`
@@ -144,6 +103,10 @@ impl QuantizedRnn {
         }
         call.check_with_weights(false)?;
         let arch = &self.arch;
+        let call = &RnnCall {
+            threads: team_size(arch, call.batch, call.threads),
+            ..*call
+        };
         let (seq, batch, p) = (call.seq_len, call.batch, arch.output_size());
         let rows = seq * batch;
         let mut out = RnnOutputs {
@@ -158,138 +121,35 @@ impl QuantizedRnn {
                 Some(y) => Cow::Owned(y),
                 None => sequence_major(call),
             };
-            let x = QuantizedActivations::quantize(&input, rows, input_size)?;
+            let x = QuantizedActivations::quantize_on(call.threads, &input, rows, input_size)
+                .map_err(|e| {
+                    let argument = if layer == 0 { "input" } else { e.argument };
+                    CallError { argument, ..e }
+                })?;
             let mut y = vec![0.0f32; rows * arch.dirs() * p];
             for direction in 0..arch.dirs() {
                 let cell = layer * arch.dirs() + direction;
-                let state = DirectionState {
-                    h_n: &mut out.h_n[cell * batch * p..][..batch * p],
-                    c_n: &mut out.c_n[cell * batch * arch.cell_state_size()..]
-                        [..batch * arch.cell_state_size()],
-                };
-                self.direction(call, cell, direction, &x, &mut y, state)?;
+                let q = &self.cells[cell];
+                let (h_n, c_n) =
+                    Direction::start(call, arch, q, (cell, direction))?.run(&x, &mut y)?;
+                out.h_n[cell * batch * p..][..batch * p].copy_from_slice(&h_n);
+                let s = arch.cell_state_size();
+                out.c_n[cell * batch * s..][..batch * s].copy_from_slice(&c_n);
             }
             below = Some(y);
         }
         out.y = below.unwrap_or_default();
         Ok(out)
     }
-
-    /// One (layer, direction), `cell` in the canonical order: its columns of `y`, its
-    /// final states.
-    fn direction(
-        &self,
-        call: &RnnCall<'_, f32>,
-        cell: usize,
-        direction: usize,
-        x: &QuantizedActivations,
-        y: &mut [f32],
-        state: DirectionState<'_>,
-    ) -> Result<(), CallError> {
-        let arch = &self.arch;
-        let q = &self.cells[cell];
-        let (seq, batch) = (call.seq_len, call.batch);
-        let (h, p, g, dirs) = (
-            arch.hidden_size,
-            arch.output_size(),
-            arch.gate_rows(),
-            arch.dirs(),
-        );
-        let apart = recurrent_apart(arch.cell);
-        let mut gates = vec![0.0f32; seq * batch * g];
-        matmul_int8_on(
-            call.threads,
-            x,
-            &q.w_ih,
-            q.input_bias.as_deref(),
-            &mut gates,
-        )?;
-        let mut states = vec![0.0f32; 2 * batch * p];
-        states[..batch * p].copy_from_slice(&call.h0[cell * batch * p..][..batch * p]);
-        let s = arch.cell_state_size();
-        let mut cell_state = call.c0[cell * batch * s..][..batch * s].to_vec();
-        let mut recurrent = vec![0.0f32; batch * g];
-        let mut unprojected = vec![0.0f32; if q.w_hr.is_some() { batch * h } else { 0 }];
-        let mut scratch = vec![0.0f32; h];
-        for step in 0..seq {
-            let t = if direction == 1 { seq - 1 - step } else { step };
-            let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
-            let h_prev = QuantizedActivations::quantize(&states[prev..][..batch * p], batch, p)?;
-            let bias = if apart {
-                q.recurrent_bias.as_deref()
-            } else {
-                None
-            };
-            matmul_int8_on(call.threads, &h_prev, &q.w_hh, bias, &mut recurrent)?;
-            if !apart {
-                let step_gates = &mut gates[t * batch * g..][..batch * g];
-                for (gate, product) in step_gates.iter_mut().zip(&recurrent) {
-                    *gate += product;
-                }
-            }
-            // SAFETY: one thread holds every buffer; each has the shape `ForwardStep`
-            // documents for rows `0..batch` and units `0..h` (gates `[T, B, G]`, states
-            // `[2, B, P]`, the cell state `[B, H]`, the recurrent product `[B, G]`, the
-            // unprojected output `[B, H]`).
-            unsafe {
-                let step_args = ForwardStep {
-                    t,
-                    batch,
-                    hidden: h,
-                    out: p,
-                    rows: 0..batch,
-                    units: 0..h,
-                    gates: Shared::new(&mut gates[..]),
-                    gates_at: t * batch * g,
-                    first_row: 0,
-                    gate_cols: g,
-                    states: Shared::new(&mut states[..]),
-                    prev,
-                    next,
-                    cell: Shared::new(&mut cell_state[..]),
-                    unprojected: q.w_hr.is_some().then(|| Shared::new(&mut unprojected[..])),
-                    recurrent: Shared::new(&mut recurrent[..]),
-                    tape: None,
-                    recurrent_new: None,
-                    lengths: call.lengths,
-                };
-                match arch.cell {
-                    CellKind::Lstm => Lstm::forward_rows(&step_args, &mut scratch),
-                    CellKind::Gru => Gru::forward_rows(&step_args, &mut scratch),
-                }
-            }
-            if let Some(w_hr) = &q.w_hr {
-                let u = QuantizedActivations::quantize(&unprojected, batch, h)?;
-                matmul_int8_on(
-                    call.threads,
-                    &u,
-                    w_hr,
-                    None,
-                    &mut states[next..][..batch * p],
-                )?;
-            }
-            for b in 0..batch {
-                let y_row = &mut y[(t * batch + b) * dirs * p + direction * p..][..p];
-                if call.lengths.is_none_or(|l| t < l[b]) {
-                    y_row.copy_from_slice(&states[next + b * p..][..p]);
-                } else {
-                    // Past its length a row keeps its state and emits zeros.
-                    states.copy_within(prev + b * p..prev + (b + 1) * p, next + b * p);
-                    y_row.fill(0.0);
-                }
-            }
-        }
-        let last = (seq % 2) * batch * p;
-        state.h_n.copy_from_slice(&states[last..][..batch * p]);
-        state.c_n.copy_from_slice(&cell_state);
-        Ok(())
-    }
 }
 
-/// Where one direction's final states go.
-struct DirectionState<'a> {
-    h_n: &'a mut [f32],
-    c_n: &'a mut [f32],
+/// The threads a call runs on: one where a step's recurrent product is too small to
+/// share (under 2^17 multiply-adds; a row of one counts as two, its product being bound
+/// by reading the weights), else up to `threads`. Between the team's products the calling
+/// thread runs alone, and a member waiting for the next product slows it.
+fn team_size(arch: &RnnArch, batch: usize, threads: usize) -> usize {
+    let per_step = batch.max(2) * arch.output_size() * arch.gate_rows();
+    threads.min(per_step >> 17).max(1)
 }
 
 /// The call's input as rows `[T · B, I]`, sequence-major: the input itself when it

@@ -245,41 +245,41 @@ fn bad_calls_and_weights_are_named_errors() {
 
 #[test]
 fn any_number_of_threads_gives_the_same_results() {
-    let mut case = Case::new(
-        CellKind::Lstm,
-        0,
-        2,
-        true,
-        Some(vec![20, 13, 0, 20, 7, 1, 20, 19]),
-    );
-    // Large enough that the products split over the team.
-    case.arch.input_size = 64;
-    case.arch.hidden_size = 128;
-    case.seq = 20;
-    case.batch = 8;
-    let bound = 1.0 / (case.arch.hidden_size as f32).sqrt();
-    case.weights = values(case.arch.weight_count(), 6, bound);
-    case.input = values(case.seq * case.batch * case.arch.input_size, 7, 1.0);
-    case.h0 = values(
-        case.arch.cells() * case.batch * case.arch.output_size(),
-        8,
-        0.5,
-    );
-    case.c0 = values(
-        case.arch.cells() * case.batch * case.arch.hidden_size,
-        9,
-        0.5,
-    );
-    let model = QuantizedRnn::quantize(&case.arch, &case.weights, QuantLevels::Full).unwrap();
-    let one = model.forward(&case.call()).unwrap();
-    for threads in [2, 3] {
-        let call = RnnCall {
-            threads,
-            ..case.call()
-        };
-        assert_eq!(model.forward(&call).unwrap(), one, "{threads} threads");
+    // Large enough that the products split over the team and, at 32 rows of 128 units,
+    // the gate math too (each part finishing and quantizing its own rows); LSTMP
+    // finishes its rows after the projection instead.
+    for (cell, proj, batch) in [
+        (CellKind::Lstm, 0, 8),
+        (CellKind::Lstm, 0, 32),
+        (CellKind::Lstm, 48, 32),
+        (CellKind::Gru, 0, 32),
+    ] {
+        let lengths = (0..batch)
+            .map(|b| [20, 13, 0, 20, 7, 1, 20, 19][b % 8])
+            .collect();
+        let mut case = Case::new(cell, proj, 2, true, Some(lengths));
+        case.arch.input_size = 64;
+        case.arch.hidden_size = 128;
+        case.seq = 20;
+        case.batch = batch;
+        let arch = &case.arch;
+        let bound = 1.0 / (arch.hidden_size as f32).sqrt();
+        case.weights = values(arch.weight_count(), 6, bound);
+        case.input = values(case.seq * batch * arch.input_size, 7, 1.0);
+        case.h0 = values(arch.cells() * batch * arch.output_size(), 8, 0.5);
+        case.c0 = values(arch.cells() * batch * arch.cell_state_size(), 9, 0.5);
+        let model = QuantizedRnn::quantize(&case.arch, &case.weights, QuantLevels::Full).unwrap();
+        let one = model.forward(&case.call()).unwrap();
+        for threads in [2, 3] {
+            let call = RnnCall {
+                threads,
+                ..case.call()
+            };
+            let what = format!("{cell:?}, proj {proj}, batch {batch}, {threads} threads");
+            assert_eq!(model.forward(&call).unwrap(), one, "{what}");
+        }
+        let expected = forward(&case.call()).unwrap();
+        let [dy, dh, dc] = diffs(&one, &expected);
+        assert!(dy.max(dh).max(dc) < 0.01, "{cell:?} {proj}: {dy} {dh} {dc}");
     }
-    let expected = forward(&case.call()).unwrap();
-    let [dy, dh, dc] = diffs(&one, &expected);
-    assert!(dy.max(dh).max(dc) < 0.01, "{dy} {dh} {dc}");
 }

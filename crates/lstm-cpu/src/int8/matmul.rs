@@ -1,12 +1,17 @@
-//! The quantized product: raw integer sums from the dot kernel, then the zero point's
-//! correction and the scales in f32; large products split by rows over the team.
-
-use std::sync::Mutex;
+//! The quantized product: raw integer sums tile by tile from the weights' kernel, then
+//! the zero point's correction, the scales and the bias in f32; the weights' panels
+//! split over the team when the product is large.
+//!
+//! The loop keeps one block of panels (a tile's width) hot while every row of the
+//! activations passes over it, [`TILE_ROWS`] at a time: the weights stream from memory
+//! once per call, the activations (the smaller operand in a recurrent step) once per
+//! block, from cache.
 
 use crate::call::{CallError, len_check};
-use crate::int8::dot::{DotKernel, dot_kernel};
+use crate::int8::dot::{TILE_ROWS, TILE_SUMS, Tile};
+use crate::int8::quantize::ActivationRows;
 use crate::int8::{QuantizedActivations, QuantizedMatrix};
-use crate::team::run_parts;
+use crate::team::{SharedPtr, aligned_part, run_parts};
 
 /// `out[r, n] = a.scales[r] · w.scales[n] · Σ_k (a[r, k] − 128) · w[n, k] + bias[n]`:
 /// `x · Wᵀ` on the quantized operands, the sum exact in `i32` (computed as
@@ -20,74 +25,140 @@ pub fn matmul_int8(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) -> Result<(), CallError> {
-    matmul_int8_on(1, a, w, bias, out)
+    matmul_int8_on(1, a.all_rows(), w, Output::Set(bias), out)
+}
+
+/// What a product does with its `out`.
+#[derive(Clone, Copy)]
+pub(crate) enum Output<'a> {
+    /// `out = a · Wᵀ + bias` (no bias: `+ 0`).
+    Set(Option<&'a [f32]>),
+    /// `out += a · Wᵀ`: the product added to what `out` holds.
+    Add,
 }
 
 /// Products of fewer multiply-adds than this run on the calling thread alone: waking the
 /// team costs more than it saves.
 const TEAM_WORK: usize = 1 << 18;
 
-/// [`matmul_int8`] on up to `threads` threads (the kernel's team), each taking its own
-/// block of `a`'s rows when the product is large enough ([`TEAM_WORK`]); the results
-/// are the same, bit for bit, on any number of threads.
+/// [`matmul_int8`] of rows `a`, written to `out` as `output` says, on up to `threads`
+/// threads (the kernel's team), each taking its own
+/// blocks of panels (columns of `out`) when the product is large enough
+/// ([`TEAM_WORK`]); the results are the same, bit for bit, on any number of threads.
 pub(crate) fn matmul_int8_on(
     threads: usize,
-    a: &QuantizedActivations,
+    a: ActivationRows<'_>,
     w: &QuantizedMatrix,
-    bias: Option<&[f32]>,
+    output: Output<'_>,
     out: &mut [f32],
 ) -> Result<(), CallError> {
-    let depth = a.cols();
+    let depth = a.cols;
     len_check("w", "inputs of each row, as `a` has", depth, w.cols())?;
-    if let Some(bias) = bias {
+    if let Output::Set(Some(bias)) = output {
         len_check("bias", "one per row of `w`", w.rows(), bias.len())?;
     }
     len_check("out", "a.rows() · w.rows()", a.rows() * w.rows(), out.len())?;
-    let (rows, n) = (a.rows(), w.rows().max(1));
-    let parts = if rows * n * depth >= TEAM_WORK {
-        threads.clamp(1, rows.max(1))
+    let kernel = w.kernel();
+    let blocks = w.panels().count().div_ceil(kernel.tile_panels());
+    let parts = if a.rows() * w.rows() * depth >= TEAM_WORK {
+        threads.clamp(1, blocks.max(1))
     } else {
         1
     };
-    let per_part = rows.div_ceil(parts).max(1);
-    // Each part's rows of `out`, with the index of its first row: disjoint, so each
-    // lock is taken by one thread only.
-    let blocks: Vec<Mutex<(usize, &mut [f32])>> = out
-        .chunks_mut(per_part * n)
-        .enumerate()
-        .map(|(i, block)| Mutex::new((i * per_part, block)))
-        .collect();
-    let kernel = dot_kernel(w.levels());
+    let product = Product { a, w, output };
+    // SAFETY: each part writes only the columns of its own blocks of panels (disjoint
+    // ranges of `aligned_part`) in every row of `out`, and nothing reads `out` until
+    // every part has returned.
+    let out = unsafe { SharedPtr::new(out.as_mut_ptr()) };
     let run = |part: usize| {
-        let mut block = blocks[part].lock().unwrap_or_else(|e| e.into_inner());
-        let (first, out_rows) = &mut *block;
-        rows_into(kernel, a, w, bias, *first, out_rows);
+        for block in aligned_part(blocks, parts, 1, part) {
+            // SAFETY: `out` holds `a.rows() · w.rows()` values (checked above); this
+            // part owns the block's columns.
+            unsafe { product.block_into(block, out) };
+        }
     };
-    match blocks.len() {
-        0 => {}
-        1 => run(0),
+    match parts {
+        1 => (0..blocks).for_each(|block| {
+            // SAFETY: as in `run`, on one thread.
+            unsafe { product.block_into(block, out) }
+        }),
         parts => run_parts(threads, parts, run),
     }
     Ok(())
 }
 
-/// `out_rows`: the results of `a`'s rows from `first` on.
-fn rows_into(
-    kernel: DotKernel,
-    a: &QuantizedActivations,
-    w: &QuantizedMatrix,
-    bias: Option<&[f32]>,
-    first: usize,
-    out_rows: &mut [f32],
-) {
-    let depth = a.cols();
-    let mut raw = vec![0i32; w.rows()];
-    for (i, out_row) in out_rows.chunks_exact_mut(w.rows().max(1)).enumerate() {
-        let r = first + i;
-        kernel.raw_sums(&a.values()[r * depth..][..depth], w.values(), &mut raw);
-        for (n, y) in out_row.iter_mut().enumerate() {
-            let acc = raw[n] - 128 * w.row_sums()[n];
-            *y = a.scales()[r] * w.scales()[n] * acc as f32 + bias.map_or(0.0, |b| b[n]);
+/// The operands of one product.
+struct Product<'a> {
+    a: ActivationRows<'a>,
+    w: &'a QuantizedMatrix,
+    output: Output<'a>,
+}
+
+impl Product<'_> {
+    /// Every row's outputs of block `block` (a tile's width of panels) into `out`.
+    ///
+    /// # Safety
+    /// `out` points at `a.rows() · w.rows()` values, and no other thread accesses this
+    /// block's columns of them until the product returns.
+    unsafe fn block_into(&self, block: usize, out: SharedPtr<f32>) {
+        let (a, w) = (&self.a, self.w);
+        let (kernel, panels) = (w.kernel(), w.panels());
+        let first_panel = block * kernel.tile_panels();
+        let tile_panels = kernel.tile_panels().min(panels.count() - first_panel);
+        let first_col = first_panel * panels.panel_rows();
+        let cols = (tile_panels * panels.panel_rows()).min(w.rows() - first_col);
+        let depth = a.cols;
+        let mut sums = [0i32; TILE_SUMS];
+        for first_row in (0..a.rows()).step_by(TILE_ROWS) {
+            let rows = TILE_ROWS.min(a.rows() - first_row);
+            let tile = Tile {
+                a: &a.values[first_row * depth..][..rows * depth],
+                rows,
+                w: &panels.bytes()[first_panel * panels.panel_len()..],
+                panels: tile_panels,
+                depth,
+                panel_len: panels.panel_len(),
+            };
+            kernel.sums(&tile, &mut sums);
+            let width = tile_panels * panels.panel_rows();
+            for r in 0..rows {
+                let row = first_row + r;
+                // SAFETY: `cols` values from `(row, first_col)` lie within `out` (the
+                // caller's promise) and belong to this block.
+                let y = unsafe {
+                    core::slice::from_raw_parts_mut(out.at(row * w.rows() + first_col), cols)
+                };
+                self.finish(row, first_col, &sums[r * width..][..cols], y);
+            }
+        }
+    }
+
+    /// `y[j] = a.scales[row] · w.scales[n] · (raw[j] − 128 · Σ_k w[n, k]) + bias[n]`
+    /// (or `y[j] +=` the product), `n = first_col + j`: the same operations, in the same
+    /// order, on every kernel.
+    #[inline]
+    fn finish(&self, row: usize, first_col: usize, raw: &[i32], y: &mut [f32]) {
+        let n = first_col..first_col + y.len();
+        let a_scale = self.a.scales[row];
+        let w_scales = &self.w.scales()[n.clone()];
+        let zero_point = &self.w.zero_point_sums()[n.clone()];
+        let values = raw.iter().zip(zero_point).zip(w_scales);
+        match self.output {
+            Output::Set(Some(bias)) => {
+                for ((y, ((&raw, &zero), &scale)), &b) in y.iter_mut().zip(values).zip(&bias[n]) {
+                    *y = a_scale * scale * (raw - zero) as f32 + b;
+                }
+            }
+            Output::Set(None) => {
+                for (y, ((&raw, &zero), &scale)) in y.iter_mut().zip(values) {
+                    *y = a_scale * scale * (raw - zero) as f32;
+                }
+            }
+            Output::Add => {
+                for (y, ((&raw, &zero), &scale)) in y.iter_mut().zip(values) {
+                    *y += a_scale * scale * (raw - zero) as f32;
+                }
+            }
         }
     }
 }

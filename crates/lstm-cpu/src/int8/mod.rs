@@ -31,18 +31,21 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod cell;
 mod dot;
 mod forward;
 #[cfg(test)]
 mod forward_tests;
 mod matmul;
+mod panels;
 mod quantize;
+mod step;
 #[cfg(test)]
 mod tests;
 #[cfg(target_arch = "x86_64")]
 mod vnni;
 
-pub use dot::kernel_name;
+pub use dot::{fastest_levels, kernel_name};
 pub use forward::QuantizedRnn;
 pub use matmul::matmul_int8;
 pub use quantize::{QuantizedActivations, QuantizedMatrix};

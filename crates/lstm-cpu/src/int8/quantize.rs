@@ -2,19 +2,26 @@
 //! run time.
 
 use crate::call::{CallError, len_check};
+use crate::int8::dot::{DotKernel, dot_kernel};
+use crate::int8::panels::Panels;
 use crate::int8::{MAX_DEPTH, QuantLevels};
+#[cfg(target_arch = "x86_64")]
+use crate::simd::{Isa, isa};
+use crate::team::{Shared, aligned_part, run_parts};
 
 /// A `rows × cols` f32 matrix quantized symmetric per row: row `n` is
-/// `scales[n] · values[n, ..]`, `values` in `-levels..=levels`.
+/// `scales[n] · values[n, ..]`, `values` in `-levels..=levels`, stored in the panels of
+/// the kernel that runs its products on this CPU (`panels.rs`) and nowhere else: its
+/// int8 bytes are `rows · cols`, rounded up to whole panels and groups of four inputs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct QuantizedMatrix {
-    rows: usize,
-    cols: usize,
     levels: QuantLevels,
-    values: Vec<i8>,
+    kernel: DotKernel,
+    panels: Panels,
     scales: Vec<f32>,
-    /// `Σ_k values[n, k]` of each row (the zero point's correction).
-    row_sums: Vec<i32>,
+    /// `128 · Σ_k values[n, k]` of each row: the activations' zero point's share of the
+    /// raw sums.
+    zero_point_sums: Vec<i32>,
 }
 
 impl QuantizedMatrix {
@@ -28,35 +35,49 @@ impl QuantizedMatrix {
         cols: usize,
         levels: QuantLevels,
     ) -> Result<Self, CallError> {
+        Self::quantize_for(dot_kernel(levels), w, rows, cols, levels)
+    }
+
+    /// [`Self::quantize`], in the panels of `kernel` (which runs weights of `levels`).
+    pub(crate) fn quantize_for(
+        kernel: DotKernel,
+        w: &[f32],
+        rows: usize,
+        cols: usize,
+        levels: QuantLevels,
+    ) -> Result<Self, CallError> {
         check_matrix("w", w, rows, cols)?;
+        debug_assert!(kernel.levels().max() >= levels.max());
         let max = levels.max() as f32;
         let mut values = Vec::with_capacity(rows * cols);
         let mut scales = Vec::with_capacity(rows);
-        let mut row_sums = Vec::with_capacity(rows);
+        let mut zero_point_sums = Vec::with_capacity(rows);
+        let mut row_values = vec![0i8; cols];
         for row in w.chunks_exact(cols.max(1)).take(rows) {
-            let (scale, start) = (row_scale(row, max), values.len());
-            values.extend(row.iter().map(|&v| quantize_value(v, scale, max)));
+            let scale = row_scale(row, max);
+            quantize_row(row, scale, max, &mut row_values, |q| q as i8);
+            values.extend_from_slice(&row_values);
             scales.push(scale);
-            row_sums.push(values[start..].iter().map(|&q| i32::from(q)).sum());
+            let sum: i32 = row_values.iter().map(|&q| i32::from(q)).sum();
+            zero_point_sums.push(128 * sum);
         }
         Ok(Self {
-            rows,
-            cols,
             levels,
-            values,
+            kernel,
+            panels: Panels::pack(&values, rows, cols, kernel.panel_rows()),
             scales,
-            row_sums,
+            zero_point_sums,
         })
     }
 
     /// Output rows (channels).
     pub fn rows(&self) -> usize {
-        self.rows
+        self.panels.rows()
     }
 
     /// Inputs of each row.
     pub fn cols(&self) -> usize {
-        self.cols
+        self.panels.cols()
     }
 
     /// The range the values were quantized to.
@@ -64,9 +85,15 @@ impl QuantizedMatrix {
         self.levels
     }
 
-    /// The quantized values, row-major.
-    pub fn values(&self) -> &[i8] {
-        &self.values
+    /// The quantized values, row-major (a copy: the matrix keeps only its panels).
+    pub fn to_row_major(&self) -> Vec<i8> {
+        self.panels.to_row_major()
+    }
+
+    /// Bytes of the stored int8 values: `rows · cols`, rounded up to whole panels of
+    /// the kernel's rows and whole groups of four inputs.
+    pub fn stored_bytes(&self) -> usize {
+        self.panels.bytes().len()
     }
 
     /// Each row's scale.
@@ -74,14 +101,24 @@ impl QuantizedMatrix {
         &self.scales
     }
 
-    /// `Σ_k values[n, k]` of each row (the activations' zero point's correction).
-    pub(crate) fn row_sums(&self) -> &[i32] {
-        &self.row_sums
+    /// `128 · Σ_k values[n, k]` of each row.
+    pub(crate) fn zero_point_sums(&self) -> &[i32] {
+        &self.zero_point_sums
+    }
+
+    /// The kernel that runs this matrix's products, and whose panels hold it.
+    pub(crate) fn kernel(&self) -> DotKernel {
+        self.kernel
+    }
+
+    /// The packed values.
+    pub(crate) fn panels(&self) -> &Panels {
+        &self.panels
     }
 
     /// The f32 matrix the quantized one stands for, row-major.
     pub fn dequantize(&self) -> Vec<f32> {
-        dequantize_rows(&self.values, &self.scales, self.cols, f32::from)
+        dequantize_rows(&self.to_row_major(), &self.scales, self.cols(), f32::from)
     }
 }
 
@@ -100,25 +137,68 @@ impl QuantizedActivations {
     /// scale (`max |x[r, ..]| / 127`). Errors as [`QuantizedMatrix::quantize`]'s, naming
     /// `x`.
     pub fn quantize(x: &[f32], rows: usize, cols: usize) -> Result<Self, CallError> {
+        let mut quantized = Self {
+            rows: 0,
+            cols: 0,
+            values: Vec::new(),
+            scales: Vec::new(),
+        };
+        quantized.quantize_into(x, rows, cols)?;
+        Ok(quantized)
+    }
+
+    /// [`Self::quantize`] into this value's buffers (no allocation once they are large
+    /// enough): for the same product at every step.
+    pub fn quantize_into(&mut self, x: &[f32], rows: usize, cols: usize) -> Result<(), CallError> {
         check_matrix("x", x, rows, cols)?;
-        let max = QuantLevels::Full.max() as f32;
-        let mut values = Vec::with_capacity(rows * cols);
-        let mut scales = Vec::with_capacity(rows);
-        for row in x.chunks_exact(cols.max(1)).take(rows) {
-            let scale = row_scale(row, max);
-            // In `-127..=127`: the sum is in `1..=255`.
-            values.extend(
-                row.iter()
-                    .map(|&v| (i32::from(quantize_value(v, scale, max)) + 128) as u8),
-            );
-            scales.push(scale);
-        }
-        Ok(Self {
-            rows,
-            cols,
-            values,
-            scales,
-        })
+        let (values, scales) = self.rows_mut(rows, cols);
+        quantize_activation_rows(x, cols, values, scales);
+        Ok(())
+    }
+
+    /// [`Self::quantize`] with its rows split over up to `threads` threads (the
+    /// kernel's team) when there are enough values: the same result on any number.
+    pub(crate) fn quantize_on(
+        threads: usize,
+        x: &[f32],
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, CallError> {
+        check_matrix("x", x, rows, cols)?;
+        let mut quantized = Self::quantize(&[], 0, 0)?;
+        let parts = if rows * cols >= TEAM_VALUES {
+            threads.clamp(1, rows.max(1))
+        } else {
+            1
+        };
+        let (values, scales) = quantized.rows_mut(rows, cols);
+        // SAFETY: each part writes only its own rows (disjoint ranges of
+        // `aligned_part`) of `values` and `scales`, which are read only after
+        // `run_parts` returns.
+        let (values, scales) = unsafe { (Shared::new(values), Shared::new(scales)) };
+        run_parts(threads, parts, |part| {
+            let rows = aligned_part(rows, parts, 1, part);
+            let n = rows.len();
+            // SAFETY: this part's rows, within both buffers (`rows_mut`'s sizes).
+            unsafe {
+                quantize_activation_rows(
+                    &x[rows.start * cols..][..n * cols],
+                    cols,
+                    values.slice(rows.start * cols, n * cols),
+                    scales.slice(rows.start, n),
+                );
+            }
+        });
+        Ok(quantized)
+    }
+
+    /// The values and scales of a `rows × cols` matrix, to be written by
+    /// [`quantize_activation_rows`] (row by row, by several threads).
+    pub(crate) fn rows_mut(&mut self, rows: usize, cols: usize) -> (&mut [u8], &mut [f32]) {
+        self.values.resize(rows * cols, 0);
+        self.scales.resize(rows, 0.0);
+        (self.rows, self.cols) = (rows, cols);
+        (&mut self.values, &mut self.scales)
     }
 
     /// Rows.
@@ -141,6 +221,23 @@ impl QuantizedActivations {
         &self.scales
     }
 
+    /// Rows `rows` of the matrix, for a product over part of it.
+    ///
+    /// # Panics
+    /// When `rows` reaches past the last row.
+    pub(crate) fn rows_of(&self, rows: core::ops::Range<usize>) -> ActivationRows<'_> {
+        ActivationRows {
+            values: &self.values[rows.start * self.cols..rows.end * self.cols],
+            scales: &self.scales[rows.clone()],
+            cols: self.cols,
+        }
+    }
+
+    /// All rows of the matrix.
+    pub(crate) fn all_rows(&self) -> ActivationRows<'_> {
+        self.rows_of(0..self.rows)
+    }
+
     /// The f32 matrix the quantized one stands for, row-major.
     pub fn dequantize(&self) -> Vec<f32> {
         dequantize_rows(&self.values, &self.scales, self.cols, |q| {
@@ -149,18 +246,121 @@ impl QuantizedActivations {
     }
 }
 
-/// `max |row| / max`, 0 for a row of zeros.
-fn row_scale(row: &[f32], max: f32) -> f32 {
-    row.iter().fold(0.0f32, |m, v| m.max(v.abs())) / max
+/// Activations of fewer values than this are quantized by the calling thread alone.
+const TEAM_VALUES: usize = 1 << 15;
+
+/// Quantizes the rows of `cols` finite values of `x` into `values` (`q + 128`) and
+/// `scales`, each row with its own scale, with the widest vectors the CPU has.
+pub(crate) fn quantize_activation_rows(
+    x: &[f32],
+    cols: usize,
+    values: &mut [u8],
+    scales: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    match isa() {
+        // SAFETY: the CPU reported avx512f and avx2 (`Isa::Avx512`).
+        Isa::Avx512 => unsafe { activation_rows_avx512(x, cols, values, scales) },
+        // SAFETY: the CPU reported avx2 (`Isa::Avx2`).
+        Isa::Avx2 => unsafe { activation_rows_avx2(x, cols, values, scales) },
+        Isa::Baseline => activation_rows(x, cols, values, scales),
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    activation_rows(x, cols, values, scales);
 }
 
-/// `round(v / scale)` in `-max..=max` (0 where the scale is 0).
-fn quantize_value(v: f32, scale: f32, max: f32) -> i8 {
-    if scale == 0.0 {
-        return 0;
+/// Quantizes each row of `cols` values of `x` into `values` (`q + 128`, in `1..=255`)
+/// and its scale into `scales`: inlined into each instruction set's copy below, which
+/// the compiler vectorizes for that set's width.
+#[inline(always)]
+fn activation_rows(x: &[f32], cols: usize, values: &mut [u8], scales: &mut [f32]) {
+    let max = QuantLevels::Full.max() as f32;
+    let rows = x
+        .chunks_exact(cols.max(1))
+        .zip(values.chunks_exact_mut(cols.max(1)));
+    for ((row, values), scale) in rows.zip(scales) {
+        *scale = row_scale(row, max);
+        quantize_row(row, *scale, max, values, |q| (q + 128) as u8);
     }
-    // `|v| <= max · scale`; the clamp only catches the last bit of rounding.
-    (v / scale).round().clamp(-max, max) as i8
+}
+
+/// [`activation_rows`] compiled for AVX-512.
+///
+/// # Safety
+/// The CPU has avx512f and avx2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2")]
+unsafe fn activation_rows_avx512(x: &[f32], cols: usize, values: &mut [u8], scales: &mut [f32]) {
+    activation_rows(x, cols, values, scales);
+}
+
+/// [`activation_rows`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU has avx2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn activation_rows_avx2(x: &[f32], cols: usize, values: &mut [u8], scales: &mut [f32]) {
+    activation_rows(x, cols, values, scales);
+}
+
+/// Consecutive rows of a [`QuantizedActivations`]: a product's left operand.
+#[derive(Clone, Copy)]
+pub(crate) struct ActivationRows<'a> {
+    /// The stored values (`q + 128`), row-major.
+    pub values: &'a [u8],
+    /// Each row's scale.
+    pub scales: &'a [f32],
+    /// Values of each row.
+    pub cols: usize,
+}
+
+impl ActivationRows<'_> {
+    /// Rows.
+    pub(crate) fn rows(&self) -> usize {
+        self.scales.len()
+    }
+}
+
+/// `max |row| / max`, 0 for a row of zeros (`row` finite). The running maximum is kept
+/// in 16 independent lanes, a loop the compiler vectorizes (a single running maximum is
+/// a chain of dependent scalar operations).
+#[inline(always)]
+fn row_scale(row: &[f32], max: f32) -> f32 {
+    const LANES: usize = 16;
+    let larger = |m: f32, v: f32| if v > m { v } else { m };
+    let mut lanes = [0.0f32; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (m, v) in lanes.iter_mut().zip(chunk) {
+            *m = larger(*m, v.abs());
+        }
+    }
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(0.0, |m, v| larger(m, v.abs()));
+    lanes.into_iter().fold(tail, larger) / max
+}
+
+/// `out[k] = store(round(row[k] · (1 / scale)))`, the quotient clamped to `-max..=max`
+/// and rounded half away from zero (all zeros where the scale is 0), in a loop the
+/// compiler vectorizes: one division per row, not per value; the quotient's integer
+/// part by truncation, then one step away from zero where the rest is at least a half
+/// (`|quotient| <= 127`: both parts exact in f32).
+#[inline(always)]
+fn quantize_row<Q>(row: &[f32], scale: f32, max: f32, out: &mut [Q], store: impl Fn(i32) -> Q) {
+    if scale == 0.0 {
+        out.iter_mut().for_each(|q| *q = store(0));
+        return;
+    }
+    let inverse = 1.0 / scale;
+    for (q, &v) in out.iter_mut().zip(row) {
+        let x = (v * inverse).clamp(-max, max);
+        let whole = x as i32;
+        let rest = x - whole as f32;
+        *q = store(whole + i32::from(rest >= 0.5) - i32::from(rest <= -0.5));
+    }
 }
 
 fn dequantize_rows<Q: Copy>(
@@ -186,7 +386,12 @@ fn check_matrix(name: &'static str, m: &[f32], rows: usize, cols: usize) -> Resu
             actual: cols.to_string(),
         });
     }
-    if let Some(i) = m.iter().position(|v| !v.is_finite()) {
+    // A fold over every value, which vectorizes; the search only on failure.
+    let finite = m.iter().fold(true, |all, v| all & v.is_finite());
+    if let Some(i) = (!finite)
+        .then(|| m.iter().position(|v| !v.is_finite()))
+        .flatten()
+    {
         return Err(CallError {
             argument: name,
             expected: "finite values".into(),

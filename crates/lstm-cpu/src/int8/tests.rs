@@ -1,6 +1,9 @@
 //! The quantizers on hand-made matrices, the product against exact sums and the f32
 //! product, and every dot kernel against the scalar one.
 
+use crate::int8::dot::{DotKernel, TILE_ROWS, TILE_SUMS, Tile};
+use crate::int8::matmul::{Output, matmul_int8_on};
+use crate::int8::panels::Panels;
 use crate::int8::{MAX_DEPTH, QuantLevels, QuantizedActivations, QuantizedMatrix, matmul_int8};
 
 #[test]
@@ -11,17 +14,17 @@ fn weights_quantize_per_row_symmetric_rounding_half_away_from_zero() {
         127.0f32, -63.5, 31.75, 0.0, /* row 2 */ 0.0, 0.0, 0.0, 0.0,
     ];
     let q = QuantizedMatrix::quantize(&w, 2, 4, QuantLevels::Full).unwrap();
-    assert_eq!(q.values(), &[127, -64, 32, 0, 0, 0, 0, 0]);
+    assert_eq!(q.to_row_major(), [127, -64, 32, 0, 0, 0, 0, 0]);
     assert_eq!(q.scales(), &[1.0, 0.0]);
-    assert_eq!(q.row_sums(), &[95, 0]);
+    assert_eq!(q.zero_point_sums(), &[128 * 95, 0]);
     assert_eq!(q.dequantize()[4..], [0.0; 4], "a row of zeros stays zeros");
     let w = [63.0f32, -31.5, 15.75, 0.0];
     let reduced = QuantizedMatrix::quantize(&w, 1, 4, QuantLevels::Reduced).unwrap();
-    assert_eq!(reduced.values(), &[63, -32, 16, 0]);
+    assert_eq!(reduced.to_row_major(), [63, -32, 16, 0]);
     assert_eq!(reduced.scales(), &[1.0]);
     // The same row at the full range: scale 63 / 127.
     let full = QuantizedMatrix::quantize(&w, 1, 4, QuantLevels::Full).unwrap();
-    assert_eq!(full.values(), &[127, -64, 32, 0]);
+    assert_eq!(full.to_row_major(), [127, -64, 32, 0]);
 }
 
 #[test]
@@ -54,7 +57,7 @@ fn quantization_moves_each_value_by_at_most_half_a_step() {
 fn extreme_and_bad_values() {
     let w = [f32::MAX, -f32::MAX, f32::MIN_POSITIVE, 1e-45];
     let q = QuantizedMatrix::quantize(&w, 1, 4, QuantLevels::Full).unwrap();
-    assert_eq!(q.values(), &[127, -127, 0, 0]);
+    assert_eq!(q.to_row_major(), [127, -127, 0, 0]);
     let x = QuantizedActivations::quantize(&w, 1, 4).unwrap();
     assert_eq!(x.values(), &[255, 1, 128, 128]);
     let err = QuantizedMatrix::quantize(&[1.0, f32::NAN], 1, 2, QuantLevels::Full).unwrap_err();
@@ -80,8 +83,8 @@ fn integer_sums_are_exact_at_the_extremes() {
         let exact: i64 = x
             .values()
             .iter()
-            .zip(w.values())
-            .map(|(&a, &v)| (i64::from(a) - 128) * i64::from(v))
+            .zip(w.to_row_major())
+            .map(|(&a, v)| (i64::from(a) - 128) * i64::from(v))
             .sum();
         assert_eq!(exact.abs(), 127 * 127 * depth as i64);
         let expected = x.scales()[0] * w.scales()[0] * exact as f32;
@@ -147,16 +150,61 @@ fn products_are_within_the_rounding_bound_of_the_f32_product() {
     );
 }
 
-/// Every kernel this CPU runs gives the scalar kernel's sums, to the last bit, on
-/// weights of its range: depths around the vector widths (tails of every kind),
-/// weight-row counts around the kernels' blocks, and the extremes of both ranges at the
-/// deepest product allowed.
+/// The raw sums of every row of `a` (`depth` each) against the `n × depth` weights `w`,
+/// tile by tile through `kernel` on `w` packed in its panels.
+fn tiled_sums(kernel: DotKernel, a: &[u8], depth: usize, w: &[i8], n: usize) -> Vec<i64> {
+    let panels = Panels::pack(w, n, depth, kernel.panel_rows());
+    let rows = a.len() / depth;
+    let mut all = vec![0i64; rows * n];
+    let mut sums = [i32::MIN; TILE_SUMS];
+    for first_panel in (0..panels.count()).step_by(kernel.tile_panels()) {
+        let tile_panels = kernel.tile_panels().min(panels.count() - first_panel);
+        let width = tile_panels * panels.panel_rows();
+        for first_row in (0..rows).step_by(TILE_ROWS) {
+            let tile_rows = TILE_ROWS.min(rows - first_row);
+            let tile = Tile {
+                a: &a[first_row * depth..][..tile_rows * depth],
+                rows: tile_rows,
+                w: &panels.bytes()[first_panel * panels.panel_len()..],
+                panels: tile_panels,
+                depth,
+                panel_len: panels.panel_len(),
+            };
+            kernel.sums(&tile, &mut sums);
+            for r in 0..tile_rows {
+                for j in 0..width.min(n - first_panel * panels.panel_rows()) {
+                    let col = first_panel * panels.panel_rows() + j;
+                    all[(first_row + r) * n + col] = i64::from(sums[r * width + j]);
+                }
+            }
+        }
+    }
+    all
+}
+
+/// `Σ_k a[r, k] · w[n, k]` in `i64`, row-major `rows × n`.
+fn direct_sums(a: &[u8], depth: usize, w: &[i8]) -> Vec<i64> {
+    a.chunks(depth)
+        .flat_map(|row| {
+            w.chunks(depth).map(move |weights| {
+                row.iter()
+                    .zip(weights)
+                    .map(|(&x, &v)| i64::from(x) * i64::from(v))
+                    .sum::<i64>()
+            })
+        })
+        .collect()
+}
+
+/// Every kernel this CPU runs gives the exact sums, to the last bit, on weights of its
+/// range: depths around the groups of four and the vector widths (tails of every
+/// kind), output counts around the panels and tiles, activation rows around the tile's,
+/// and the extremes of both ranges at the deepest product allowed.
 #[test]
-fn every_dot_kernel_gives_the_scalar_sums() {
-    use crate::int8::dot::DotKernel;
+fn every_dot_kernel_gives_the_exact_sums() {
     let kernels = DotKernel::available();
     assert_eq!(kernels[0], DotKernel::Scalar);
-    eprintln!("int8 dot kernels checked against the scalar one: {kernels:?}");
+    eprintln!("int8 dot kernels checked: {kernels:?}");
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
         seed ^= seed << 13;
@@ -167,37 +215,30 @@ fn every_dot_kernel_gives_the_scalar_sums() {
     for &kernel in &kernels {
         let max = kernel.levels().max();
         let mut cases: Vec<(usize, usize, Vec<u8>, Vec<i8>)> = Vec::new();
-        for depth in [1, 3, 31, 32, 33, 63, 64, 65, 127, 128, 200, 1000] {
-            for rows in [1, 3, 4, 5, 9] {
-                let a = (0..depth).map(|_| next() as u8).collect();
-                let w = (0..rows * depth)
+        for depth in [1, 3, 4, 5, 31, 32, 33, 64, 65, 127, 200] {
+            for (rows, n) in [(1, 1), (1, 64), (2, 9), (3, 16), (4, 17), (5, 40), (9, 65)] {
+                let a = (0..rows * depth).map(|_| next() as u8).collect();
+                let w = (0..n * depth)
                     .map(|_| ((next() % (2 * max as u64 + 1)) as i32 - max) as i8)
                     .collect();
-                cases.push((depth, rows, a, w));
+                cases.push((depth, n, a, w));
             }
         }
         for (a, v) in [(255u8, max), (255, -max), (0, max), (1, -max)] {
             cases.push((
                 MAX_DEPTH,
-                5,
-                vec![a; MAX_DEPTH],
-                vec![v as i8; 5 * MAX_DEPTH],
+                17,
+                vec![a; 5 * MAX_DEPTH],
+                vec![v as i8; 17 * MAX_DEPTH],
             ));
         }
-        for (depth, rows, a, w) in &cases {
-            let direct: Vec<i64> = w
-                .chunks(*depth)
-                .map(|row| {
-                    a.iter()
-                        .zip(row)
-                        .map(|(&x, &v)| i64::from(x) * i64::from(v))
-                        .sum()
-                })
-                .collect();
-            let mut sums = vec![i32::MIN; *rows];
-            kernel.raw_sums(a, w, &mut sums);
-            let sums: Vec<i64> = sums.into_iter().map(i64::from).collect();
-            assert_eq!(sums, direct, "{kernel:?}, depth {depth}, {rows} rows");
+        for (depth, n, a, w) in &cases {
+            assert_eq!(
+                tiled_sums(kernel, a, *depth, w, *n),
+                direct_sums(a, *depth, w),
+                "{kernel:?}, depth {depth}, {} rows, {n} outputs",
+                a.len() / depth
+            );
         }
     }
     for levels in [QuantLevels::Full, QuantLevels::Reduced] {
@@ -209,4 +250,75 @@ fn every_dot_kernel_gives_the_scalar_sums() {
             "{name} runs weights of {levels:?} exactly"
         );
     }
+}
+
+/// The whole product on every kernel's panels, on one thread and on a team, equals the
+/// scalar kernel's to the last bit: the same sums, then the same f32 operations.
+#[test]
+fn every_kernel_and_team_split_gives_the_scalar_product() {
+    let (rows, depth, outs) = (7, 301, 203);
+    let f32s = |len, seed| -> Vec<f32> {
+        let values = crate::test_values::values(len, seed);
+        values.into_iter().map(|v| v as f32).collect()
+    };
+    let (x, w, bias) = (
+        f32s(rows * depth, 11),
+        f32s(outs * depth, 12),
+        f32s(outs, 13),
+    );
+    let qx = QuantizedActivations::quantize(&x, rows, depth).unwrap();
+    for levels in [QuantLevels::Full, QuantLevels::Reduced] {
+        let product = |kernel: DotKernel, threads: usize, bias: Option<&[f32]>| {
+            let qw = QuantizedMatrix::quantize_for(kernel, &w, outs, depth, levels).unwrap();
+            let mut y = vec![f32::NAN; rows * outs];
+            matmul_int8_on(threads, qx.all_rows(), &qw, Output::Set(bias), &mut y).unwrap();
+            y
+        };
+        for bias in [None, Some(&bias[..])] {
+            let reference = product(DotKernel::Scalar, 1, bias);
+            assert!(reference.iter().all(|v| v.is_finite()));
+            for kernel in DotKernel::available() {
+                if kernel.levels().max() < levels.max() {
+                    continue;
+                }
+                for threads in [1, 2, 3] {
+                    let y = product(kernel, threads, bias);
+                    let same = y
+                        .iter()
+                        .zip(&reference)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(
+                        same,
+                        "{kernel:?} on {threads} threads, {levels:?}, bias {}",
+                        bias.is_some()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Activations quantized by a team equal those quantized by one thread, and a
+/// non-finite value is named whichever path runs.
+#[test]
+fn activations_quantize_the_same_on_any_number_of_threads() {
+    let (rows, cols) = (301, 130);
+    let x: Vec<f32> = crate::test_values::values(rows * cols, 21)
+        .into_iter()
+        .map(|v| v as f32 * 3.0)
+        .collect();
+    let one = QuantizedActivations::quantize(&x, rows, cols).unwrap();
+    for threads in [1, 2, 3] {
+        let team = QuantizedActivations::quantize_on(threads, &x, rows, cols).unwrap();
+        assert_eq!(team, one, "{threads} threads");
+    }
+    let mut bad = x.clone();
+    bad[rows * cols - 1] = f32::INFINITY;
+    let err = QuantizedActivations::quantize_on(2, &bad, rows, cols).unwrap_err();
+    assert_eq!(err.argument, "x");
+    assert!(
+        err.actual
+            .contains(&format!("at index {}", rows * cols - 1)),
+        "{err}"
+    );
 }

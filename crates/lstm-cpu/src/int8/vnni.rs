@@ -1,72 +1,101 @@
-//! The raw sums on AVX-512 VNNI: each `vpdpbusd` adds four `u8 × i8` products into each
-//! of 16 `i32` lanes (no saturation: the sums are exact up to `MAX_DEPTH` inputs). Four
-//! weight rows share each 64-byte load of the activations; the last partial block of a
-//! row is loaded under a byte mask (zeros past the row's end).
+//! The raw sums on AVX-512 VNNI: one 64-byte load of a weight panel holds four inputs
+//! of each of its 16 rows, and `vpdpbusd` adds their products with four activations of
+//! a row (broadcast to every lane) into 16 `i32` sums, one per output: no horizontal
+//! sums, no saturation (exact up to `MAX_DEPTH` inputs). A tile of up to 4 rows and 4
+//! panels keeps its 16 sums in registers; each weight load serves every row of the tile.
 
 use core::arch::x86_64::{
-    __m512i, _mm512_dpbusd_epi32, _mm512_loadu_si512, _mm512_maskz_loadu_epi8,
-    _mm512_reduce_add_epi32, _mm512_setzero_si512,
+    __m512i, _mm512_dpbusd_epi32, _mm512_loadu_si512, _mm512_set1_epi32, _mm512_setzero_si512,
+    _mm512_storeu_si512,
 };
 
-/// Bytes of one vector.
-const LANES: usize = 64;
+use crate::int8::dot::{Tile, group_of};
+use crate::int8::panels::GROUP;
 
-/// Weight rows that share each load of the activations.
-const ROWS: usize = 4;
+/// Rows of a panel: the `i32` lanes of a vector.
+const PANEL_ROWS: usize = 16;
 
-/// `out[n] = Σ_k a_row[k] · w[n · depth + k]`, `depth = a_row.len()`.
+/// [`DotKernel::sums`](crate::int8::dot::DotKernel::sums) on AVX-512 VNNI.
 ///
 /// # Safety
-/// The CPU has avx512f, avx512bw and avx512vnni, and `w` holds at least
-/// `out.len() · a_row.len()` values.
+/// The CPU has avx512f, avx512bw and avx512vnni, and the tile's operands and `sums` are
+/// as long as `DotKernel::sums` checks (up to 4 rows and 4 panels).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(crate) unsafe fn raw_sums(a_row: &[u8], w: &[i8], out: &mut [i32]) {
-    let depth = a_row.len();
-    for (i, sums) in out.chunks_mut(ROWS).enumerate() {
-        // SAFETY: rows `i · ROWS..` (`sums.len()` of them) of `w` lie within it (the
-        // caller's promise), and this function's features are the caller's.
-        let acc = unsafe { block(a_row, w.as_ptr().add(i * ROWS * depth), sums.len()) };
-        sums.copy_from_slice(&acc[..sums.len()]);
+pub(crate) unsafe fn sums(tile: &Tile<'_>, sums: &mut [i32]) {
+    // SAFETY: (every arm) the caller's promise, for the tile's own size.
+    unsafe {
+        match (tile.rows, tile.panels) {
+            (1, 1) => tile_sums::<1, 1>(tile, sums),
+            (1, 2) => tile_sums::<1, 2>(tile, sums),
+            (1, 3) => tile_sums::<1, 3>(tile, sums),
+            (1, 4) => tile_sums::<1, 4>(tile, sums),
+            (2, 1) => tile_sums::<2, 1>(tile, sums),
+            (2, 2) => tile_sums::<2, 2>(tile, sums),
+            (2, 3) => tile_sums::<2, 3>(tile, sums),
+            (2, 4) => tile_sums::<2, 4>(tile, sums),
+            (3, 1) => tile_sums::<3, 1>(tile, sums),
+            (3, 2) => tile_sums::<3, 2>(tile, sums),
+            (3, 3) => tile_sums::<3, 3>(tile, sums),
+            (3, 4) => tile_sums::<3, 4>(tile, sums),
+            (4, 1) => tile_sums::<4, 1>(tile, sums),
+            (4, 2) => tile_sums::<4, 2>(tile, sums),
+            (4, 3) => tile_sums::<4, 3>(tile, sums),
+            (4, 4) => tile_sums::<4, 4>(tile, sums),
+            (rows, panels) => unreachable!("no VNNI tile of {rows} rows × {panels} panels"),
+        }
     }
 }
 
-/// The sums of `rows` (at most [`ROWS`]) weight rows starting at `w`, each `a_row.len()`
-/// long.
+/// The sums of a tile of `R` rows and `P` panels.
 ///
 /// # Safety
-/// As [`raw_sums`], for the `rows · a_row.len()` values from `w`.
+/// As [`sums`], with `tile.rows == R` and `tile.panels == P`.
 #[inline]
+// `p` addresses both a panel's weights and its sums: an index reads better than a zip.
+#[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn block(a_row: &[u8], w: *const i8, rows: usize) -> [i32; ROWS] {
-    let depth = a_row.len();
-    let mut acc: [__m512i; ROWS] = [_mm512_setzero_si512(); ROWS];
-    let full = depth / LANES * LANES;
-    let mut k = 0;
-    while k < full {
-        // SAFETY: bytes `k..k + 64` lie within the activation row and each weight row.
-        unsafe {
-            let a = _mm512_loadu_si512(a_row.as_ptr().add(k).cast());
-            for (r, acc) in acc.iter_mut().enumerate().take(rows) {
-                let v = _mm512_loadu_si512(w.add(r * depth + k).cast());
-                *acc = _mm512_dpbusd_epi32(*acc, a, v);
-            }
+unsafe fn tile_sums<const R: usize, const P: usize>(tile: &Tile<'_>, sums: &mut [i32]) {
+    let depth = tile.depth;
+    let (a, w) = (tile.a.as_ptr(), tile.w.as_ptr());
+    let mut acc = [[_mm512_setzero_si512(); P]; R];
+    let whole = depth / GROUP;
+    for g in 0..whole {
+        let mut x = [_mm512_setzero_si512(); R];
+        for (r, x) in x.iter_mut().enumerate() {
+            // SAFETY: bytes `4g..4g + 4` of row `r` lie within `a` (`4g + 4 <= depth`).
+            let four = unsafe { a.add(r * depth + g * GROUP).cast::<i32>().read_unaligned() };
+            *x = _mm512_set1_epi32(four);
         }
-        k += LANES;
-    }
-    if k < depth {
-        let mask = u64::MAX >> (LANES - (depth - k));
-        // SAFETY: the masked loads read only bytes `k..depth` of each row.
-        unsafe {
-            let a = _mm512_maskz_loadu_epi8(mask, a_row.as_ptr().add(k).cast());
-            for (r, acc) in acc.iter_mut().enumerate().take(rows) {
-                let v = _mm512_maskz_loadu_epi8(mask, w.add(r * depth + k).cast());
-                *acc = _mm512_dpbusd_epi32(*acc, a, v);
+        for p in 0..P {
+            // SAFETY: group `g` of panel `p`: 64 bytes within `w` (`g < groups`).
+            let v = unsafe { _mm512_loadu_si512(w.add(p * tile.panel_len + g * 64).cast()) };
+            for r in 0..R {
+                acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], x[r], v);
             }
         }
     }
-    let mut sums = [0; ROWS];
-    for (sum, acc) in sums.iter_mut().zip(acc) {
-        *sum = _mm512_reduce_add_epi32(acc);
+    if whole * GROUP < depth {
+        let k = whole * GROUP;
+        let x: [__m512i; R] =
+            core::array::from_fn(|r| _mm512_set1_epi32(group_of(&tile.a[r * depth..][..depth], k)));
+        for p in 0..P {
+            // SAFETY: the last group of panel `p`, within `w`.
+            let v = unsafe { _mm512_loadu_si512(w.add(p * tile.panel_len + whole * 64).cast()) };
+            for r in 0..R {
+                acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], x[r], v);
+            }
+        }
     }
-    sums
+    let width = P * PANEL_ROWS;
+    for (r, acc) in acc.iter().enumerate() {
+        for (p, &acc) in acc.iter().enumerate() {
+            // SAFETY: 16 sums at `r · width + 16p`, within `sums` (`r < R`, `p < P`).
+            unsafe {
+                _mm512_storeu_si512(
+                    sums.as_mut_ptr().add(r * width + p * PANEL_ROWS).cast(),
+                    acc,
+                )
+            };
+        }
+    }
 }

@@ -1,0 +1,337 @@
+//! The recurrence of one quantized (layer, direction), step by step ([`Direction`]):
+//! the input projection a chunk of steps at a time, then per step the recurrent product
+//! on the quantized state, the f32 gate math of the f32 kernel (`Cell::forward_rows`),
+//! an LSTMP's projection, and the new state quantized for the next step.
+//!
+//! The products split their columns over the team; the gate math splits the batch rows,
+//! and each part also finishes its rows (the output, the state of rows past their
+//! length, the next step's quantized state) so that the calling thread does no
+//! per-row work alone.
+
+use std::ops::Range;
+use std::sync::Mutex;
+
+use crate::arch::{CellKind, RnnArch};
+use crate::call::{CallError, RnnCall};
+use crate::cell::{Cell, ForwardStep, Gru, Lstm, recurrent_apart};
+use crate::int8::QuantizedActivations;
+use crate::int8::cell::QuantizedCell;
+use crate::int8::matmul::{Output, matmul_int8_on};
+use crate::int8::quantize::quantize_activation_rows;
+use crate::team::{Shared, aligned_part, run_parts};
+
+/// Rows of the input projection computed at once: enough to keep the product's tiles
+/// busy, few enough that its gate pre-activations stay in cache.
+const CHUNK_ROWS: usize = 256;
+
+/// Gate math of fewer cells (rows × hidden units) than this runs on the calling thread
+/// alone: waking the team costs more than it saves.
+const TEAM_CELLS: usize = 1 << 12;
+
+/// One (layer, direction) of a call: its weights and its buffers, kept over its steps.
+pub(crate) struct Direction<'a> {
+    call: &'a RnnCall<'a, f32>,
+    arch: &'a RnnArch,
+    q: &'a QuantizedCell,
+    /// 0 forward, 1 reverse.
+    direction: usize,
+    /// Steps of each input projection.
+    chunk: usize,
+    /// Gate pre-activations of a chunk of steps, `[chunk, B, G]`, from step
+    /// `first_step` in time.
+    gates: Vec<f32>,
+    first_step: usize,
+    /// The hidden states `[2, B, P]`: the previous step's and this step's, in turn.
+    states: Vec<f32>,
+    /// The cell state `[B, H]` (empty for a GRU).
+    cell_state: Vec<f32>,
+    /// A GRU's recurrent product `[B, G]` (kept apart from the gates).
+    recurrent: Vec<f32>,
+    /// With a projection: the output before it, `[B, H]`.
+    unprojected: Vec<f32>,
+    /// The previous state, quantized for the recurrent product.
+    h_prev: QuantizedActivations,
+    /// The unprojected output, quantized for the projection.
+    projected: QuantizedActivations,
+    /// One gate-math scratch row of `H` per part of the team.
+    scratch: Vec<Mutex<Vec<f32>>>,
+}
+
+impl<'a> Direction<'a> {
+    /// Cell `cell` (canonical order) of `call`, in `direction`, from its initial state.
+    pub(crate) fn start(
+        call: &'a RnnCall<'a, f32>,
+        arch: &'a RnnArch,
+        q: &'a QuantizedCell,
+        (cell, direction): (usize, usize),
+    ) -> Result<Self, CallError> {
+        let (batch, seq) = (call.batch, call.seq_len);
+        let (h, p, g, s) = (
+            arch.hidden_size,
+            arch.output_size(),
+            arch.gate_rows(),
+            arch.cell_state_size(),
+        );
+        let chunk = (CHUNK_ROWS / batch.max(1)).clamp(1, seq.max(1));
+        let parts = if batch * h >= TEAM_CELLS {
+            call.threads.clamp(1, batch)
+        } else {
+            1
+        };
+        let apart = recurrent_apart(arch.cell);
+        let h0 = &call.h0[cell * batch * p..][..batch * p];
+        let mut states = vec![0.0; 2 * batch * p];
+        states[..batch * p].copy_from_slice(h0);
+        let h_prev = QuantizedActivations::quantize(h0, batch, p).map_err(|e| CallError {
+            argument: "h0",
+            ..e
+        })?;
+        Ok(Self {
+            call,
+            arch,
+            q,
+            direction,
+            chunk,
+            gates: vec![0.0; chunk * batch * g],
+            first_step: 0,
+            states,
+            cell_state: call.c0[cell * batch * s..][..batch * s].to_vec(),
+            recurrent: vec![0.0; if apart { batch * g } else { 0 }],
+            unprojected: vec![0.0; if q.w_hr.is_some() { batch * h } else { 0 }],
+            h_prev,
+            projected: QuantizedActivations::quantize(&[], 0, 0)?,
+            scratch: (0..parts).map(|_| Mutex::new(vec![0.0; h])).collect(),
+        })
+    }
+
+    /// Runs every step over the layer's quantized input `x` (`[T · B, I]`), writing
+    /// this direction's columns of `y` (`[T · B, dirs · P]`); returns the final hidden
+    /// state `[B, P]` and cell state.
+    pub(crate) fn run(
+        mut self,
+        x: &QuantizedActivations,
+        y: &mut [f32],
+    ) -> Result<(Vec<f32>, Vec<f32>), CallError> {
+        let (seq, batch, p) = (self.call.seq_len, self.call.batch, self.arch.output_size());
+        for step in 0..seq {
+            if step % self.chunk == 0 {
+                self.project_inputs(x, step)?;
+            }
+            let t = if self.direction == 1 {
+                seq - 1 - step
+            } else {
+                step
+            };
+            let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
+            self.step(t, (prev, next), y)?;
+        }
+        let last = (seq % 2) * batch * p;
+        self.states.truncate(last + batch * p);
+        self.states.drain(..last);
+        Ok((self.states, self.cell_state))
+    }
+
+    /// The input projection of the `chunk` steps from `step` in this direction's order:
+    /// steps `first..first + n` in time.
+    fn project_inputs(&mut self, x: &QuantizedActivations, step: usize) -> Result<(), CallError> {
+        let (seq, batch) = (self.call.seq_len, self.call.batch);
+        let n = self.chunk.min(seq - step);
+        let first = if self.direction == 1 {
+            seq - step - n
+        } else {
+            step
+        };
+        let gates = &mut self.gates[..n * batch * self.arch.gate_rows()];
+        let rows = x.rows_of(first * batch..(first + n) * batch);
+        let output = Output::Set(self.q.input_bias.as_deref());
+        matmul_int8_on(self.call.threads, rows, &self.q.w_ih, output, gates)?;
+        self.first_step = first;
+        Ok(())
+    }
+
+    /// Step `t`: the recurrent product of the quantized state at `prev`, the gate math,
+    /// an LSTMP's projection; the new state at `next` (quantized into `h_prev`), its
+    /// copy into this direction's columns of `y`.
+    fn step(
+        &mut self,
+        t: usize,
+        (prev, next): (usize, usize),
+        y: &mut [f32],
+    ) -> Result<(), CallError> {
+        let (batch, g) = (self.call.batch, self.arch.gate_rows());
+        let threads = self.call.threads;
+        let h_prev = self.h_prev.all_rows();
+        if recurrent_apart(self.arch.cell) {
+            let output = Output::Set(self.q.recurrent_bias.as_deref());
+            matmul_int8_on(threads, h_prev, &self.q.w_hh, output, &mut self.recurrent)?;
+        } else {
+            let at = (t - self.first_step) * batch * g;
+            let step_gates = &mut self.gates[at..][..batch * g];
+            matmul_int8_on(threads, h_prev, &self.q.w_hh, Output::Add, step_gates)?;
+        }
+        let projected = self.q.w_hr.is_some();
+        self.gate_math(t, (prev, next), y, !projected);
+        if let Some(w_hr) = &self.q.w_hr {
+            let h = self.arch.hidden_size;
+            self.projected.quantize_into(&self.unprojected, batch, h)?;
+            let rows = self.projected.all_rows();
+            let new_state = &mut self.states[next..][..batch * self.arch.output_size()];
+            matmul_int8_on(threads, rows, w_hr, Output::Set(None), new_state)?;
+            // SAFETY: `y` outlives the call below, on this thread alone.
+            let y = unsafe { Shared::new(y) };
+            // SAFETY: one thread, every row.
+            unsafe { self.shared_with(y).finish_rows(t, (prev, next), 0..batch) };
+        }
+        Ok(())
+    }
+
+    /// The gate math of step `t`, its rows split over the team when there are enough
+    /// cells ([`TEAM_CELLS`]); with `finish`, each part then finishes its rows.
+    fn gate_math(&mut self, t: usize, (prev, next): (usize, usize), y: &mut [f32], finish: bool) {
+        let call = self.call;
+        let (batch, parts, cell) = (call.batch, self.scratch.len(), self.arch.cell);
+        let (h, p, g) = (
+            self.arch.hidden_size,
+            self.arch.output_size(),
+            self.arch.gate_rows(),
+        );
+        let gates_at = (t - self.first_step) * batch * g;
+        // SAFETY: `y` outlives the parts below, each of which writes only its own rows.
+        let y = unsafe { Shared::new(y) };
+        // Out of `self` while `shared` borrows the rest of it.
+        let scratch = std::mem::take(&mut self.scratch);
+        let shared = self.shared_with(y);
+        let run = |part: usize| {
+            let rows = aligned_part(batch, parts, 1, part);
+            let step_args = ForwardStep {
+                t,
+                batch,
+                hidden: h,
+                out: p,
+                rows: rows.clone(),
+                units: 0..h,
+                gates: shared.gates,
+                gates_at,
+                first_row: 0,
+                gate_cols: g,
+                states: shared.states,
+                prev,
+                next,
+                cell: shared.cell_state,
+                unprojected: shared.unprojected,
+                recurrent: shared.recurrent,
+                tape: None,
+                recurrent_new: None,
+                lengths: call.lengths,
+            };
+            let mut scratch = scratch[part].lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: the buffers have the shapes `ForwardStep` documents (gates
+            // `[chunk, B, G]` from `first_step`, states `[2, B, P]`, the cell state
+            // `[B, H]`, the recurrent product `[B, G]`, the unprojected output
+            // `[B, H]`), and this part alone touches its rows of them until `run_parts`
+            // returns.
+            unsafe {
+                match cell {
+                    CellKind::Lstm => Lstm::forward_rows(&step_args, &mut scratch),
+                    CellKind::Gru => Gru::forward_rows(&step_args, &mut scratch),
+                }
+                if finish {
+                    shared.finish_rows(t, (prev, next), rows);
+                }
+            }
+        };
+        match parts {
+            1 => run(0),
+            parts => run_parts(call.threads, parts, run),
+        }
+        self.scratch = scratch;
+    }
+
+    /// The buffers as the parts of a step share them, with `y`.
+    fn shared_with<'s>(&'s mut self, y: Shared<'s, f32>) -> SharedStep<'s> {
+        let unprojected = (!self.unprojected.is_empty()).then_some(&mut self.unprojected[..]);
+        let (values, scales) = self
+            .h_prev
+            .rows_mut(self.call.batch, self.arch.output_size());
+        // SAFETY: every user of these (`gate_math`'s parts, `finish_rows`) touches only
+        // its own batch rows of each, and the buffers are read again only after the
+        // parts have returned.
+        unsafe {
+            SharedStep {
+                gates: Shared::new(&mut self.gates[..]),
+                states: Shared::new(&mut self.states[..]),
+                cell_state: Shared::new(&mut self.cell_state[..]),
+                recurrent: Shared::new(&mut self.recurrent[..]),
+                unprojected: unprojected.map(|u| Shared::new(u)),
+                h_values: Shared::new(values),
+                h_scales: Shared::new(scales),
+                y,
+                direction: self.direction,
+                dirs: self.arch.dirs(),
+                out: self.arch.output_size(),
+                batch: self.call.batch,
+                lengths: self.call.lengths,
+            }
+        }
+    }
+}
+
+/// A step's buffers, shared by the parts of its gate math (each touches its own rows).
+#[derive(Clone, Copy)]
+struct SharedStep<'a> {
+    gates: Shared<'a, f32>,
+    states: Shared<'a, f32>,
+    cell_state: Shared<'a, f32>,
+    recurrent: Shared<'a, f32>,
+    unprojected: Option<Shared<'a, f32>>,
+    /// The next step's quantized state: values `[B, P]` and row scales `[B]`.
+    h_values: Shared<'a, u8>,
+    h_scales: Shared<'a, f32>,
+    /// The layer's output `[T · B, dirs · P]`.
+    y: Shared<'a, f32>,
+    direction: usize,
+    dirs: usize,
+    out: usize,
+    batch: usize,
+    lengths: Option<&'a [usize]>,
+}
+
+impl SharedStep<'_> {
+    /// Finishes `rows` of step `t`: a row past its length keeps its state (copied from
+    /// `prev` to `next`) and emits zeros, the others emit their new state; then each
+    /// row's state is quantized for the next step.
+    ///
+    /// # Safety
+    /// No other thread touches these rows of the buffers until the caller's parts have
+    /// returned.
+    unsafe fn finish_rows(self, t: usize, (prev, next): (usize, usize), rows: Range<usize>) {
+        let p = self.out;
+        for b in rows.clone() {
+            // SAFETY: row `b` of each buffer is this caller's (the promise above).
+            let (state_prev, state_next, y_row) = unsafe {
+                (
+                    self.states.slice(prev + b * p, p),
+                    self.states.slice(next + b * p, p),
+                    self.y
+                        .slice((t * self.batch + b) * self.dirs * p + self.direction * p, p),
+                )
+            };
+            if self.lengths.is_none_or(|l| t < l[b]) {
+                y_row.copy_from_slice(state_next);
+            } else {
+                state_next.copy_from_slice(state_prev);
+                y_row.fill(0.0);
+            }
+        }
+        let n = rows.len();
+        // SAFETY: as above, for the rows' states, quantized values and scales.
+        unsafe {
+            quantize_activation_rows(
+                self.states.slice(next + rows.start * p, n * p),
+                p,
+                self.h_values.slice(rows.start * p, n * p),
+                self.h_scales.slice(rows.start, n),
+            );
+        }
+    }
+}
