@@ -11,6 +11,8 @@ use crate::call::{CallError, len_check};
 use crate::int8::dot::{TILE_ROWS, TILE_SUMS, Tile};
 use crate::int8::quantize::ActivationRows;
 use crate::int8::{QuantizedActivations, QuantizedMatrix};
+#[cfg(target_arch = "x86_64")]
+use crate::simd::{Isa, isa};
 use crate::team::{SharedPtr, aligned_part, run_parts};
 
 /// `out[r, n] = a.scales[r] · w.scales[n] · Σ_k (a[r, k] − 128) · w[n, k] + bias[n]`:
@@ -135,30 +137,82 @@ impl Product<'_> {
 
     /// `y[j] = a.scales[row] · w.scales[n] · (raw[j] − 128 · Σ_k w[n, k]) + bias[n]`
     /// (or `y[j] +=` the product), `n = first_col + j`: the same operations, in the same
-    /// order, on every kernel.
+    /// order, on every kernel and instruction set.
     #[inline]
     fn finish(&self, row: usize, first_col: usize, raw: &[i32], y: &mut [f32]) {
         let n = first_col..first_col + y.len();
-        let a_scale = self.a.scales[row];
-        let w_scales = &self.w.scales()[n.clone()];
-        let zero_point = &self.w.zero_point_sums()[n.clone()];
-        let values = raw.iter().zip(zero_point).zip(w_scales);
-        match self.output {
-            Output::Set(Some(bias)) => {
-                for ((y, ((&raw, &zero), &scale)), &b) in y.iter_mut().zip(values).zip(&bias[n]) {
-                    *y = a_scale * scale * (raw - zero) as f32 + b;
-                }
+        let parts = Epilogue {
+            a_scale: self.a.scales[row],
+            w_scales: &self.w.scales()[n.clone()],
+            zero_point: &self.w.zero_point_sums()[n.clone()],
+            output: match self.output {
+                Output::Set(Some(bias)) => Output::Set(Some(&bias[n])),
+                other => other,
+            },
+        };
+        #[cfg(target_arch = "x86_64")]
+        match isa() {
+            // SAFETY: the CPU reported avx512f and avx2 (`Isa::Avx512`).
+            Isa::Avx512 => unsafe { epilogue_avx512(&parts, raw, y) },
+            // SAFETY: the CPU reported avx2 (`Isa::Avx2`).
+            Isa::Avx2 => unsafe { epilogue_avx2(&parts, raw, y) },
+            Isa::Baseline => epilogue(&parts, raw, y),
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        epilogue(&parts, raw, y);
+    }
+}
+
+/// What turns one row's raw sums of a block into outputs.
+struct Epilogue<'a> {
+    a_scale: f32,
+    w_scales: &'a [f32],
+    zero_point: &'a [i32],
+    /// With the block's part of the bias.
+    output: Output<'a>,
+}
+
+/// [`Product::finish`]'s loop, inlined into each instruction set's copy below, which the
+/// compiler vectorizes for that set's width.
+#[inline(always)]
+fn epilogue(parts: &Epilogue<'_>, raw: &[i32], y: &mut [f32]) {
+    let a_scale = parts.a_scale;
+    let values = raw.iter().zip(parts.zero_point).zip(parts.w_scales);
+    match parts.output {
+        Output::Set(Some(bias)) => {
+            for ((y, ((&raw, &zero), &scale)), &b) in y.iter_mut().zip(values).zip(bias) {
+                *y = a_scale * scale * (raw - zero) as f32 + b;
             }
-            Output::Set(None) => {
-                for (y, ((&raw, &zero), &scale)) in y.iter_mut().zip(values) {
-                    *y = a_scale * scale * (raw - zero) as f32;
-                }
+        }
+        Output::Set(None) => {
+            for (y, ((&raw, &zero), &scale)) in y.iter_mut().zip(values) {
+                *y = a_scale * scale * (raw - zero) as f32;
             }
-            Output::Add => {
-                for (y, ((&raw, &zero), &scale)) in y.iter_mut().zip(values) {
-                    *y += a_scale * scale * (raw - zero) as f32;
-                }
+        }
+        Output::Add => {
+            for (y, ((&raw, &zero), &scale)) in y.iter_mut().zip(values) {
+                *y += a_scale * scale * (raw - zero) as f32;
             }
         }
     }
+}
+
+/// [`epilogue`] compiled for AVX-512.
+///
+/// # Safety
+/// The CPU has avx512f and avx2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2")]
+unsafe fn epilogue_avx512(parts: &Epilogue<'_>, raw: &[i32], y: &mut [f32]) {
+    epilogue(parts, raw, y);
+}
+
+/// [`epilogue`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU has avx2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn epilogue_avx2(parts: &Epilogue<'_>, raw: &[i32], y: &mut [f32]) {
+    epilogue(parts, raw, y);
 }

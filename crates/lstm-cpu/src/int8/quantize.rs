@@ -343,11 +343,13 @@ fn row_scale(row: &[f32], max: f32) -> f32 {
     lanes.into_iter().fold(tail, larger) / max
 }
 
-/// `out[k] = store(round(row[k] · (1 / scale)))`, the quotient clamped to `-max..=max`
-/// and rounded half away from zero (all zeros where the scale is 0), in a loop the
-/// compiler vectorizes: one division per row, not per value; the quotient's integer
-/// part by truncation, then one step away from zero where the rest is at least a half
-/// (`|quotient| <= 127`: both parts exact in f32).
+/// `out[k] = store(round(row[k] / scale))`, the quotient clamped to `-max..=max` and
+/// rounded half away from zero (all zeros where the scale is 0), in a loop the compiler
+/// vectorizes: the quotient as a product with `1 / scale` (one division per row; a
+/// subnormal scale, whose inverse overflows, divides), rounded to nearest (ties to even)
+/// by adding `1.5 · 2^23`, whose sum's bits are the integer, then a tie that went
+/// towards zero moved one step away (a saturating `as` cast and `trunc` are not
+/// vectorized on every instruction set).
 #[inline(always)]
 fn quantize_row<Q>(row: &[f32], scale: f32, max: f32, out: &mut [Q], store: impl Fn(i32) -> Q) {
     if scale == 0.0 {
@@ -355,11 +357,32 @@ fn quantize_row<Q>(row: &[f32], scale: f32, max: f32, out: &mut [Q], store: impl
         return;
     }
     let inverse = 1.0 / scale;
+    if inverse.is_finite() {
+        quantize_quotients(row, |v| v * inverse, max, out, store);
+    } else {
+        quantize_quotients(row, |v| v / scale, max, out, store);
+    }
+}
+
+#[inline(always)]
+fn quantize_quotients<Q>(
+    row: &[f32],
+    quotient: impl Fn(f32) -> f32,
+    max: f32,
+    out: &mut [Q],
+    store: impl Fn(i32) -> Q,
+) {
+    /// `1.5 · 2^23`: for `|x| < 2^22`, `x + MAGIC` is `x` rounded to an integer `r`
+    /// (ties to even) plus `MAGIC`, exactly, with bits `MAGIC_BITS + r`.
+    const MAGIC: f32 = 12_582_912.0;
+    const MAGIC_BITS: i32 = 0x4B40_0000;
     for (q, &v) in out.iter_mut().zip(row) {
-        let x = (v * inverse).clamp(-max, max);
-        let whole = x as i32;
-        let rest = x - whole as f32;
-        *q = store(whole + i32::from(rest >= 0.5) - i32::from(rest <= -0.5));
+        let x = quotient(v).clamp(-max, max);
+        let shifted = x + MAGIC;
+        // Exact: both are within 128 of each other and of `MAGIC`'s integers.
+        let rest = x - (shifted - MAGIC);
+        let away = i32::from(rest == 0.5 && x > 0.0) - i32::from(rest == -0.5 && x < 0.0);
+        *q = store(shifted.to_bits() as i32 - MAGIC_BITS + away);
     }
 }
 

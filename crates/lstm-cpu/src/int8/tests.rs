@@ -322,3 +322,34 @@ fn activations_quantize_the_same_on_any_number_of_threads() {
         "{err}"
     );
 }
+
+/// The vectorized rounding equals `f32::round` (half away from zero) on every tie and
+/// on values next to the ties, at a scale of exactly 1.
+#[test]
+fn rounding_is_half_away_from_zero_on_every_tie_and_its_neighbours() {
+    let mut row = vec![127.0f32];
+    for k in -127..127 {
+        let tie = k as f32 + 0.5;
+        row.extend([
+            tie,
+            tie.next_up(),
+            tie.next_down(),
+            k as f32,
+            (k as f32).next_up(),
+        ]);
+    }
+    row.extend([0.49999997, -0.49999997, -0.0, 1e-30, -1e-30]);
+    let expected: Vec<i8> = row
+        .iter()
+        .map(|v| v.round().clamp(-127.0, 127.0) as i8)
+        .collect();
+    let q = QuantizedMatrix::quantize(&row, 1, row.len(), QuantLevels::Full).unwrap();
+    assert_eq!(q.scales(), &[1.0]);
+    assert_eq!(q.to_row_major(), expected);
+    let x = QuantizedActivations::quantize(&row, 1, row.len()).unwrap();
+    let shifted: Vec<u8> = expected
+        .iter()
+        .map(|&q| (i32::from(q) + 128) as u8)
+        .collect();
+    assert_eq!(x.values(), shifted);
+}
