@@ -10,8 +10,8 @@ use core::arch::x86_64::{
     _mm256_set1_epi16, _mm256_set1_epi32, _mm256_setzero_si256, _mm256_storeu_si256,
 };
 
-use crate::int8::dot::{Tile, group_of};
 use crate::int8::panels::GROUP;
+use crate::int8::tile::{Tile, group_of};
 
 /// Rows of a panel: the `i32` lanes of a vector.
 const PANEL_ROWS: usize = 8;

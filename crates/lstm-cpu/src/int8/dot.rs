@@ -8,13 +8,8 @@ use std::sync::OnceLock;
 
 use crate::int8::QuantLevels;
 use crate::int8::panels::GROUP;
+use crate::int8::tile::{TILE_ROWS, Tile};
 use crate::simd::{Isa, isa};
-
-/// Rows of activations a tile takes at most.
-pub(crate) const TILE_ROWS: usize = 4;
-
-/// Sums of the largest tile of any kernel: [`TILE_ROWS`] × 4 panels × 16 rows.
-pub(crate) const TILE_SUMS: usize = TILE_ROWS * 4 * 16;
 
 /// The kernels of the raw sums.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,24 +22,6 @@ pub(crate) enum DotKernel {
     Avx2,
     /// AVX-512 VNNI: `vpdpbusd`, four `u8 × i8` products into each of 16 `i32` lanes.
     Avx512Vnni,
-}
-
-/// One tile of a product: `rows` rows of activations against `panels` consecutive
-/// panels of weights.
-#[derive(Clone, Copy)]
-pub(crate) struct Tile<'a> {
-    /// The tile's activation rows, `depth` bytes each, one after the other.
-    pub a: &'a [u8],
-    /// Rows: 1 to [`TILE_ROWS`].
-    pub rows: usize,
-    /// The tile's panels, one after the other (`Panels::bytes` from its first).
-    pub w: &'a [i8],
-    /// Panels: 1 to the kernel's [`DotKernel::tile_panels`].
-    pub panels: usize,
-    /// Inputs of each row.
-    pub depth: usize,
-    /// Bytes of one panel (`Panels::panel_len`).
-    pub panel_len: usize,
 }
 
 /// What this CPU runs, read once (`LSTM_CPU_ISA` caps it as it caps the f32 kernels).
@@ -222,14 +199,4 @@ fn vnni(_: &Tile<'_>, _: &mut [i32]) {
 #[cfg(not(target_arch = "x86_64"))]
 fn avx2(_: &Tile<'_>, _: &mut [i32]) {
     unreachable!("AVX2 is never chosen off x86_64")
-}
-
-/// Four activations from `k` of a row of `depth` (`k < depth`), zeros past its end, as
-/// the `i32` a kernel broadcasts.
-#[inline(always)]
-pub(crate) fn group_of(a_row: &[u8], k: usize) -> i32 {
-    let mut bytes = [0u8; GROUP];
-    let n = (a_row.len() - k).min(GROUP);
-    bytes[..n].copy_from_slice(&a_row[k..k + n]);
-    i32::from_le_bytes(bytes)
 }

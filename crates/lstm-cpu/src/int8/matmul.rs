@@ -8,8 +8,8 @@
 //! block, from cache.
 
 use crate::call::{CallError, len_check};
-use crate::int8::dot::{TILE_ROWS, TILE_SUMS, Tile};
 use crate::int8::quantize::ActivationRows;
+use crate::int8::tile::{TILE_ROWS, TILE_SUMS, Tile};
 use crate::int8::{QuantizedActivations, QuantizedMatrix};
 #[cfg(target_arch = "x86_64")]
 use crate::simd::{Isa, isa};

@@ -42,6 +42,7 @@ mod quantize;
 mod step;
 #[cfg(test)]
 mod tests;
+mod tile;
 #[cfg(target_arch = "x86_64")]
 mod vnni;
 

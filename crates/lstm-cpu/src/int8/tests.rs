@@ -1,9 +1,10 @@
 //! The quantizers on hand-made matrices, the product against exact sums and the f32
 //! product, and every dot kernel against the scalar one.
 
-use crate::int8::dot::{DotKernel, TILE_ROWS, TILE_SUMS, Tile};
+use crate::int8::dot::DotKernel;
 use crate::int8::matmul::{Output, matmul_int8_on};
 use crate::int8::panels::Panels;
+use crate::int8::tile::{TILE_ROWS, TILE_SUMS, Tile};
 use crate::int8::{MAX_DEPTH, QuantLevels, QuantizedActivations, QuantizedMatrix, matmul_int8};
 
 #[test]

@@ -9,8 +9,8 @@ use core::arch::x86_64::{
     _mm512_storeu_si512,
 };
 
-use crate::int8::dot::{Tile, group_of};
 use crate::int8::panels::GROUP;
+use crate::int8::tile::{Tile, group_of};
 
 /// Rows of a panel: the `i32` lanes of a vector.
 const PANEL_ROWS: usize = 16;
