@@ -97,6 +97,7 @@ pub struct PytorchGuide;
 
 mod deprecated;
 mod error;
+mod int8;
 mod kernels;
 mod module;
 mod op;
@@ -107,6 +108,7 @@ pub use deprecated::{
     LstmLayer, LstmOutput, LstmOutputGrads, LstmSaved, LstmSpec, lstm,
 };
 pub use error::RnnError;
+pub use int8::models::{Int8Gru, Int8Lstm};
 #[cfg(feature = "cubecl")]
 pub use kernels::cubecl::flat_cache::{gpu_weight_cache, set_gpu_weight_cache};
 #[cfg(feature = "cuda")]

@@ -12,6 +12,10 @@ pub enum RnnKernel {
     FusedCpu,
     /// NVIDIA cuDNN's fused RNN (`cudnnRNNForward` and friends).
     Cudnn,
+    /// The int8 inference kernel of the `lstm-cpu` crate: runs the int8 copies of the
+    /// modules ([`Int8Lstm`](crate::Int8Lstm), [`Int8Gru`](crate::Int8Gru), made by
+    /// `quantized_int8()`), not the f32 modules, which fall back when asked for it.
+    FusedCpuInt8,
 }
 
 impl fmt::Display for RnnKernel {
@@ -20,6 +24,7 @@ impl fmt::Display for RnnKernel {
             Self::Portable => "portable",
             Self::FusedCpu => "fused-cpu",
             Self::Cudnn => "cudnn",
+            Self::FusedCpuInt8 => "fused-cpu-int8",
         })
     }
 }

@@ -23,6 +23,7 @@ mod gru_golden_f32;
 mod half;
 mod hostile_files;
 mod int8_golden;
+mod int8_models;
 mod layout;
 mod model_checkpoint;
 mod nan_policy;

@@ -58,8 +58,10 @@ pub(crate) fn choice<R: 'static, D: 'static>(
         Some(RnnKernel::Portable) => {
             return portable("the portable kernel was asked for (cuDNN is faster)".into());
         }
-        Some(RnnKernel::FusedCpu) => {
-            return portable("the fused-cpu kernel was asked for but runs only on the CPU backends (Flex, NdArray)".into());
+        Some(kernel @ (RnnKernel::FusedCpu | RnnKernel::FusedCpuInt8)) => {
+            return portable(format!(
+                "the {kernel} kernel was asked for but runs only on the CPU backends (Flex, NdArray)"
+            ));
         }
         None | Some(RnnKernel::Cudnn) => {}
     }

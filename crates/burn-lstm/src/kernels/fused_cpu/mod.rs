@@ -111,6 +111,11 @@ pub(crate) fn choice(dtype: DType, spec: &RnnSpec) -> KernelChoice {
             RnnKernel::FusedCpu,
             "the cudnn kernel was asked for but runs only on CUDA",
         ),
+        Some(RnnKernel::FusedCpuInt8) => KernelChoice::fallback(
+            RnnKernel::FusedCpu,
+            "the fused-cpu-int8 kernel was asked for but runs only the int8 copy of a \
+             model (`quantized_int8()`)",
+        ),
         None | Some(RnnKernel::FusedCpu) => KernelChoice::fastest(RnnKernel::FusedCpu),
     }
 }
