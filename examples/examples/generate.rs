@@ -15,7 +15,7 @@ use burn::backend::Flex;
 use clap::Parser;
 use lstm_examples::language_model::{
     self, EVAL_BATCH_SIZE, LmError, Sampler, VOCAB_FILE, batchify, encode_file, evaluate,
-    load_model, perplexity,
+    evaluate_with, load_model, perplexity,
 };
 
 /// Loads a saved language model, reports its test perplexity and samples words.
@@ -45,6 +45,10 @@ struct Args {
     /// Skip the test perplexity (it reads the whole test split).
     #[arg(long)]
     no_test: bool,
+    /// Also report the test perplexity with the LSTM quantized to int8
+    /// (`quantized_int8()`).
+    #[arg(long)]
+    int8: bool,
 }
 
 fn main() {
@@ -82,6 +86,18 @@ fn run(args: Args) -> Result<(), LmError> {
             test_path.display(),
             perplexity(loss)
         );
+        if args.int8 {
+            let int8 = model.rnn.quantized_int8().map_err(|e| {
+                LmError::Usage(format!("--int8: the model's LSTM does not quantize: {e}"))
+            })?;
+            let int8_loss = evaluate_with(&model, &int8, &test, args.bptt);
+            let (ppl, int8_ppl) = (perplexity(loss), perplexity(int8_loss));
+            println!(
+                "| int8 LSTM ({}) | test loss {int8_loss:5.2} | test ppl {int8_ppl:8.2} ({:+.3} % against f32)",
+                int8.kernel(),
+                100.0 * (int8_ppl - ppl) / ppl
+            );
+        }
     }
     let mut sampler = Sampler::new(args.seed);
     let prompt: Vec<u32> = match &args.prompt {

@@ -7,11 +7,16 @@
 //! cargo run --release --example infer -- target/sunspots-model [--plot FILE.svg] [--horizon N]
 //! cargo run --release --example infer -- target/sunspots-model --backend ndarray
 //! cargo run --release --example infer -- target/sunspots-model --backend dispatch
+//! cargo run --release --example infer -- target/sunspots-model --int8
 //! ```
+//!
+//! `--int8` serves the model with its LSTM quantized to int8 (`quantized_int8()`) and
+//! prints the f32 model's held-back error beside it.
 
 use std::path::{Path, PathBuf};
 
 use burn::backend::{Flex, NdArray};
+use burn::tensor::backend::Backend as BurnBackend;
 use burn_lstm::RnnBackend;
 use clap::{Parser, ValueEnum};
 use lstm_examples::sunspots::{self, ExampleError};
@@ -51,6 +56,9 @@ struct Args {
     /// Burn's CPU backend.
     #[arg(long, value_enum, default_value_t = Backend::Flex)]
     backend: Backend,
+    /// Serve the LSTM with int8 weights (and compare with the f32 model).
+    #[arg(long)]
+    int8: bool,
 }
 
 fn main() {
@@ -85,6 +93,45 @@ fn run<B: RnnBackend>(args: &Args, device: &B::Device) -> Result<(), ExampleErro
     );
     let series = sunspots::load_series(data)?;
     let evaluation = sunspots::evaluate(&model, &config, &series, device)?;
+    if args.int8 {
+        // The checks of loading passed: what can fail here is a parameter that is not
+        // finite, a damaged checkpoint.
+        let int8 = model.quantized_int8().map_err(|e| ExampleError::Corrupt {
+            what: "checkpoint",
+            path: checkpoint.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let quantized = sunspots::evaluate(&int8, &config, &series, device)?;
+        println!(
+            "int8 LSTM (kernel {}, {} weight bytes against {} in f32): held-back RMSE {:.3} against f32 {:.3} ({:+.3} %)",
+            int8.lstm.kernel(),
+            int8.lstm.weight_bytes(),
+            4 * model.lstm.arch().weight_count(),
+            quantized.rmse,
+            evaluation.rmse,
+            100.0 * (quantized.rmse - evaluation.rmse) / evaluation.rmse
+        );
+        return serve(&int8, &config, &series, &quantized, (plot, horizon), device);
+    }
+    serve(
+        &model,
+        &config,
+        &series,
+        &evaluation,
+        (plot, horizon),
+        device,
+    )
+}
+
+/// Prints the held-back error and the forecast past the data, and draws the plot.
+fn serve<B: BurnBackend>(
+    model: &impl sunspots::Predict<B>,
+    config: &sunspots::ForecastConfig,
+    series: &sunspots::Series,
+    evaluation: &sunspots::Evaluation,
+    (plot, horizon): (&Path, usize),
+    device: &B::Device,
+) -> Result<(), ExampleError> {
     let (y0, m0) = series.dates[evaluation.start];
     println!(
         "held-back months {y0}-{m0:02} .. end ({} months), one month ahead: RMSE {:.2}, MAE {:.2}; persistence RMSE {:.2}",
@@ -93,7 +140,7 @@ fn run<B: RnnBackend>(args: &Args, device: &B::Device) -> Result<(), ExampleErro
         evaluation.mae,
         evaluation.persistence_rmse
     );
-    let ahead = sunspots::forecast_ahead(&model, &config, &series, horizon, device);
+    let ahead = sunspots::forecast_ahead(model, config, series, horizon, device);
     let (mut year, mut month) = *series.dates.last().expect("data");
     println!("forecast past the data:");
     for value in ahead {
@@ -106,7 +153,7 @@ fn run<B: RnnBackend>(args: &Args, device: &B::Device) -> Result<(), ExampleErro
     if let Some(dir) = plot.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    sunspots::write_svg(plot, &series, &evaluation)?;
+    sunspots::write_svg(plot, series, evaluation)?;
     println!("plot: {}", plot.display());
     Ok(())
 }

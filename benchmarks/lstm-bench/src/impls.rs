@@ -315,14 +315,15 @@ fn kernel_alone(args: &Args, mode: Mode) -> Call {
 
 /// The int8 path of the kernel alone (`lstm_cpu::int8::QuantizedRnn`, inference): the
 /// weights quantized once, before the timed calls, as a server quantizes a model on
-/// loading; the activations quantized in every call. The inputs are those of
-/// [`kernel_alone`].
+/// loading, to the range this CPU's fastest int8 kernel runs (±63 where AVX2 is the
+/// widest, `LSTM_CPU_ISA=avx2` included); the activations quantized in every call. The
+/// inputs are those of [`kernel_alone`].
 fn kernel_int8(args: &Args) -> Call {
     let inputs = kernel_inputs(args);
     let model = lstm_cpu::int8::QuantizedRnn::quantize(
         &inputs.arch,
         &inputs.weights,
-        lstm_cpu::int8::QuantLevels::Full,
+        lstm_cpu::int8::fastest_levels(),
     )
     .expect("valid weights");
     Box::new(move || {

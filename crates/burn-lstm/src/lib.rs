@@ -94,6 +94,9 @@ pub struct TrainCudaServeCpuGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/pytorch.md")]
 pub struct PytorchGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/int8.md")]
+pub struct Int8Guide;
 
 mod deprecated;
 mod error;

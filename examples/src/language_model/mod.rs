@@ -30,7 +30,7 @@ pub use clip::clip_grad_norm;
 pub use corpus::{Corpus, EOS, default_data_dir, encode_file, lines, words};
 pub use decoder_loss::{decoder_nll, decoder_nll_loss, training_loss};
 pub use error::LmError;
-pub use evaluate::evaluate;
+pub use evaluate::{Recurrent, evaluate, evaluate_with};
 pub use fused_loss::fused_nll_loss;
 pub use loss::{cross_entropy, nll_loss, perplexity};
 pub use memory::keep_freed_memory;

@@ -1,11 +1,11 @@
 //! Serving a forecaster: one-step-ahead forecasts of the held-back months with their
 //! errors, and forecasts past the end of the data.
 
-use burn_lstm::RnnBackend;
+use burn::tensor::backend::Backend;
 
 use super::data::Series;
 use super::error::ExampleError;
-use super::model::{ForecastConfig, Forecaster, split, windows};
+use super::model::{ForecastConfig, Predict, split, windows};
 
 /// One-step-ahead forecasts of the held-back months and their errors.
 #[derive(Clone, Debug)]
@@ -23,8 +23,8 @@ pub struct Evaluation {
 }
 
 /// Forecasts every held-back month from the months before it.
-pub fn evaluate<B: RnnBackend>(
-    model: &Forecaster<B>,
+pub fn evaluate<B: Backend>(
+    model: &impl Predict<B>,
     config: &ForecastConfig,
     series: &Series,
     device: &B::Device,
@@ -33,7 +33,7 @@ pub fn evaluate<B: RnnBackend>(
     let targets: Vec<usize> = (start..series.values.len()).collect();
     let (x, _) = windows::<B>(&series.values, &targets, config, device);
     let predicted = model
-        .forward(x)
+        .predict(x)
         .into_data()
         .convert::<f32>()
         .to_vec::<f32>()
@@ -70,8 +70,8 @@ pub fn evaluate<B: RnnBackend>(
 
 /// Forecasts `horizon` months past the end of the series, each from the previous
 /// forecasts (recursive multi-step forecast).
-pub fn forecast_ahead<B: RnnBackend>(
-    model: &Forecaster<B>,
+pub fn forecast_ahead<B: Backend>(
+    model: &impl Predict<B>,
     config: &ForecastConfig,
     series: &Series,
     horizon: usize,
@@ -83,7 +83,7 @@ pub fn forecast_ahead<B: RnnBackend>(
         values.push(0.0);
         let (x, _) = windows::<B>(&values, &[target], config, device);
         let next = model
-            .forward(x)
+            .predict(x)
             .into_data()
             .convert::<f32>()
             .to_vec::<f32>()

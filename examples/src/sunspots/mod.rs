@@ -26,6 +26,6 @@ pub use evaluate::{Evaluation, evaluate, forecast_ahead};
 pub use learner::{Progress, TrainOptions, train};
 pub use loader::{WindowBatch, WindowLoader};
 pub use metric::HeldBackRmse;
-pub use model::{ForecastConfig, Forecaster, ForecasterRecord};
+pub use model::{ForecastConfig, Forecaster, ForecasterRecord, Int8Forecaster, Predict};
 pub use plot::write_svg;
 pub use renderer::EpochLog;

@@ -5,7 +5,7 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Tensor, TensorData, backend::Backend};
-use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, RnnBackend};
+use burn_lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmConfig, Int8Lstm, RnnBackend, RnnError};
 
 use super::data::Series;
 use super::error::ExampleError;
@@ -93,9 +93,60 @@ impl<B: RnnBackend> Forecaster<B> {
     pub fn forward(&self, windows: Tensor<B, 2>) -> Tensor<B, 1> {
         let [n, window] = windows.dims();
         let (y, _) = self.lstm.forward(windows.reshape([n, window, 1]), None);
-        let hidden = y.dims()[2];
-        let last = y.narrow(1, window - 1, 1).reshape([n, hidden]);
-        self.head.forward(last).reshape([n])
+        self.head.forward(last_step(y)).reshape([n])
+    }
+
+    /// The forecaster with its LSTM quantized to int8 for CPU inference
+    /// (`burn_lstm::Int8Lstm`); the head stays f32.
+    pub fn quantized_int8(&self) -> Result<Int8Forecaster<B>, RnnError> {
+        Ok(Int8Forecaster {
+            lstm: self.lstm.quantized_int8()?,
+            head: self.head.clone(),
+        })
+    }
+}
+
+/// A [`Forecaster`] whose LSTM runs on int8 weights ([`Forecaster::quantized_int8`]).
+#[derive(Clone, Debug)]
+pub struct Int8Forecaster<B: Backend> {
+    /// The recurrent part, quantized.
+    pub lstm: Int8Lstm<B>,
+    /// Next-month value from the last hidden state.
+    pub head: Linear<B>,
+}
+
+impl<B: Backend> Int8Forecaster<B> {
+    /// As [`Forecaster::forward`].
+    pub fn forward(&self, windows: Tensor<B, 2>) -> Tensor<B, 1> {
+        let [n, window] = windows.dims();
+        let (y, _) = self.lstm.forward(windows.reshape([n, window, 1]), None);
+        self.head.forward(last_step(y)).reshape([n])
+    }
+}
+
+/// The last step of a batch-first output `[N, window, H]`, as `[N, H]`.
+fn last_step<B: Backend>(y: Tensor<B, 3>) -> Tensor<B, 2> {
+    let [n, window, hidden] = y.dims();
+    y.narrow(1, window - 1, 1).reshape([n, hidden])
+}
+
+/// A model that forecasts the next month of each window: [`Forecaster`] or
+/// [`Int8Forecaster`], for [`evaluate`](super::evaluate) and
+/// [`forecast_ahead`](super::forecast_ahead).
+pub trait Predict<B: Backend> {
+    /// `windows [N, window]` of standardised values to the standardised next value `[N]`.
+    fn predict(&self, windows: Tensor<B, 2>) -> Tensor<B, 1>;
+}
+
+impl<B: RnnBackend> Predict<B> for Forecaster<B> {
+    fn predict(&self, windows: Tensor<B, 2>) -> Tensor<B, 1> {
+        self.forward(windows)
+    }
+}
+
+impl<B: Backend> Predict<B> for Int8Forecaster<B> {
+    fn predict(&self, windows: Tensor<B, 2>) -> Tensor<B, 1> {
+        self.forward(windows)
     }
 }
 

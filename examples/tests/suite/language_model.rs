@@ -196,12 +196,19 @@ fn trains_on_a_tiny_corpus_and_the_saved_model_reloads() {
         "test",
         &device,
     );
-    let reloaded = evaluate(&saved.model, &test.unwrap(), 6);
+    let test = test.unwrap();
+    let reloaded = evaluate(&saved.model, &test, 6);
     assert!(
         (reloaded - best.test_loss).abs() <= 1e-6 * best.test_loss,
         "reloaded test loss {reloaded}, in training {}",
         best.test_loss
     );
+    // With the LSTM quantized to int8: the test perplexity within 1 % of the f32 one.
+    let int8 = saved.model.rnn.quantized_int8().unwrap();
+    let int8_loss = language_model::evaluate_with(&saved.model, &int8, &test, 6);
+    let change = (perplexity(int8_loss) - perplexity(reloaded)).abs() / perplexity(reloaded);
+    assert!(change < 0.01, "int8 test loss {int8_loss}, f32 {reloaded}");
+    assert_ne!(int8_loss, reloaded, "int8 ran");
     assert!((perplexity(reloaded) - report.test_ppl).abs() <= 1e-5 * report.test_ppl);
 
     // Sampling from it is seeded and stays in the vocabulary.
