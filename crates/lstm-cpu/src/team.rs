@@ -60,6 +60,19 @@ impl<'a, T> Shared<'a, T> {
         unsafe { self.ptr.add(offset) }
     }
 
+    /// `len` elements from `offset`, to read, for the rest of the borrow `'a`.
+    ///
+    /// # Safety
+    /// The range is inside the slice, and no member writes it while the result is in
+    /// use (until the next barrier, under the team's discipline).
+    #[inline(always)]
+    pub unsafe fn read(self, offset: usize, len: usize) -> &'a [T] {
+        debug_assert!(offset + len <= self.len, "{offset}+{len} past {}", self.len);
+        // SAFETY: in bounds of the borrowed slice (the caller's promise), which lives for
+        // `'a`; nobody writes it while the caller reads (the team's discipline).
+        unsafe { core::slice::from_raw_parts(self.ptr.add(offset), len) }
+    }
+
     /// `len` elements from `offset`, for the rest of the borrow `'a`.
     ///
     /// # Safety

@@ -89,6 +89,30 @@ pub(crate) fn matmul_int8_on(
     Ok(())
 }
 
+/// Part `part` of `parts` of a product's blocks of panels (columns of `out`), as a
+/// member of a team that splits every product alike: for a recurrence whose members
+/// each compute their columns of a step's products between two barriers.
+///
+/// # Safety
+/// `a.cols == w.cols()`, a bias has `w.rows()` values, `out` points at
+/// `a.rows() · w.rows()` values, and until the caller's next barrier no other thread
+/// touches this part's columns of them (the other parts' columns are theirs).
+pub(crate) unsafe fn product_part(
+    a: ActivationRows<'_>,
+    w: &QuantizedMatrix,
+    output: Output<'_>,
+    out: SharedPtr<f32>,
+    (part, parts): (usize, usize),
+) {
+    debug_assert_eq!(a.cols, w.cols());
+    let blocks = w.panels().count().div_ceil(w.kernel().tile_panels());
+    let product = Product { a, w, output };
+    for block in aligned_part(blocks, parts, 1, part) {
+        // SAFETY: the caller's promise, for this part's blocks.
+        unsafe { product.block_into(block, out) };
+    }
+}
+
 /// The operands of one product.
 struct Product<'a> {
     a: ActivationRows<'a>,

@@ -16,9 +16,9 @@ use crate::call::{CallError, RnnCall};
 use crate::cell::{Cell, ForwardStep, Gru, Lstm, recurrent_apart};
 use crate::int8::QuantizedActivations;
 use crate::int8::cell::QuantizedCell;
-use crate::int8::matmul::{Output, matmul_int8_on};
-use crate::int8::quantize::quantize_activation_rows;
-use crate::team::{Shared, aligned_part, run_parts};
+use crate::int8::matmul::{Output, matmul_int8_on, product_part};
+use crate::int8::quantize::{ActivationRows, quantize_activation_rows};
+use crate::team::{Shared, SharedPtr, aligned_part, run_parts, run_team_placed};
 
 /// Rows of the input projection computed at once: enough to keep the product's tiles
 /// busy, few enough that its gate pre-activations stay in cache.
@@ -113,7 +113,11 @@ impl<'a> Direction<'a> {
         y: &mut [f32],
     ) -> Result<(Vec<f32>, Vec<f32>), CallError> {
         let (seq, batch, p) = (self.call.seq_len, self.call.batch, self.arch.output_size());
-        for step in 0..seq {
+        let team = self.scratch.len() > 1 && self.q.w_hr.is_none();
+        if team {
+            self.run_team(x, y);
+        }
+        for step in (0..seq).filter(|_| !team) {
             if step % self.chunk == 0 {
                 self.project_inputs(x, step)?;
             }
@@ -188,62 +192,104 @@ impl<'a> Direction<'a> {
     /// The gate math of step `t`, its rows split over the team when there are enough
     /// cells ([`TEAM_CELLS`]); with `finish`, each part then finishes its rows.
     fn gate_math(&mut self, t: usize, (prev, next): (usize, usize), y: &mut [f32], finish: bool) {
-        let call = self.call;
-        let (batch, parts, cell) = (call.batch, self.scratch.len(), self.arch.cell);
-        let (h, p, g) = (
-            self.arch.hidden_size,
-            self.arch.output_size(),
-            self.arch.gate_rows(),
-        );
-        let gates_at = (t - self.first_step) * batch * g;
+        let (parts, threads) = (self.scratch.len(), self.call.threads);
+        let gates_at = (t - self.first_step) * self.call.batch * self.arch.gate_rows();
         // SAFETY: `y` outlives the parts below, each of which writes only its own rows.
         let y = unsafe { Shared::new(y) };
         // Out of `self` while `shared` borrows the rest of it.
         let scratch = std::mem::take(&mut self.scratch);
         let shared = self.shared_with(y);
         let run = |part: usize| {
-            let rows = aligned_part(batch, parts, 1, part);
-            let step_args = ForwardStep {
-                t,
-                batch,
-                hidden: h,
-                out: p,
-                rows: rows.clone(),
-                units: 0..h,
-                gates: shared.gates,
-                gates_at,
-                first_row: 0,
-                gate_cols: g,
-                states: shared.states,
-                prev,
-                next,
-                cell: shared.cell_state,
-                unprojected: shared.unprojected,
-                recurrent: shared.recurrent,
-                tape: None,
-                recurrent_new: None,
-                lengths: call.lengths,
-            };
             let mut scratch = scratch[part].lock().unwrap_or_else(|e| e.into_inner());
-            // SAFETY: the buffers have the shapes `ForwardStep` documents (gates
-            // `[chunk, B, G]` from `first_step`, states `[2, B, P]`, the cell state
-            // `[B, H]`, the recurrent product `[B, G]`, the unprojected output
-            // `[B, H]`), and this part alone touches its rows of them until `run_parts`
+            // SAFETY: this part alone touches its rows of the buffers until `run_parts`
             // returns.
             unsafe {
-                match cell {
-                    CellKind::Lstm => Lstm::forward_rows(&step_args, &mut scratch),
-                    CellKind::Gru => Gru::forward_rows(&step_args, &mut scratch),
-                }
-                if finish {
-                    shared.finish_rows(t, (prev, next), rows);
-                }
-            }
+                shared.gate_rows(
+                    (part, parts),
+                    t,
+                    (prev, next),
+                    gates_at,
+                    finish,
+                    &mut scratch,
+                )
+            };
         };
         match parts {
             1 => run(0),
-            parts => run_parts(call.threads, parts, run),
+            parts => run_parts(threads, parts, run),
         }
+        self.scratch = scratch;
+    }
+
+    /// Every step on a team of `scratch.len()` members that stays together for the
+    /// whole recurrence (a cell without a projection): at each step every member
+    /// computes its columns of the products (the input projection at the start of a
+    /// chunk, then the recurrent one), meets the others, runs the gate math of its rows
+    /// and finishes them, and meets them again. Two barriers a step, no team woken per
+    /// product.
+    fn run_team(&mut self, x: &QuantizedActivations, y: &mut [f32]) {
+        let (seq, batch, chunk) = (self.call.seq_len, self.call.batch, self.chunk);
+        let (p, g) = (self.arch.output_size(), self.arch.gate_rows());
+        let (q, direction, parts) = (self.q, self.direction, self.scratch.len());
+        let apart = recurrent_apart(self.arch.cell);
+        // SAFETY: `y` outlives the team below, whose members write only their own rows.
+        let y = unsafe { Shared::new(y) };
+        let scratch = std::mem::take(&mut self.scratch);
+        let shared = self.shared_with(y);
+        // SAFETY: the products write through these only their own columns between two
+        // barriers; the gate math reads them after the barrier that follows.
+        let (gates_out, recurrent_out) = unsafe {
+            (
+                SharedPtr::new(shared.gates.at(0)),
+                SharedPtr::new(shared.recurrent.at(0)),
+            )
+        };
+        run_team_placed(parts, true, |member| {
+            let part = (member.id, parts);
+            let mut scratch = scratch[member.id].lock().unwrap_or_else(|e| e.into_inner());
+            let mut first_step = 0;
+            for step in 0..seq {
+                if step % chunk == 0 {
+                    let n = chunk.min(seq - step);
+                    first_step = if direction == 1 { seq - step - n } else { step };
+                    let rows = x.rows_of(first_step * batch..(first_step + n) * batch);
+                    let output = Output::Set(q.input_bias.as_deref());
+                    // SAFETY: the chunk's gates `[n, B, G]` lie within the buffer, and
+                    // this member alone writes its columns of them before the barrier.
+                    unsafe { product_part(rows, &q.w_ih, output, gates_out, part) };
+                }
+                let t = if direction == 1 { seq - 1 - step } else { step };
+                let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
+                let gates_at = (t - first_step) * batch * g;
+                // SAFETY: the previous step's state, which no member writes before the
+                // barrier that ends this step's products.
+                let h_prev = unsafe {
+                    ActivationRows {
+                        values: shared.h_values.read(0, batch * p),
+                        scales: shared.h_scales.read(0, batch),
+                        cols: p,
+                    }
+                };
+                // SAFETY: this member's columns of the step's gates (or of the recurrent
+                // product kept apart), within their buffers.
+                unsafe {
+                    if apart {
+                        let output = Output::Set(q.recurrent_bias.as_deref());
+                        product_part(h_prev, &q.w_hh, output, recurrent_out, part);
+                    } else {
+                        let step_gates = SharedPtr::new(gates_out.at(gates_at));
+                        product_part(h_prev, &q.w_hh, Output::Add, step_gates, part);
+                    }
+                }
+                member.sync();
+                // SAFETY: this member's rows, which no other member touches before the
+                // barrier below; the products it reads were finished by the one above.
+                unsafe {
+                    shared.gate_rows(part, t, (prev, next), gates_at, true, &mut scratch);
+                }
+                member.sync();
+            }
+        });
         self.scratch = scratch;
     }
 
@@ -266,9 +312,12 @@ impl<'a> Direction<'a> {
                 h_values: Shared::new(values),
                 h_scales: Shared::new(scales),
                 y,
+                cell: self.arch.cell,
                 direction: self.direction,
                 dirs: self.arch.dirs(),
+                hidden: self.arch.hidden_size,
                 out: self.arch.output_size(),
+                gate_cols: self.arch.gate_rows(),
                 batch: self.call.batch,
                 lengths: self.call.lengths,
             }
@@ -289,14 +338,69 @@ struct SharedStep<'a> {
     h_scales: Shared<'a, f32>,
     /// The layer's output `[T · B, dirs · P]`.
     y: Shared<'a, f32>,
+    cell: CellKind,
     direction: usize,
     dirs: usize,
+    hidden: usize,
     out: usize,
+    gate_cols: usize,
     batch: usize,
     lengths: Option<&'a [usize]>,
 }
 
 impl SharedStep<'_> {
+    /// The gate math of part `part` of `parts` of the batch rows at step `t` (its gates
+    /// at `gates_at`), then, with `finish`, the finishing of those rows.
+    ///
+    /// # Safety
+    /// No other thread touches these rows of the buffers until the caller's parts have
+    /// returned (or the team's next barrier); `scratch` holds `H` values.
+    unsafe fn gate_rows(
+        self,
+        (part, parts): (usize, usize),
+        t: usize,
+        (prev, next): (usize, usize),
+        gates_at: usize,
+        finish: bool,
+        scratch: &mut [f32],
+    ) {
+        let rows = aligned_part(self.batch, parts, 1, part);
+        let step_args = ForwardStep {
+            t,
+            batch: self.batch,
+            hidden: self.hidden,
+            out: self.out,
+            rows: rows.clone(),
+            units: 0..self.hidden,
+            gates: self.gates,
+            gates_at,
+            first_row: 0,
+            gate_cols: self.gate_cols,
+            states: self.states,
+            prev,
+            next,
+            cell: self.cell_state,
+            unprojected: self.unprojected,
+            recurrent: self.recurrent,
+            tape: None,
+            recurrent_new: None,
+            lengths: self.lengths,
+        };
+        // SAFETY: the buffers have the shapes `ForwardStep` documents (gates `[chunk, B,
+        // G]` from the chunk's first step, states `[2, B, P]`, the cell state `[B, H]`,
+        // the recurrent product `[B, G]`, the unprojected output `[B, H]`), and these
+        // rows are the caller's alone (its promise).
+        unsafe {
+            match self.cell {
+                CellKind::Lstm => Lstm::forward_rows(&step_args, scratch),
+                CellKind::Gru => Gru::forward_rows(&step_args, scratch),
+            }
+            if finish {
+                self.finish_rows(t, (prev, next), rows);
+            }
+        }
+    }
+
     /// Finishes `rows` of step `t`: a row past its length keeps its state (copied from
     /// `prev` to `next`) and emits zeros, the others emit their new state; then each
     /// row's state is quantized for the next step.

@@ -5,8 +5,8 @@
 //! panels keeps its 16 sums in registers; each weight load serves every row of the tile.
 
 use core::arch::x86_64::{
-    __m512i, _mm512_dpbusd_epi32, _mm512_loadu_si512, _mm512_set1_epi32, _mm512_setzero_si512,
-    _mm512_storeu_si512,
+    __m512i, _mm512_add_epi32, _mm512_dpbusd_epi32, _mm512_loadu_si512, _mm512_set1_epi32,
+    _mm512_setzero_si512, _mm512_storeu_si512,
 };
 
 use crate::int8::panels::GROUP;
@@ -46,6 +46,38 @@ pub(crate) unsafe fn sums(tile: &Tile<'_>, sums: &mut [i32]) {
     }
 }
 
+/// Adds whole group `g` (inputs `4g..4g + 4`) of `R` activation rows (`depth` bytes
+/// each, from `a`) times `P` panels (`panel_len` bytes each, from `w`) to `acc`.
+///
+/// # Safety
+/// The CPU has avx512f and avx512vnni; `4g + 4 <= depth`, and the rows and panels lie
+/// within the tile's operands.
+#[inline]
+// `p` addresses both a panel's weights and its sums: an index reads better than a zip.
+#[allow(clippy::needless_range_loop)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn add_group<const R: usize, const P: usize>(
+    acc: &mut [[__m512i; P]; R],
+    a: *const u8,
+    w: *const i8,
+    (depth, panel_len): (usize, usize),
+    g: usize,
+) {
+    let mut x = [_mm512_setzero_si512(); R];
+    for (r, x) in x.iter_mut().enumerate() {
+        // SAFETY: bytes `4g..4g + 4` of row `r` lie within the rows (`4g + 4 <= depth`).
+        let four = unsafe { a.add(r * depth + g * GROUP).cast::<i32>().read_unaligned() };
+        *x = _mm512_set1_epi32(four);
+    }
+    for p in 0..P {
+        // SAFETY: group `g` of panel `p`: 64 bytes within the panels.
+        let v = unsafe { _mm512_loadu_si512(w.add(p * panel_len + g * 64).cast()) };
+        for r in 0..R {
+            acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], x[r], v);
+        }
+    }
+}
+
 /// The sums of a tile of `R` rows and `P` panels.
 ///
 /// # Safety
@@ -59,19 +91,24 @@ unsafe fn tile_sums<const R: usize, const P: usize>(tile: &Tile<'_>, sums: &mut 
     let (a, w) = (tile.a.as_ptr(), tile.w.as_ptr());
     let mut acc = [[_mm512_setzero_si512(); P]; R];
     let whole = depth / GROUP;
-    for g in 0..whole {
-        let mut x = [_mm512_setzero_si512(); R];
-        for (r, x) in x.iter_mut().enumerate() {
-            // SAFETY: bytes `4g..4g + 4` of row `r` lie within `a` (`4g + 4 <= depth`).
-            let four = unsafe { a.add(r * depth + g * GROUP).cast::<i32>().read_unaligned() };
-            *x = _mm512_set1_epi32(four);
+    // A small tile (one row: a matrix-vector product) alternates two sets of sums over
+    // the groups, so that consecutive `vpdpbusd` of one sum do not wait on each other.
+    let pairs = if R * P <= 8 { whole / 2 } else { 0 };
+    let mut odd = [[_mm512_setzero_si512(); P]; R];
+    for pair in 0..pairs {
+        // SAFETY: groups `2 · pair` and `2 · pair + 1` are whole groups (`< whole`).
+        unsafe {
+            add_group(&mut acc, a, w, (depth, tile.panel_len), 2 * pair);
+            add_group(&mut odd, a, w, (depth, tile.panel_len), 2 * pair + 1);
         }
-        for p in 0..P {
-            // SAFETY: group `g` of panel `p`: 64 bytes within `w` (`g < groups`).
-            let v = unsafe { _mm512_loadu_si512(w.add(p * tile.panel_len + g * 64).cast()) };
-            for r in 0..R {
-                acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], x[r], v);
-            }
+    }
+    for g in 2 * pairs..whole {
+        // SAFETY: group `g` is a whole group (`< whole`).
+        unsafe { add_group(&mut acc, a, w, (depth, tile.panel_len), g) };
+    }
+    for (acc, odd) in acc.iter_mut().zip(odd) {
+        for (acc, odd) in acc.iter_mut().zip(odd) {
+            *acc = _mm512_add_epi32(*acc, odd);
         }
     }
     if whole * GROUP < depth {
