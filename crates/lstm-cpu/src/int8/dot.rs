@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use crate::int8::QuantLevels;
 use crate::int8::panels::GROUP;
-use crate::int8::tile::{TILE_ROWS, Tile};
+use crate::int8::tile::{TILE_ROWS, Tile, group_of};
 use crate::simd::{Isa, isa};
 
 /// The kernels of the raw sums.
@@ -152,23 +152,25 @@ pub fn fastest_levels() -> QuantLevels {
     }
 }
 
-/// The reference: each sum over the panel layout, one product at a time.
+/// The reference: each sum over the panel layout, one product at a time, in `i32`.
 fn scalar(tile: &Tile<'_>, sums: &mut [i32]) {
-    let rows_per_panel = DotKernel::Scalar.panel_rows();
-    let width = tile.panels * rows_per_panel;
+    // `DotKernel::Scalar.panel_rows()`.
+    const ROWS: usize = 16;
+    let width = tile.panels * ROWS;
     for r in 0..tile.rows {
         let a = &tile.a[r * tile.depth..][..tile.depth];
-        for j in 0..width {
-            let panel = &tile.w[j / rows_per_panel * tile.panel_len..][..tile.panel_len];
-            let row = j % rows_per_panel;
-            sums[r * width + j] = a
-                .iter()
-                .enumerate()
-                .map(|(k, &x)| {
-                    let at = (k / GROUP * rows_per_panel + row) * GROUP + k % GROUP;
-                    i32::from(x) * i32::from(panel[at])
-                })
-                .sum();
+        for p in 0..tile.panels {
+            let panel = &tile.w[p * tile.panel_len..][..tile.panel_len];
+            let mut acc = [0i32; ROWS];
+            for (g, block) in panel.chunks_exact(ROWS * GROUP).enumerate() {
+                let x = group_of(a, g * GROUP).to_le_bytes();
+                for (acc, weights) in acc.iter_mut().zip(block.chunks_exact(GROUP)) {
+                    for (&x, &v) in x.iter().zip(weights) {
+                        *acc += i32::from(x) * i32::from(v);
+                    }
+                }
+            }
+            sums[r * width + p * ROWS..][..ROWS].copy_from_slice(&acc);
         }
     }
 }
