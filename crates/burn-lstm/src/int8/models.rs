@@ -160,8 +160,8 @@ impl<B: Backend> Int8Gru<B> {
 impl<B: RnnBackend> CudnnCompatibleLstm<B> {
     /// An int8 copy of this model for CPU inference ([`Int8Lstm`]): the weights
     /// quantized once, symmetric per output row, to the range the CPU's fastest int8
-    /// kernel runs exactly (±127 with AVX-512 VNNI or without vector kernels, ±63 where
-    /// AVX2 is the widest). The f32 model is unchanged. Errors as [`Self::validate`]'s,
+    /// kernel runs exactly (±127 with AVX-512 VNNI, AVX-VNNI or no vector kernel, ±63
+    /// where AVX2 without VNNI is the widest). The f32 model is unchanged. Errors as [`Self::validate`]'s,
     /// and name `weights` when a parameter is not finite.
     pub fn quantized_int8(&self) -> Result<Int8Lstm<B>, RnnError> {
         self.validate()?;

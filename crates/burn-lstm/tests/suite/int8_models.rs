@@ -117,7 +117,7 @@ fn the_kernel_choice_reports_int8_and_the_f32_module_falls_back() {
     assert_eq!(choice.fallback_reason, None);
     let detail = choice.detail.clone().unwrap();
     assert!(
-        ["avx512-vnni", "avx2", "scalar"]
+        ["avx512-vnni", "avx-vnni", "avx2", "scalar"]
             .iter()
             .any(|k| detail.starts_with(k)),
         "{detail}"

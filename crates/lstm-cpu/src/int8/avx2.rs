@@ -52,20 +52,30 @@ unsafe fn tile_sums<const R: usize, const P: usize>(tile: &Tile<'_>, sums: &mut 
     let (a, w) = (tile.a.as_ptr(), tile.w.as_ptr());
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_si256(); P]; R];
-    let groups = depth.div_ceil(GROUP);
-    for g in 0..groups {
-        let x: [__m256i; R] = core::array::from_fn(|r| {
-            let four = if (g + 1) * GROUP <= depth {
-                // SAFETY: bytes `4g..4g + 4` of row `r` lie within `a`.
-                unsafe { a.add(r * depth + g * GROUP).cast::<i32>().read_unaligned() }
-            } else {
-                group_of(&tile.a[r * depth..][..depth], g * GROUP)
-            };
-            _mm256_set1_epi32(four)
-        });
+    let whole = depth / GROUP;
+    for g in 0..whole {
+        let mut x = [_mm256_setzero_si256(); R];
+        for (r, x) in x.iter_mut().enumerate() {
+            // SAFETY: bytes `4g..4g + 4` of row `r` lie within `a` (`4g + 4 <= depth`).
+            let four = unsafe { a.add(r * depth + g * GROUP).cast::<i32>().read_unaligned() };
+            *x = _mm256_set1_epi32(four);
+        }
         for p in 0..P {
             // SAFETY: group `g` of panel `p`: 32 bytes within `w` (`g < groups`).
             let v = unsafe { _mm256_loadu_si256(w.add(p * tile.panel_len + g * 32).cast()) };
+            for r in 0..R {
+                let pairs = _mm256_maddubs_epi16(x[r], v);
+                acc[r][p] = _mm256_add_epi32(acc[r][p], _mm256_madd_epi16(pairs, ones));
+            }
+        }
+    }
+    if whole * GROUP < depth {
+        let k = whole * GROUP;
+        let x: [__m256i; R] =
+            core::array::from_fn(|r| _mm256_set1_epi32(group_of(&tile.a[r * depth..][..depth], k)));
+        for p in 0..P {
+            // SAFETY: the last group of panel `p`, within `w`.
+            let v = unsafe { _mm256_loadu_si256(w.add(p * tile.panel_len + whole * 32).cast()) };
             for r in 0..R {
                 let pairs = _mm256_maddubs_epi16(x[r], v);
                 acc[r][p] = _mm256_add_epi32(acc[r][p], _mm256_madd_epi16(pairs, ones));

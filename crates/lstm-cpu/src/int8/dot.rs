@@ -20,6 +20,9 @@ pub(crate) enum DotKernel {
     /// widens them to `i32`. The pair sums saturate past `i16`, so only weights of
     /// [`QuantLevels::Reduced`] run it (2 · 255 · 63 = 32,130).
     Avx2,
+    /// AVX-VNNI: the 256-bit `vpdpbusd`, four `u8 × i8` products into each of 8 `i32`
+    /// lanes, on the AVX2 kernel's panels.
+    AvxVnni,
     /// AVX-512 VNNI: `vpdpbusd`, four `u8 × i8` products into each of 16 `i32` lanes.
     Avx512Vnni,
 }
@@ -28,6 +31,7 @@ pub(crate) enum DotKernel {
 #[derive(Clone, Copy)]
 struct Detected {
     avx2: bool,
+    avx_vnni: bool,
     vnni: bool,
 }
 
@@ -39,10 +43,13 @@ fn detected() -> Detected {
         let vnni = isa == Isa::Avx512
             && std::is_x86_feature_detected!("avx512bw")
             && std::is_x86_feature_detected!("avx512vnni");
+        #[cfg(target_arch = "x86_64")]
+        let avx_vnni = isa != Isa::Baseline && std::is_x86_feature_detected!("avxvnni");
         #[cfg(not(target_arch = "x86_64"))]
-        let vnni = false;
+        let (vnni, avx_vnni) = (false, false);
         Detected {
             avx2: cfg!(target_arch = "x86_64") && isa != Isa::Baseline,
+            avx_vnni,
             vnni,
         }
     })
@@ -52,10 +59,15 @@ impl DotKernel {
     /// The kernels this CPU can run, the scalar one first (each is checked against it).
     #[cfg(test)]
     pub(crate) fn available() -> Vec<Self> {
-        let Detected { avx2, vnni } = detected();
+        let Detected {
+            avx2,
+            avx_vnni,
+            vnni,
+        } = detected();
         [
             (Self::Scalar, true),
             (Self::Avx2, avx2),
+            (Self::AvxVnni, avx_vnni),
             (Self::Avx512Vnni, vnni),
         ]
         .into_iter()
@@ -68,6 +80,7 @@ impl DotKernel {
         match self {
             Self::Scalar => "scalar",
             Self::Avx2 => "avx2",
+            Self::AvxVnni => "avx-vnni",
             Self::Avx512Vnni => "avx512-vnni",
         }
     }
@@ -76,14 +89,14 @@ impl DotKernel {
     pub(crate) fn levels(self) -> QuantLevels {
         match self {
             Self::Avx2 => QuantLevels::Reduced,
-            Self::Scalar | Self::Avx512Vnni => QuantLevels::Full,
+            Self::Scalar | Self::AvxVnni | Self::Avx512Vnni => QuantLevels::Full,
         }
     }
 
     /// Rows of the weight panels this kernel reads: the `i32` lanes of its vector.
     pub(crate) fn panel_rows(self) -> usize {
         match self {
-            Self::Avx2 => 8,
+            Self::Avx2 | Self::AvxVnni => 8,
             Self::Scalar | Self::Avx512Vnni => 16,
         }
     }
@@ -92,7 +105,7 @@ impl DotKernel {
     /// registers hold beside the operands.
     pub(crate) fn tile_panels(self) -> usize {
         match self {
-            Self::Avx2 => 2,
+            Self::Avx2 | Self::AvxVnni => 2,
             Self::Scalar | Self::Avx512Vnni => 4,
         }
     }
@@ -122,6 +135,7 @@ impl DotKernel {
         match self {
             Self::Scalar => scalar(tile, sums),
             Self::Avx2 => avx2(tile, sums),
+            Self::AvxVnni => avx_vnni(tile, sums),
             Self::Avx512Vnni => vnni(tile, sums),
         }
     }
@@ -129,26 +143,35 @@ impl DotKernel {
 
 /// The fastest kernel this CPU runs exactly for weights of `levels`.
 pub(crate) fn dot_kernel(levels: QuantLevels) -> DotKernel {
-    let Detected { avx2, vnni } = detected();
-    [(DotKernel::Avx512Vnni, vnni), (DotKernel::Avx2, avx2)]
-        .into_iter()
-        .find(|&(kernel, runs)| runs && kernel.levels().max() >= levels.max())
-        .map_or(DotKernel::Scalar, |(kernel, _)| kernel)
+    let Detected {
+        avx2,
+        avx_vnni,
+        vnni,
+    } = detected();
+    [
+        (DotKernel::Avx512Vnni, vnni),
+        (DotKernel::AvxVnni, avx_vnni),
+        (DotKernel::Avx2, avx2),
+    ]
+    .into_iter()
+    .find(|&(kernel, runs)| runs && kernel.levels().max() >= levels.max())
+    .map_or(DotKernel::Scalar, |(kernel, _)| kernel)
 }
 
 /// The kernel the int8 product runs in this process for weights quantized to `levels`:
-/// `avx512-vnni`, `avx2` (weights of [`QuantLevels::Reduced`] only) or `scalar`.
+/// `avx512-vnni`, `avx-vnni`, `avx2` (weights of [`QuantLevels::Reduced`] only) or
+/// `scalar`.
 pub fn kernel_name(levels: QuantLevels) -> &'static str {
     dot_kernel(levels).name()
 }
 
 /// The weight range whose products run fastest on this CPU: [`QuantLevels::Full`]
-/// where AVX-512 VNNI runs (or no vector kernel does), [`QuantLevels::Reduced`] where
-/// AVX2 is the widest.
+/// where a VNNI kernel runs (AVX-512 VNNI or AVX-VNNI) or no vector kernel does,
+/// [`QuantLevels::Reduced`] where AVX2 without VNNI is the widest.
 pub fn fastest_levels() -> QuantLevels {
     match dot_kernel(QuantLevels::Reduced) {
         DotKernel::Avx2 => QuantLevels::Reduced,
-        DotKernel::Scalar | DotKernel::Avx512Vnni => QuantLevels::Full,
+        DotKernel::Scalar | DotKernel::AvxVnni | DotKernel::Avx512Vnni => QuantLevels::Full,
     }
 }
 
@@ -191,6 +214,20 @@ fn avx2(tile: &Tile<'_>, sums: &mut [i32]) {
     // the CPU reported avx2 (`Isa::Avx2` or wider); `sums` checked the tile's size and
     // its operands' lengths.
     unsafe { crate::int8::avx2::sums(tile, sums) }
+}
+
+/// [`DotKernel::AvxVnni`]'s sums.
+#[cfg(target_arch = "x86_64")]
+fn avx_vnni(tile: &Tile<'_>, sums: &mut [i32]) {
+    // SAFETY: this kernel is only chosen (`dot_kernel`) or listed (`available`) where
+    // the CPU reported avx2 and avxvnni; `sums` checked the tile's size and its
+    // operands' lengths.
+    unsafe { crate::int8::avx_vnni::sums(tile, sums) }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn avx_vnni(_: &Tile<'_>, _: &mut [i32]) {
+    unreachable!("AVX-VNNI is never chosen off x86_64")
 }
 
 #[cfg(not(target_arch = "x86_64"))]
