@@ -213,7 +213,7 @@ fn avx2(tile: &Tile<'_>, sums: &mut [i32]) {
     // SAFETY: this kernel is only chosen (`dot_kernel`) or listed (`available`) where
     // the CPU reported avx2 (`Isa::Avx2` or wider); `sums` checked the tile's size and
     // its operands' lengths.
-    unsafe { crate::int8::avx2::sums(tile, sums) }
+    unsafe { crate::int8::avx256::avx2::sums(tile, sums) }
 }
 
 /// [`DotKernel::AvxVnni`]'s sums.
@@ -222,7 +222,7 @@ fn avx_vnni(tile: &Tile<'_>, sums: &mut [i32]) {
     // SAFETY: this kernel is only chosen (`dot_kernel`) or listed (`available`) where
     // the CPU reported avx2 and avxvnni; `sums` checked the tile's size and its
     // operands' lengths.
-    unsafe { crate::int8::avx_vnni::sums(tile, sums) }
+    unsafe { crate::int8::avx256::avx_vnni::sums(tile, sums) }
 }
 
 #[cfg(not(target_arch = "x86_64"))]

@@ -13,11 +13,12 @@
 //! VNNI.
 //!
 //! The integer sums are exact on every path: the scalar reference (`dot.rs`), the
-//! AVX-512 VNNI kernel (`vnni.rs`, `vpdpbusd`), the AVX-VNNI kernel (`avx_vnni.rs`, its
-//! 256-bit form) and, for weights of [`QuantLevels::Reduced`], the AVX2 kernel
-//! (`avx2.rs`, `vpmaddubsw`), each reading the weights in its panels (`panels.rs`); the
-//! fastest the CPU runs is chosen when the weights are quantized ([`kernel_name`] says
-//! which; `LSTM_CPU_ISA` caps it: `avx2` keeps AVX-VNNI, a 256-bit instruction set).
+//! AVX-512 VNNI kernel (`vnni.rs`, `vpdpbusd`), the AVX-VNNI kernel (its 256-bit form)
+//! and, for weights of [`QuantLevels::Reduced`], the AVX2 kernel (`vpmaddubsw`; both
+//! 256-bit kernels in `avx256.rs`), each reading the weights in its panels
+//! (`panels.rs`); the fastest the CPU runs is chosen when the weights are quantized
+//! ([`kernel_name`] says which; `LSTM_CPU_ISA` caps it: `avx2` keeps AVX-VNNI, a 256-bit
+//! instruction set).
 //!
 //! ```
 //! use lstm_cpu::int8::{QuantLevels, QuantizedActivations, QuantizedMatrix, matmul_int8};
@@ -32,9 +33,7 @@
 //! ```
 
 #[cfg(target_arch = "x86_64")]
-mod avx2;
-#[cfg(target_arch = "x86_64")]
-mod avx_vnni;
+mod avx256;
 mod cell;
 mod dot;
 mod forward;

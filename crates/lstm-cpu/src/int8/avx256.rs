@@ -1,0 +1,142 @@
+//! The raw sums on 256-bit vectors, on panels of 8 rows (the `i32` lanes of a vector):
+//! one 32-byte load of a panel holds four inputs of each of its rows, multiplied by four
+//! activations of a row (broadcast to every lane) and added into 8 `i32` sums, one per
+//! output; a tile of up to 4 rows and 2 panels keeps its 8 sums in registers. Two
+//! kernels share the loop ([`kernel_256!`]) and differ in that multiply-add:
+//!
+//! - [`avx_vnni`]: AVX-VNNI's `vpdpbusd` (VEX-encoded), exact for weights of the full
+//!   range (±127);
+//! - [`avx2`]: AVX2's `vpmaddubsw`, which adds neighbouring products into saturating
+//!   `i16` lanes, then `vpmaddwd` by ones: exact only for weights in `-63..=63`
+//!   (`QuantLevels::Reduced`: 2 · 255 · 63 = 32,130 fits `i16`).
+
+/// Defines module `$name` with the kernel's `sums`, compiled with `$features`, whose
+/// multiply-add of four activations `x` by a panel's group `v` into `acc` is `$mac`.
+macro_rules! kernel_256 {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $what:literal, |$acc:ident, $x:ident, $v:ident| $mac:expr) => {
+        $(#[$doc])*
+        pub(crate) mod $name {
+            #[allow(unused_imports)]
+            use core::arch::x86_64::{
+                __m256i, _mm256_add_epi32, _mm256_dpbusd_avx_epi32, _mm256_loadu_si256,
+                _mm256_madd_epi16, _mm256_maddubs_epi16, _mm256_set1_epi16, _mm256_set1_epi32,
+                _mm256_setzero_si256, _mm256_storeu_si256,
+            };
+
+            use crate::int8::panels::GROUP;
+            use crate::int8::tile::{Tile, group_of};
+
+            /// Rows of a panel: the `i32` lanes of a vector.
+            const PANEL_ROWS: usize = 8;
+
+            /// [`DotKernel::sums`](crate::int8::dot::DotKernel::sums) on this kernel.
+            ///
+            /// # Safety
+            /// The CPU has the kernel's features, the tile's weights are in its range,
+            /// and the tile's operands and `sums` are as long as `DotKernel::sums`
+            /// checks (up to 4 rows and 2 panels).
+            #[target_feature(enable = $features)]
+            pub(crate) unsafe fn sums(tile: &Tile<'_>, sums: &mut [i32]) {
+                // SAFETY: (every arm) the caller's promise, for the tile's own size.
+                unsafe {
+                    match (tile.rows, tile.panels) {
+                        (1, 1) => tile_sums::<1, 1>(tile, sums),
+                        (1, 2) => tile_sums::<1, 2>(tile, sums),
+                        (2, 1) => tile_sums::<2, 1>(tile, sums),
+                        (2, 2) => tile_sums::<2, 2>(tile, sums),
+                        (3, 1) => tile_sums::<3, 1>(tile, sums),
+                        (3, 2) => tile_sums::<3, 2>(tile, sums),
+                        (4, 1) => tile_sums::<4, 1>(tile, sums),
+                        (4, 2) => tile_sums::<4, 2>(tile, sums),
+                        (rows, panels) => {
+                            unreachable!("no {} tile of {rows} rows × {panels} panels", $what)
+                        }
+                    }
+                }
+            }
+
+            /// `acc += x · v` for one group, as the kernel multiplies and adds.
+            #[inline]
+            #[target_feature(enable = $features)]
+            fn mac($acc: __m256i, $x: __m256i, $v: __m256i) -> __m256i {
+                $mac
+            }
+
+            /// The sums of a tile of `R` rows and `P` panels.
+            ///
+            /// # Safety
+            /// As [`sums`], with `tile.rows == R` and `tile.panels == P`.
+            #[inline]
+            // `p` addresses both a panel's weights and its sums: an index reads better
+            // than a zip.
+            #[allow(clippy::needless_range_loop)]
+            #[target_feature(enable = $features)]
+            unsafe fn tile_sums<const R: usize, const P: usize>(tile: &Tile<'_>, sums: &mut [i32]) {
+                let depth = tile.depth;
+                let (a, w) = (tile.a.as_ptr(), tile.w.as_ptr());
+                let mut acc = [[_mm256_setzero_si256(); P]; R];
+                let whole = depth / GROUP;
+                for g in 0..whole {
+                    let mut x = [_mm256_setzero_si256(); R];
+                    for (r, x) in x.iter_mut().enumerate() {
+                        let at = r * depth + g * GROUP;
+                        // SAFETY: bytes `4g..4g + 4` of row `r` lie within `a`
+                        // (`4g + 4 <= depth`).
+                        let four = unsafe { a.add(at).cast::<i32>().read_unaligned() };
+                        *x = _mm256_set1_epi32(four);
+                    }
+                    for p in 0..P {
+                        let at = p * tile.panel_len + g * 32;
+                        // SAFETY: group `g` of panel `p`: 32 bytes within `w`.
+                        let v = unsafe { _mm256_loadu_si256(w.add(at).cast()) };
+                        for r in 0..R {
+                            acc[r][p] = mac(acc[r][p], x[r], v);
+                        }
+                    }
+                }
+                if whole * GROUP < depth {
+                    let k = whole * GROUP;
+                    let x: [__m256i; R] = core::array::from_fn(|r| {
+                        _mm256_set1_epi32(group_of(&tile.a[r * depth..][..depth], k))
+                    });
+                    for p in 0..P {
+                        let at = p * tile.panel_len + whole * 32;
+                        // SAFETY: the last group of panel `p`, within `w`.
+                        let v = unsafe { _mm256_loadu_si256(w.add(at).cast()) };
+                        for r in 0..R {
+                            acc[r][p] = mac(acc[r][p], x[r], v);
+                        }
+                    }
+                }
+                let width = P * PANEL_ROWS;
+                for (r, acc) in acc.iter().enumerate() {
+                    for (p, &acc) in acc.iter().enumerate() {
+                        // SAFETY: 8 sums at `r · width + 8p`, within `sums`.
+                        unsafe {
+                            _mm256_storeu_si256(
+                                sums.as_mut_ptr().add(r * width + p * PANEL_ROWS).cast(),
+                                acc,
+                            )
+                        };
+                    }
+                }
+            }
+        }
+    };
+}
+
+kernel_256!(
+    /// AVX-VNNI: `vpdpbusd` on 256-bit vectors, weights of the full range.
+    avx_vnni,
+    "avx2,avxvnni",
+    "AVX-VNNI",
+    |acc, x, v| _mm256_dpbusd_avx_epi32(acc, x, v)
+);
+
+kernel_256!(
+    /// AVX2: `vpmaddubsw`, then `vpmaddwd` by ones; weights in `-63..=63`.
+    avx2,
+    "avx2",
+    "AVX2",
+    |acc, x, v| _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, v), _mm256_set1_epi16(1)))
+);
