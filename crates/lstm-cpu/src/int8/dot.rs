@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use crate::int8::QuantLevels;
 use crate::int8::panels::GROUP;
-use crate::int8::tile::{TILE_ROWS, Tile, group_of};
+use crate::int8::tile::{Output, TILE_ROWS, TILE_SUMS, Tile, TileOutputs, group_of};
 use crate::simd::{Isa, isa};
 
 /// The kernels of the raw sums.
@@ -118,6 +118,17 @@ impl DotKernel {
     /// When the tile is larger than the kernel's, or `a`, `w` or `sums` is shorter than
     /// the tile.
     pub(crate) fn sums(self, tile: &Tile<'_>, sums: &mut [i32]) {
+        self.check(tile, sums.len());
+        match self {
+            Self::Scalar => scalar(tile, sums),
+            Self::Avx2 => avx2(tile, sums),
+            Self::AvxVnni => avx_vnni(tile, sums),
+            Self::Avx512Vnni => vnni(tile, sums),
+        }
+    }
+
+    /// Panics unless the tile fits this kernel and `sums` values hold its sums.
+    fn check(self, tile: &Tile<'_>, sums: usize) {
         let width = tile.panels * self.panel_rows();
         assert!(
             (1..=TILE_ROWS).contains(&tile.rows) && (1..=self.tile_panels()).contains(&tile.panels),
@@ -129,15 +140,46 @@ impl DotKernel {
             tile.a.len() >= tile.rows * tile.depth
                 && tile.w.len() >= tile.panels * tile.panel_len
                 && tile.panel_len >= tile.depth.div_ceil(GROUP) * GROUP * self.panel_rows()
-                && sums.len() >= tile.rows * width,
+                && sums >= tile.rows * width,
             "int8 tile operands shorter than the tile"
         );
-        match self {
-            Self::Scalar => scalar(tile, sums),
-            Self::Avx2 => avx2(tile, sums),
-            Self::AvxVnni => avx_vnni(tile, sums),
-            Self::Avx512Vnni => vnni(tile, sums),
+    }
+}
+
+impl DotKernel {
+    /// The tile's outputs, finished in the kernel's registers: for
+    /// [`DotKernel::Avx512Vnni`] only (the other kernels' sums go through the product's
+    /// epilogue).
+    ///
+    /// # Safety
+    /// `outputs.out` points at the tile's rows of `outputs.stride` values, with
+    /// `outputs.cols` valid outputs each, that no other thread touches meanwhile.
+    ///
+    /// # Panics
+    /// As [`Self::sums`], and for another kernel than AVX-512 VNNI or slices of
+    /// `outputs` shorter than the tile.
+    pub(crate) unsafe fn outputs(self, tile: &Tile<'_>, outputs: &TileOutputs<'_>) {
+        self.check(tile, TILE_SUMS);
+        let cols = outputs.cols;
+        assert!(
+            self == Self::Avx512Vnni
+                && cols <= tile.panels * self.panel_rows()
+                && outputs.a_scales.len() >= tile.rows
+                && outputs.w_scales.len() >= cols
+                && outputs.zero_point.len() >= cols
+                && matches!(outputs.output, Output::Add | Output::Set(None))
+                    | matches!(outputs.output, Output::Set(Some(b)) if b.len() >= cols),
+            "int8 tile outputs of another kernel or shorter than the tile"
+        );
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: this kernel runs only where the CPU reported avx512f, avx512bw and
+        // avx512vnni; the tile's operands and the outputs' slices were checked, and
+        // `outputs.out` is the caller's promise.
+        unsafe {
+            crate::int8::vnni::outputs(tile, outputs)
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("AVX-512 VNNI is never chosen off x86_64")
     }
 }
 

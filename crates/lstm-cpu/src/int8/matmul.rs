@@ -8,8 +8,10 @@
 //! block, from cache.
 
 use crate::call::{CallError, len_check};
+use crate::int8::dot::DotKernel;
 use crate::int8::quantize::ActivationRows;
-use crate::int8::tile::{TILE_ROWS, TILE_SUMS, Tile};
+pub(crate) use crate::int8::tile::Output;
+use crate::int8::tile::{TILE_ROWS, TILE_SUMS, Tile, TileOutputs};
 use crate::int8::{QuantizedActivations, QuantizedMatrix};
 #[cfg(target_arch = "x86_64")]
 use crate::simd::{Isa, isa};
@@ -28,15 +30,6 @@ pub fn matmul_int8(
     out: &mut [f32],
 ) -> Result<(), CallError> {
     matmul_int8_on(1, a.all_rows(), w, Output::Set(bias), out)
-}
-
-/// What a product does with its `out`.
-#[derive(Clone, Copy)]
-pub(crate) enum Output<'a> {
-    /// `out = a · Wᵀ + bias` (no bias: `+ 0`).
-    Set(Option<&'a [f32]>),
-    /// `out += a · Wᵀ`: the product added to what `out` holds.
-    Add,
 }
 
 /// Products of fewer multiply-adds than this run on the calling thread alone: waking the
@@ -145,6 +138,26 @@ impl Product<'_> {
                 depth,
                 panel_len: panels.panel_len(),
             };
+            if kernel == DotKernel::Avx512Vnni {
+                let outputs = TileOutputs {
+                    // SAFETY: the tile's first output lies within `out` (the caller's
+                    // promise).
+                    out: unsafe { out.at(first_row * w.rows() + first_col) },
+                    stride: w.rows(),
+                    cols,
+                    a_scales: &a.scales[first_row..][..rows],
+                    w_scales: &w.scales()[first_col..][..cols],
+                    zero_point: &w.zero_point_sums()[first_col..][..cols],
+                    output: match self.output {
+                        Output::Set(Some(bias)) => Output::Set(Some(&bias[first_col..][..cols])),
+                        other => other,
+                    },
+                };
+                // SAFETY: the tile's outputs are this block's columns of `out` (the
+                // caller's promise).
+                unsafe { kernel.outputs(&tile, &outputs) };
+                continue;
+            }
             kernel.sums(&tile, &mut sums);
             let width = tile_panels * panels.panel_rows();
             for r in 0..rows {

@@ -16,8 +16,9 @@ use crate::call::{CallError, RnnCall};
 use crate::cell::{Cell, ForwardStep, Gru, Lstm, recurrent_apart};
 use crate::int8::QuantizedActivations;
 use crate::int8::cell::QuantizedCell;
-use crate::int8::matmul::{Output, matmul_int8_on, product_part};
+use crate::int8::matmul::{matmul_int8_on, product_part};
 use crate::int8::quantize::{ActivationRows, quantize_activation_rows};
+use crate::int8::tile::Output;
 use crate::team::{Shared, SharedPtr, aligned_part, run_parts, run_team_placed};
 
 /// Rows of the input projection computed at once: enough to keep the product's tiles

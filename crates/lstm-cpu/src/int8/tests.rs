@@ -2,8 +2,9 @@
 //! product, and every dot kernel against the scalar one.
 
 use crate::int8::dot::DotKernel;
-use crate::int8::matmul::{Output, matmul_int8_on};
+use crate::int8::matmul::matmul_int8_on;
 use crate::int8::panels::Panels;
+use crate::int8::tile::Output;
 use crate::int8::tile::{TILE_ROWS, TILE_SUMS, Tile};
 use crate::int8::{MAX_DEPTH, QuantLevels, QuantizedActivations, QuantizedMatrix, matmul_int8};
 
@@ -267,32 +268,37 @@ fn every_kernel_and_team_split_gives_the_scalar_product() {
         f32s(outs * depth, 12),
         f32s(outs, 13),
     );
+    // What `Output::Add` adds to (the gates an LSTM's recurrent product goes into).
+    let before = f32s(rows * outs, 14);
     let qx = QuantizedActivations::quantize(&x, rows, depth).unwrap();
     for levels in [QuantLevels::Full, QuantLevels::Reduced] {
-        let product = |kernel: DotKernel, threads: usize, bias: Option<&[f32]>| {
+        let product = |kernel: DotKernel, threads: usize, output: Output<'_>| {
             let qw = QuantizedMatrix::quantize_for(kernel, &w, outs, depth, levels).unwrap();
-            let mut y = vec![f32::NAN; rows * outs];
-            matmul_int8_on(threads, qx.all_rows(), &qw, Output::Set(bias), &mut y).unwrap();
+            let mut y = match output {
+                Output::Add => before.clone(),
+                Output::Set(_) => vec![f32::NAN; rows * outs],
+            };
+            matmul_int8_on(threads, qx.all_rows(), &qw, output, &mut y).unwrap();
             y
         };
-        for bias in [None, Some(&bias[..])] {
-            let reference = product(DotKernel::Scalar, 1, bias);
+        for output in [Output::Set(None), Output::Set(Some(&bias[..])), Output::Add] {
+            let reference = product(DotKernel::Scalar, 1, output);
             assert!(reference.iter().all(|v| v.is_finite()));
             for kernel in DotKernel::available() {
                 if kernel.levels().max() < levels.max() {
                     continue;
                 }
                 for threads in [1, 2, 3] {
-                    let y = product(kernel, threads, bias);
+                    let y = product(kernel, threads, output);
                     let same = y
                         .iter()
                         .zip(&reference)
                         .all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(
-                        same,
-                        "{kernel:?} on {threads} threads, {levels:?}, bias {}",
-                        bias.is_some()
-                    );
+                    let mode = match output {
+                        Output::Set(bias) => format!("set, bias {}", bias.is_some()),
+                        Output::Add => "add".into(),
+                    };
+                    assert!(same, "{kernel:?} on {threads} threads, {levels:?}, {mode}");
                 }
             }
         }

@@ -27,6 +27,36 @@ pub(crate) struct Tile<'a> {
     pub panel_len: usize,
 }
 
+/// What a product does with its `out`.
+#[derive(Clone, Copy)]
+pub(crate) enum Output<'a> {
+    /// `out = a · Wᵀ + bias` (no bias: `+ 0`).
+    Set(Option<&'a [f32]>),
+    /// `out += a · Wᵀ`: the product added to what `out` holds.
+    Add,
+}
+
+/// Where and how a tile's sums become outputs, for a kernel that finishes them in its
+/// registers: for each row `r` of the tile and each of its `cols` valid outputs `j`,
+/// `out[r · stride + j] = a_scales[r] · w_scales[j] · (sum − zero_point[j]) + bias[j]`
+/// (or `+=` without the bias), the same operations in the same order as the product's
+/// epilogue (matmul.rs).
+pub(crate) struct TileOutputs<'a> {
+    /// The tile's first output (row 0, column 0).
+    pub out: *mut f32,
+    /// Values between the starts of two rows of `out`.
+    pub stride: usize,
+    /// Valid outputs of each row (the last panel of a matrix may be partial).
+    pub cols: usize,
+    /// The scale of each of the tile's rows.
+    pub a_scales: &'a [f32],
+    /// The scale and the zero point's share of each of the `cols` outputs.
+    pub w_scales: &'a [f32],
+    pub zero_point: &'a [i32],
+    /// Set (with the `cols` outputs' bias) or add.
+    pub output: Output<'a>,
+}
+
 /// Four activations from `k` of a row of `depth` (`k < depth`), zeros past its end, as
 /// the `i32` a kernel broadcasts.
 #[inline(always)]

@@ -5,12 +5,14 @@
 //! panels keeps its 16 sums in registers; each weight load serves every row of the tile.
 
 use core::arch::x86_64::{
-    __m512i, _mm512_add_epi32, _mm512_dpbusd_epi32, _mm512_loadu_si512, _mm512_set1_epi32,
-    _mm512_setzero_si512, _mm512_storeu_si512,
+    __m512i, __mmask16, _mm512_add_epi32, _mm512_add_ps, _mm512_cvtepi32_ps, _mm512_dpbusd_epi32,
+    _mm512_loadu_si512, _mm512_mask_storeu_ps, _mm512_maskz_loadu_epi32, _mm512_maskz_loadu_ps,
+    _mm512_mul_ps, _mm512_set1_epi32, _mm512_set1_ps, _mm512_setzero_si512, _mm512_storeu_si512,
+    _mm512_sub_epi32,
 };
 
 use crate::int8::panels::GROUP;
-use crate::int8::tile::{Tile, group_of};
+use crate::int8::tile::{Output, Tile, TileOutputs, group_of};
 
 /// Rows of a panel: the `i32` lanes of a vector.
 const PANEL_ROWS: usize = 16;
@@ -87,6 +89,113 @@ unsafe fn add_group<const R: usize, const P: usize>(
 #[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn tile_sums<const R: usize, const P: usize>(tile: &Tile<'_>, sums: &mut [i32]) {
+    // SAFETY: the caller's promise.
+    let acc = unsafe { accumulate::<R, P>(tile) };
+    let width = P * PANEL_ROWS;
+    for (r, acc) in acc.iter().enumerate() {
+        for (p, &acc) in acc.iter().enumerate() {
+            // SAFETY: 16 sums at `r · width + 16p`, within `sums` (`r < R`, `p < P`).
+            unsafe {
+                _mm512_storeu_si512(
+                    sums.as_mut_ptr().add(r * width + p * PANEL_ROWS).cast(),
+                    acc,
+                )
+            };
+        }
+    }
+}
+
+/// The outputs of a tile of `R` rows and `P` panels, finished in registers: each sum
+/// less its zero-point share, converted to f32, times `a_scale · w_scale`, plus the
+/// bias (or added to the output), the epilogue's operations in its order; the lanes
+/// past `outputs.cols` neither read nor written.
+///
+/// # Safety
+/// As [`outputs`], with `tile.rows == R` and `tile.panels == P`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn tile_outputs<const R: usize, const P: usize>(tile: &Tile<'_>, outputs: &TileOutputs<'_>) {
+    // SAFETY: the caller's promise.
+    let acc = unsafe { accumulate::<R, P>(tile) };
+    for p in 0..P {
+        let first = p * PANEL_ROWS;
+        let lanes = outputs.cols.saturating_sub(first).min(PANEL_ROWS);
+        if lanes == 0 {
+            break;
+        }
+        let mask: __mmask16 = (1u32 << lanes).wrapping_sub(1) as __mmask16;
+        // SAFETY: `lanes` values from `first` lie within each slice (`first + lanes <=
+        // cols`, checked against the slices' lengths by `DotKernel::outputs`).
+        let (zero, w_scale, bias) = unsafe {
+            (
+                _mm512_maskz_loadu_epi32(mask, outputs.zero_point.as_ptr().add(first).cast()),
+                _mm512_maskz_loadu_ps(mask, outputs.w_scales.as_ptr().add(first)),
+                match outputs.output {
+                    Output::Set(Some(bias)) => {
+                        Some(_mm512_maskz_loadu_ps(mask, bias.as_ptr().add(first)))
+                    }
+                    _ => None,
+                },
+            )
+        };
+        for (r, acc) in acc.iter().enumerate() {
+            let scale = _mm512_mul_ps(_mm512_set1_ps(outputs.a_scales[r]), w_scale);
+            let value = _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[p], zero)));
+            // SAFETY: `lanes` outputs of row `r` from column `first`: the caller's
+            // promise.
+            unsafe {
+                let y = outputs.out.add(r * outputs.stride + first);
+                let y_out = match (outputs.output, bias) {
+                    (Output::Add, _) => _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), value),
+                    (_, Some(bias)) => _mm512_add_ps(value, bias),
+                    (_, None) => value,
+                };
+                _mm512_mask_storeu_ps(y, mask, y_out);
+            }
+        }
+    }
+}
+
+/// [`DotKernel::outputs`](crate::int8::dot::DotKernel::outputs) on AVX-512 VNNI.
+///
+/// # Safety
+/// The CPU has avx512f, avx512bw and avx512vnni; the tile and `outputs` are as
+/// `DotKernel::outputs` checks and promises.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(crate) unsafe fn outputs(tile: &Tile<'_>, outputs: &TileOutputs<'_>) {
+    // SAFETY: (every arm) the caller's promise, for the tile's own size.
+    unsafe {
+        match (tile.rows, tile.panels) {
+            (1, 1) => tile_outputs::<1, 1>(tile, outputs),
+            (1, 2) => tile_outputs::<1, 2>(tile, outputs),
+            (1, 3) => tile_outputs::<1, 3>(tile, outputs),
+            (1, 4) => tile_outputs::<1, 4>(tile, outputs),
+            (2, 1) => tile_outputs::<2, 1>(tile, outputs),
+            (2, 2) => tile_outputs::<2, 2>(tile, outputs),
+            (2, 3) => tile_outputs::<2, 3>(tile, outputs),
+            (2, 4) => tile_outputs::<2, 4>(tile, outputs),
+            (3, 1) => tile_outputs::<3, 1>(tile, outputs),
+            (3, 2) => tile_outputs::<3, 2>(tile, outputs),
+            (3, 3) => tile_outputs::<3, 3>(tile, outputs),
+            (3, 4) => tile_outputs::<3, 4>(tile, outputs),
+            (4, 1) => tile_outputs::<4, 1>(tile, outputs),
+            (4, 2) => tile_outputs::<4, 2>(tile, outputs),
+            (4, 3) => tile_outputs::<4, 3>(tile, outputs),
+            (4, 4) => tile_outputs::<4, 4>(tile, outputs),
+            (rows, panels) => unreachable!("no VNNI tile of {rows} rows × {panels} panels"),
+        }
+    }
+}
+
+/// The sums of a tile of `R` rows and `P` panels, in registers.
+///
+/// # Safety
+/// As [`sums`], with `tile.rows == R` and `tile.panels == P`.
+#[inline]
+// `p` addresses both a panel's weights and its sums: an index reads better than a zip.
+#[allow(clippy::needless_range_loop)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn accumulate<const R: usize, const P: usize>(tile: &Tile<'_>) -> [[__m512i; P]; R] {
     let depth = tile.depth;
     let (a, w) = (tile.a.as_ptr(), tile.w.as_ptr());
     let mut acc = [[_mm512_setzero_si512(); P]; R];
@@ -123,16 +232,5 @@ unsafe fn tile_sums<const R: usize, const P: usize>(tile: &Tile<'_>, sums: &mut 
             }
         }
     }
-    let width = P * PANEL_ROWS;
-    for (r, acc) in acc.iter().enumerate() {
-        for (p, &acc) in acc.iter().enumerate() {
-            // SAFETY: 16 sums at `r · width + 16p`, within `sums` (`r < R`, `p < P`).
-            unsafe {
-                _mm512_storeu_si512(
-                    sums.as_mut_ptr().add(r * width + p * PANEL_ROWS).cast(),
-                    acc,
-                )
-            };
-        }
-    }
+    acc
 }
