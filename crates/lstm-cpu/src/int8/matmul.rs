@@ -138,7 +138,9 @@ impl Product<'_> {
                 depth,
                 panel_len: panels.panel_len(),
             };
-            if kernel == DotKernel::Avx512Vnni {
+            // A row alone (a matrix-vector product: a step at batch 1) is finished in
+            // the kernel's registers; larger tiles run faster through the epilogue loop.
+            if kernel == DotKernel::Avx512Vnni && rows == 1 {
                 let outputs = TileOutputs {
                     // SAFETY: the tile's first output lies within `out` (the caller's
                     // promise).

@@ -258,7 +258,14 @@ fn every_dot_kernel_gives_the_exact_sums() {
 /// scalar kernel's to the last bit: the same sums, then the same f32 operations.
 #[test]
 fn every_kernel_and_team_split_gives_the_scalar_product() {
-    let (rows, depth, outs) = (7, 301, 203);
+    // One row (finished in the kernel's registers) and several (through the epilogue).
+    for rows in [1, 7] {
+        product_on_every_kernel(rows);
+    }
+}
+
+fn product_on_every_kernel(rows: usize) {
+    let (depth, outs) = (301, 203);
     let f32s = |len, seed| -> Vec<f32> {
         let values = crate::test_values::values(len, seed);
         values.into_iter().map(|v| v as f32).collect()
@@ -298,7 +305,10 @@ fn every_kernel_and_team_split_gives_the_scalar_product() {
                         Output::Set(bias) => format!("set, bias {}", bias.is_some()),
                         Output::Add => "add".into(),
                     };
-                    assert!(same, "{kernel:?} on {threads} threads, {levels:?}, {mode}");
+                    assert!(
+                        same,
+                        "{kernel:?}, {rows} rows, {threads} threads, {levels:?}, {mode}"
+                    );
                 }
             }
         }
