@@ -167,8 +167,10 @@ impl DotKernel {
                 && outputs.a_scales.len() >= tile.rows
                 && outputs.w_scales.len() >= cols
                 && outputs.zero_point.len() >= cols
-                && matches!(outputs.output, Output::Add | Output::Set(None))
-                    | matches!(outputs.output, Output::Set(Some(b)) if b.len() >= cols),
+                && match outputs.output {
+                    Output::Set(Some(bias)) => bias.len() >= cols,
+                    Output::Set(None) | Output::Add => true,
+                },
             "int8 tile outputs of another kernel or shorter than the tile"
         );
         #[cfg(target_arch = "x86_64")]

@@ -2,7 +2,8 @@
 //! (the input projection of a layer's whole sequence, each step's recurrent product,
 //! an LSTMP's projection of `h`) on quantized operands, the gate math in f32 exactly as
 //! the f32 kernel runs it (`cell/`). The products run the fastest exact int8 kernel the
-//! CPU has, the large ones on the call's threads (split by rows); the rest on one.
+//! CPU has; each (layer, direction) runs step by step in `step.rs`, on the call's
+//! threads where its steps are large enough to share.
 
 use std::borrow::Cow;
 
@@ -83,8 +84,9 @@ impl QuantizedRnn {
     }
 
     /// The outputs of `call` (its `weights` are not read: these are; up to its `threads`
-    /// run the large products, with the same results on any number). Errors name `arch` when `call.arch` differs from the
-    /// quantized one, `dropout_masks` when there are any (int8 runs inference), and
+    /// run the large steps, with the same results on any number). Errors name `arch`
+    /// when `call.arch` differs from the quantized one, `dropout_masks` when there are
+    /// any (int8 runs inference), `input` when it holds a value that is not finite, and
     /// otherwise as [`crate::forward`]'s.
     pub fn forward(&self, call: &RnnCall<'_, f32>) -> Result<RnnOutputs<f32>, CallError> {
         if *call.arch != self.arch {

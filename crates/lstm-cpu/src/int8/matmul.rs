@@ -60,23 +60,15 @@ pub(crate) fn matmul_int8_on(
     } else {
         1
     };
-    let product = Product { a, w, output };
     // SAFETY: each part writes only the columns of its own blocks of panels (disjoint
     // ranges of `aligned_part`) in every row of `out`, and nothing reads `out` until
     // every part has returned.
     let out = unsafe { SharedPtr::new(out.as_mut_ptr()) };
-    let run = |part: usize| {
-        for block in aligned_part(blocks, parts, 1, part) {
-            // SAFETY: `out` holds `a.rows() · w.rows()` values (checked above); this
-            // part owns the block's columns.
-            unsafe { product.block_into(block, out) };
-        }
-    };
+    // SAFETY: the operands' lengths were checked above; `out` holds `a.rows() ·
+    // w.rows()` values and each part owns its columns (the promise just made).
+    let run = |part: usize| unsafe { product_part(a, w, output, out, (part, parts)) };
     match parts {
-        1 => (0..blocks).for_each(|block| {
-            // SAFETY: as in `run`, on one thread.
-            unsafe { product.block_into(block, out) }
-        }),
+        1 => run(0),
         parts => run_parts(threads, parts, run),
     }
     Ok(())

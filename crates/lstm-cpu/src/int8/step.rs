@@ -114,21 +114,21 @@ impl<'a> Direction<'a> {
         y: &mut [f32],
     ) -> Result<(Vec<f32>, Vec<f32>), CallError> {
         let (seq, batch, p) = (self.call.seq_len, self.call.batch, self.arch.output_size());
-        let team = self.scratch.len() > 1 && self.q.w_hr.is_none();
-        if team {
+        if self.scratch.len() > 1 && self.q.w_hr.is_none() {
             self.run_team(x, y);
-        }
-        for step in (0..seq).filter(|_| !team) {
-            if step % self.chunk == 0 {
-                self.project_inputs(x, step)?;
+        } else {
+            for step in 0..seq {
+                if step % self.chunk == 0 {
+                    self.project_inputs(x, step)?;
+                }
+                let t = if self.direction == 1 {
+                    seq - 1 - step
+                } else {
+                    step
+                };
+                let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
+                self.step(t, (prev, next), y)?;
             }
-            let t = if self.direction == 1 {
-                seq - 1 - step
-            } else {
-                step
-            };
-            let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
-            self.step(t, (prev, next), y)?;
         }
         let last = (seq % 2) * batch * p;
         self.states.truncate(last + batch * p);
