@@ -84,13 +84,12 @@ impl Int8Stack {
         lengths: Option<&[usize]>,
     ) -> Result<Int8Output<B>, RnnError> {
         if input.is_require_grad() {
-            return Err(RnnError::InvalidArgument {
-                argument: "input".into(),
-                expected: "a tensor that does not require gradients (int8 models run \
-                           inference only; train the f32 module, then quantize it)"
-                    .into(),
-                actual: "a tensor tracked for gradients".into(),
-            });
+            return Err(RnnError::invalid(
+                "input",
+                "a tensor that does not require gradients (int8 models run inference only; \
+                 train the f32 module, then quantize it)",
+                "a tensor tracked for gradients",
+            ));
         }
         let arch = self.arch();
         let [batch, seq_len] = checked_shape(&input, arch, self.batch_first, lengths)?;
@@ -167,18 +166,10 @@ fn host_values<B: Backend, const D: usize>(
         .into_data()
         .convert::<f32>()
         .into_vec::<f32>()
-        .map_err(|e| RnnError::InvalidArgument {
-            argument: name.into(),
-            expected: "float values".into(),
-            actual: format!("{dtype:?} ({e:?})"),
-        })
+        .map_err(|e| RnnError::invalid(name, "float values", format!("{dtype:?} ({e:?})")))
 }
 
 /// The kernel's error as the crate's.
 fn invalid(e: lstm_cpu::CallError) -> RnnError {
-    RnnError::InvalidArgument {
-        argument: e.argument.into(),
-        expected: e.expected,
-        actual: e.actual,
-    }
+    RnnError::invalid(e.argument, e.expected, e.actual)
 }
