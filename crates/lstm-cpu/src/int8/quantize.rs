@@ -123,8 +123,9 @@ impl QuantizedMatrix {
 }
 
 /// A `rows × cols` f32 matrix quantized symmetric per row to `-127..=127`, stored as
-/// `q + 128` (`u8`): row `r` is `scales[r] · (values[r, ..] − 128)`.
-#[derive(Clone, Debug, PartialEq)]
+/// `q + 128` (`u8`): row `r` is `scales[r] · (values[r, ..] − 128)`. The default is the
+/// empty matrix, whose buffers [`Self::quantize_into`] grows.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct QuantizedActivations {
     rows: usize,
     cols: usize,
@@ -137,12 +138,7 @@ impl QuantizedActivations {
     /// scale (`max |x[r, ..]| / 127`). Errors as [`QuantizedMatrix::quantize`]'s, naming
     /// `x`.
     pub fn quantize(x: &[f32], rows: usize, cols: usize) -> Result<Self, CallError> {
-        let mut quantized = Self {
-            rows: 0,
-            cols: 0,
-            values: Vec::new(),
-            scales: Vec::new(),
-        };
+        let mut quantized = Self::default();
         quantized.quantize_into(x, rows, cols)?;
         Ok(quantized)
     }
@@ -165,7 +161,7 @@ impl QuantizedActivations {
         cols: usize,
     ) -> Result<Self, CallError> {
         check_matrix("x", x, rows, cols)?;
-        let mut quantized = Self::quantize(&[], 0, 0)?;
+        let mut quantized = Self::default();
         let parts = if rows * cols >= TEAM_VALUES {
             threads.clamp(1, rows.max(1))
         } else {

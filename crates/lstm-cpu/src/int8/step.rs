@@ -100,7 +100,7 @@ impl<'a> Direction<'a> {
             recurrent: vec![0.0; if apart { batch * g } else { 0 }],
             unprojected: vec![0.0; if q.w_hr.is_some() { batch * h } else { 0 }],
             h_prev,
-            projected: QuantizedActivations::quantize(&[], 0, 0)?,
+            projected: QuantizedActivations::default(),
             scratch: (0..parts).map(|_| Mutex::new(vec![0.0; h])).collect(),
         })
     }
