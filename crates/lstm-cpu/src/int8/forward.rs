@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use crate::arch::RnnArch;
 use crate::call::{CallError, RnnCall, RnnOutputs, len_check};
 use crate::int8::cell::QuantizedCell;
+use crate::int8::quantize::check_finite;
 use crate::int8::step::Direction;
 use crate::int8::{QuantLevels, QuantizedActivations};
 
@@ -86,8 +87,8 @@ impl QuantizedRnn {
     /// The outputs of `call` (its `weights` are not read: these are; up to its `threads`
     /// run the large steps, with the same results on any number). Errors name `arch`
     /// when `call.arch` differs from the quantized one, `dropout_masks` when there are
-    /// any (int8 runs inference), `input` when it holds a value that is not finite, and
-    /// otherwise as [`crate::forward`]'s.
+    /// any (int8 runs inference), `input`, `h0` or `c0` when it holds a value that is not
+    /// finite, and otherwise as [`crate::forward`]'s.
     pub fn forward(&self, call: &RnnCall<'_, f32>) -> Result<RnnOutputs<f32>, CallError> {
         if *call.arch != self.arch {
             return Err(CallError {
@@ -104,6 +105,10 @@ impl QuantizedRnn {
             });
         }
         call.check_with_weights(false)?;
+        // The states are quantized unchecked from the first step on: finite from here on
+        // (the input is checked as it is quantized).
+        check_finite("h0", call.h0)?;
+        check_finite("c0", call.c0)?;
         let arch = &self.arch;
         let call = &RnnCall {
             threads: team_size(arch, call.batch, call.threads),

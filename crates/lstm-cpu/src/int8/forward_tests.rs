@@ -233,6 +233,33 @@ fn bad_calls_and_weights_are_named_errors() {
         })
         .unwrap_err();
     assert_eq!(err.argument, "input");
+    // Values that are not finite, in the input and in each part of the state.
+    let (mut input, mut h0, mut c0) = (case.input.clone(), case.h0.clone(), case.c0.clone());
+    (input[4], h0[2], c0[3]) = (f32::NAN, f32::INFINITY, f32::NAN);
+    let bad_call = |input: &[f32], h0: &[f32], c0: &[f32]| {
+        let call = RnnCall {
+            input,
+            h0,
+            c0,
+            ..case.call()
+        };
+        model.forward(&call).unwrap_err()
+    };
+    let err = bad_call(&input, &case.h0, &case.c0);
+    assert_eq!(
+        (err.argument, err.actual.as_str()),
+        ("input", "NaN at index 4")
+    );
+    let err = bad_call(&case.input, &h0, &case.c0);
+    assert_eq!(
+        (err.argument, err.actual.as_str()),
+        ("h0", "inf at index 2")
+    );
+    let err = bad_call(&case.input, &case.h0, &c0);
+    assert_eq!(
+        (err.argument, err.actual.as_str()),
+        ("c0", "NaN at index 3")
+    );
     let err =
         QuantizedRnn::quantize(&case.arch, &case.weights[1..], QuantLevels::Full).unwrap_err();
     assert_eq!(err.argument, "weights");

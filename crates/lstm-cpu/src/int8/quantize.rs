@@ -405,6 +405,11 @@ fn check_matrix(name: &'static str, m: &[f32], rows: usize, cols: usize) -> Resu
             actual: cols.to_string(),
         });
     }
+    check_finite(name, m)
+}
+
+/// An error naming `name` at the first value of `m` that is not finite.
+pub(crate) fn check_finite(name: &'static str, m: &[f32]) -> Result<(), CallError> {
     // A fold over every value, which vectorizes; the search only on failure.
     let finite = m.iter().fold(true, |all, v| all & v.is_finite());
     if let Some(i) = (!finite)

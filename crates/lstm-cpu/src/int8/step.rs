@@ -83,10 +83,7 @@ impl<'a> Direction<'a> {
         let h0 = &call.h0[cell * batch * p..][..batch * p];
         let mut states = vec![0.0; 2 * batch * p];
         states[..batch * p].copy_from_slice(h0);
-        let h_prev = QuantizedActivations::quantize(h0, batch, p).map_err(|e| CallError {
-            argument: "h0",
-            ..e
-        })?;
+        let h_prev = QuantizedActivations::quantize(h0, batch, p)?;
         Ok(Self {
             call,
             arch,
