@@ -24,6 +24,10 @@
 #                                    the defaults)
 #   bash .device/gpu-run.sh profile  a sampling profile of the calls' host time by thread
 #                                    and function, and the op's phases (PROFILE_SHAPES)
+#   bash .device/gpu-run.sh pending  what verifies the op's paths that are still off by
+#                                    default (now BURN_LSTM_CUDNN_BATCH_MAJOR): their GPU
+#                                    tests, a trace that shows the path taken, and ab of
+#                                    the path on and off (about 6 minutes)
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): CELL (lstm, or gru: IMPLS="cudnn portable burn-lstm" then,
 # cudnn-raw is LSTM only),
@@ -136,13 +140,28 @@ if [ "$phase" = lm ]; then
   done
 fi
 
+if [ "$phase" = pending ]; then
+  # The paths still off by default, switched on: their GPU tests (each in its process),
+  # a trace line per call that names the layout cuDNN ran, and ab against the default.
+  # Runs the phases below with their knobs set (a knob given by the caller wins).
+  ONLY="${ONLY:-batch_first_stacks|a_larger_padded_stack|golden_cases_through_cudnn_on_fused}" \
+    PARALLEL="${PARALLEL:-3}" bash "$0" tests
+  TRACE_ENV="${TRACE_ENV:-BURN_LSTM_CUDNN_BATCH_MAJOR=1}" \
+    TRACE_SHAPES="${TRACE_SHAPES:-16 50 256 1;1 100 128 1}" ITERS=3 bash "$0" trace
+  AB_VARIANTS="${AB_VARIANTS:-default|batch-major}" AB_DTYPES="${AB_DTYPES:-f32 f16}" \
+    AB_SHAPES="${AB_SHAPES:-16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}" \
+    RAW_ALGOS="${RAW_ALGOS:-auto}" bash "$0" ab
+fi
+
 if [ "$phase" = trace ]; then
   IFS=';' read -r -a shapes <<<"${TRACE_SHAPES:-20 35 1500 2;64 100 512 1}"
+  # TRACE_ENV: settings for the traced calls ("NAME=value ...").
+  read -r -a trace_env <<<"${TRACE_ENV:-}"
   for shape in "${shapes[@]}"; do
     read -r b t h l <<<"$shape"
     for mode in infer train; do
-      echo "trace $mode $shape (the last call's phases, then the JSON line):" | log
-      BURN_LSTM_CUDNN_TRACE=1 timeout 120 "$kit/bin/lstm-bench" --impl cudnn --device cuda \
+      echo "trace $mode $shape ${TRACE_ENV:-} (the last call's phases, then the JSON line):" | log
+      env "${trace_env[@]}" BURN_LSTM_CUDNN_TRACE=1 timeout 120 "$kit/bin/lstm-bench" --impl cudnn --device cuda \
         --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" \
         --iters "${ITERS:-20}" 2>&1 | tail -3 | log
     done
@@ -173,13 +192,15 @@ if [ "$phase" = ab ]; then
   # settings; `default` sets none. cudnn-raw reads BURN_LSTM_CUDNN_ALGO too (the floor
   # the op through Burn can reach); `plain` is the op on Burn's Cuda backend without
   # fusion. AB_DTYPES: f32, tf32 (f32 data, TF32 math, PyTorch's allow_tf32 likewise),
-  # f16, bf16; all but f32 run only the `default`, `none` and `plain` variants. A shape
+  # f16, bf16; all but f32 run only the `default`, `none`, `batch-major` and `plain`
+  # variants. `batch-major` switches on a path that is off by default. A shape
   # is "B T H layers", "bi" after it for a bidirectional stack. RAW_ALGOS: cudnn-raw's
   # algorithms ("standard auto"). AB_BASELINE: another build's lstm-bench (an earlier
   # commit's, run with the settings of AB_BASELINE_ENV), timed as variant `baseline`.
   IFS=';' read -r -a shapes <<<"${AB_SHAPES:-1 100 128 1;16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}"
   variants=(
     "default:"
+    "batch-major:BURN_LSTM_CUDNN_BATCH_MAJOR=1"
     "algo=standard:BURN_LSTM_CUDNN_ALGO=standard"
     "events=0:BURN_LSTM_CUDNN_EVENTS=0"
     "cache=0:BURN_LSTM_GPU_WEIGHT_CACHE=0"
@@ -197,7 +218,7 @@ if [ "$phase" = ab ]; then
         for variant in "${variants[@]}"; do
           name=${variant%%:*}
           [[ "$name" =~ ^(${AB_VARIANTS:-.*})$ ]] || continue
-          [ "$dtype" != f32 ] && [ "$name" != default ] && [ "$name" != none ] && continue
+          [ "$dtype" != f32 ] && [[ ! "$name" =~ ^(default|none|batch-major)$ ]] && continue
           read -r -a settings <<<"${variant#*:}"
           echo "ab $dtype $name $(env LSTM_BENCH_TF32=$tf32 "${settings[@]}" timeout 60 "$kit/bin/lstm-bench" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
         done

@@ -569,33 +569,101 @@ fn outputs_and_grads<B: AutodiffBackend + RnnBackend>(
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn a_larger_padded_stack_matches_the_fused_cpu_kernel() {
     assert!(gpu_usable(), "cuDNN does not run here");
-    let config = CudnnCompatibleLstmConfig::new(96, 256)
+    larger_stack_against_the_fused_cpu_kernel::<Autodiff<Cuda>>(
+        &larger_stack(),
+        24,
+        40,
+        true,
+        1e-4,
+    );
+}
+
+/// A batch-first module's input given to cuDNN in its own memory, batch-major
+/// (`BURN_LSTM_CUDNN_BATCH_MAJOR`), against the fused CPU kernel: outputs, states and
+/// every gradient (the input's and `y`'s gradients are batch-major too). The larger
+/// padded stack on fused and plain Cuda (standard algorithm: projection, varied
+/// lengths), and a full-length two-layer stack of hidden 128 whose training call the
+/// automatic policy gives `PERSIST_STATIC_SMALL_H` (its FP32 bound, see
+/// `golden_cases_through_cudnn_with_each_algorithm`). A layout cuDNN refused would run
+/// sequence-major, logged, with the same numbers: the trace of `gpu-run.sh ab` shows
+/// which layout ran.
+#[test]
+#[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
+fn batch_first_stacks_in_the_batch_major_layout_match_the_fused_cpu_kernel() {
+    assert!(gpu_usable(), "cuDNN does not run here");
+    burn_lstm::set_cudnn_batch_major(true);
+    let result = std::panic::catch_unwind(|| {
+        let config = larger_stack();
+        larger_stack_against_the_fused_cpu_kernel::<Autodiff<Cuda>>(&config, 24, 40, true, 1e-4);
+        larger_stack_against_the_fused_cpu_kernel::<Autodiff<PlainCuda>>(
+            &config, 24, 40, true, 1e-4,
+        );
+        let persistent = CudnnCompatibleLstmConfig::new(64, 128)
+            .with_num_layers(2)
+            .with_batch_first(true);
+        larger_stack_against_the_fused_cpu_kernel::<Autodiff<Cuda>>(
+            &persistent,
+            16,
+            30,
+            false,
+            1e-3,
+        );
+    });
+    burn_lstm::set_cudnn_batch_major(false);
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// 3 layers, bidirectional, LSTMP, input 96, hidden 256, batch-first.
+fn larger_stack() -> CudnnCompatibleLstmConfig {
+    CudnnCompatibleLstmConfig::new(96, 256)
         .with_num_layers(3)
         .with_bidirectional(true)
         .with_proj_size(128)
-        .with_batch_first(true);
+        .with_batch_first(true)
+}
+
+/// One training call of a module of `config` (batch-first) on `B` through cuDNN
+/// against the fused CPU kernel in f32, at `batch` rows of `seq` steps: right-padded to
+/// lengths of every class on the standard algorithm in exact FP32 where `padded` (the f32
+/// golden bound holds), full rows on the automatic policy's pick in FP32 otherwise.
+fn larger_stack_against_the_fused_cpu_kernel<B: AutodiffBackend + RnnBackend>(
+    config: &CudnnCompatibleLstmConfig,
+    batch: usize,
+    seq: usize,
+    padded: bool,
+    bound: f64,
+) {
     let dir = std::env::temp_dir().join(format!("burn-lstm-large-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("large.safetensors");
+    let path = dir.join(format!(
+        "large-{}-{}.safetensors",
+        config.hidden_size, config.num_layers
+    ));
     config
         .init::<NdArray<f32>>(&Default::default())
         .save_pytorch_safetensors(&path)
         .expect("export");
-    let (batch, seq) = (24, 40);
-    let lengths: Vec<usize> = (0..batch).map(|r| 1 + (r * 7) % seq).collect();
-    let shape = [batch, seq, 96];
-    eprintln!("  lengths {lengths:?}");
+    let lengths: Vec<usize> = (0..batch)
+        .map(|r| if padded { 1 + (r * 7) % seq } else { seq })
+        .collect();
+    let shape = [batch, seq, config.input_size];
+    eprintln!("  {} lengths {lengths:?}", std::any::type_name::<B>());
     let cpu = outputs_and_grads::<Autodiff<NdArray<f32>>>(
-        &config,
+        config,
         &path,
         RnnKernel::FusedCpu,
         shape,
         &lengths,
     );
-    let gpu = exact_f32(|| {
-        outputs_and_grads::<Autodiff<Cuda>>(&config, &path, RnnKernel::Cudnn, shape, &lengths)
-    });
-    let mut report = ErrorReport::new("larger stack cuDNN vs fused CPU", 1e-4);
+    let run = || outputs_and_grads::<B>(config, &path, RnnKernel::Cudnn, shape, &lengths);
+    let gpu = if padded {
+        exact_f32(run)
+    } else {
+        with_math(CudnnMath::Fma, run)
+    };
+    let mut report = ErrorReport::new("larger stack cuDNN vs fused CPU", bound);
     for ((name, expected), (_, actual)) in cpu.iter().zip(&gpu) {
         report.check(name, actual, expected);
     }

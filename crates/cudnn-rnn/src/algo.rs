@@ -35,7 +35,7 @@ use crate::config::{DataType, RnnCell, RnnConfig};
 use crate::error::{CudnnRnnError, Result};
 use crate::handle::CudnnHandle;
 use crate::rnn_algo::RnnAlgo;
-use crate::shape::SeqShape;
+use crate::shape::{SeqLayout, SeqShape};
 
 /// Hidden size up to which PyTorch runs a forward of an LSTM or GRU on
 /// [`RnnAlgo::PersistStaticSmallH`].
@@ -330,6 +330,23 @@ fn device_rule(call: &AlgoCall) -> core::result::Result<String, String> {
     ))
 }
 
+/// The configurations a call tries, in order, until cuDNN accepts one: `algo` in
+/// `layout`, then `algo` sequence-major (the layout every algorithm documents), then the
+/// standard algorithm sequence-major (which runs every configuration cuDNN has). Each
+/// appears once.
+pub fn refusal_fallbacks(algo: RnnAlgo, layout: SeqLayout) -> Vec<(RnnAlgo, SeqLayout)> {
+    let mut order = vec![(algo, layout)];
+    for next in [
+        (algo, SeqLayout::SeqMajor),
+        (RnnAlgo::Standard, SeqLayout::SeqMajor),
+    ] {
+        if !order.contains(&next) {
+            order.push(next);
+        }
+    }
+    order
+}
+
 fn choice(algo: RnnAlgo, why: String) -> AlgoChoice {
     AlgoChoice {
         algo,
@@ -347,6 +364,33 @@ fn lengths_vary(shape: &SeqShape) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_refused_call_drops_the_layout_before_the_algorithm() {
+        use super::{RnnAlgo, SeqLayout, refusal_fallbacks};
+        use RnnAlgo::{PersistStatic, Standard};
+        use SeqLayout::{BatchMajor, SeqMajor};
+        assert_eq!(
+            refusal_fallbacks(PersistStatic, BatchMajor),
+            [
+                (PersistStatic, BatchMajor),
+                (PersistStatic, SeqMajor),
+                (Standard, SeqMajor)
+            ]
+        );
+        assert_eq!(
+            refusal_fallbacks(PersistStatic, SeqMajor),
+            [(PersistStatic, SeqMajor), (Standard, SeqMajor)]
+        );
+        assert_eq!(
+            refusal_fallbacks(Standard, BatchMajor),
+            [(Standard, BatchMajor), (Standard, SeqMajor)]
+        );
+        assert_eq!(
+            refusal_fallbacks(Standard, SeqMajor),
+            [(Standard, SeqMajor)]
+        );
+    }
+
     use super::*;
     use crate::config::MathMode;
 

@@ -15,7 +15,7 @@
 //!   device ([`DeviceProps`]), as a pure function with the reason in words
 //!   ([`AlgoChoice`]).
 //! - [`SeqShape`]: sequence length, batch and right-padded row lengths (zero-length rows
-//!   are refused before cuDNN sees them).
+//!   are refused before cuDNN sees them), in a [`SeqLayout`] (sequence- or batch-major).
 //! - [`wait_for_context`] / [`context_waits_for`]: this crate's stream ordered against
 //!   the context's other streams with events, not host synchronisation.
 //! - [`CopyPlan`]: merged device copies between the weight space and another layout.
@@ -45,7 +45,7 @@ mod weights;
 
 pub use algo::{
     AlgoCall, AlgoChoice, DeviceProps, SMALL_H_BACKWARD_MAX_HIDDEN, SMALL_H_FORWARD_MAX_HIDDEN,
-    choose_algo,
+    choose_algo, refusal_fallbacks,
 };
 pub use config::{DataType, MathMode, RnnCell, RnnConfig};
 pub use dropout::DropoutState;
@@ -62,5 +62,5 @@ pub use reuse::{
     CALL_CACHE_CAPACITY, CallKey, CallReuse, WORK_POOL_GRANULE, needs_dev_lengths, next_capacity,
 };
 pub use rnn_algo::RnnAlgo;
-pub use shape::SeqShape;
+pub use shape::{SeqLayout, SeqShape, is_row_major};
 pub use weights::{CopyPlan, CopyRun, WeightKind, WeightRegion, WeightSpaceLayout};

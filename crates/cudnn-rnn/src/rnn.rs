@@ -29,8 +29,8 @@ use crate::status::check;
 use crate::weights::WeightSpaceLayout;
 
 /// `CUDNN_RNN_PADDED_IO_ENABLED` (a `#define` in cudnn_adv.h): needed for the unpacked
-/// (padded) data layouts. Every call's tensors are `[T, B, ..]`, right-padded where rows
-/// are shorter, so every call uses the unpacked layout: what PyTorch configures for an
+/// (padded) data layouts. Every call's tensors are `[T, B, ..]` (or `[B, T, ..]`),
+/// right-padded where rows are shorter, so every call uses an unpacked layout: what PyTorch configures for an
 /// input that is not a `PackedSequence` (its `RNNDescriptor::set`, ATen's
 /// `cudnn/Descriptors.h`: `packed ? CUDNN_RNN_PADDED_IO_DISABLED :
 /// CUDNN_RNN_PADDED_IO_ENABLED`). The packed layout without padded I/O is PyTorch's for
@@ -50,7 +50,8 @@ pub struct DeviceBuffer {
 }
 
 /// The tensors of a forward call. Layouts: `x` `[T, B, input]` and `y`
-/// `[T, B, dirs * H_out]` sequence-major and right-padded; `hx`/`hy`
+/// `[T, B, dirs * H_out]` sequence-major and right-padded (`[B, T, ..]` for a shape
+/// whose [`SeqShape::layout`] is batch-major); `hx`/`hy`
 /// `[layers * dirs, B, H_out]`; `cx`/`cy` `[layers * dirs, B, H]` (LSTM; ignored for a
 /// GRU); `weights` a weight
 /// space of [`Rnn::weight_space_bytes`] bytes.
@@ -610,7 +611,7 @@ fn set_descriptor(desc: &RnnDescriptor, config: &RnnConfig, dropout: &DropoutSta
     })
 }
 
-/// A sequence-major, right-padded data descriptor whose padding reads as zero.
+/// A right-padded data descriptor in the shape's layout whose padding reads as zero.
 fn data_descriptor(
     data_type: DataType,
     shape: &SeqShape,
@@ -626,7 +627,7 @@ fn data_descriptor(
         sys::cudnnSetRNNDataDescriptor(
             desc.raw(),
             data_type.cudnn(),
-            sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED,
+            shape.layout().cudnn(),
             shape.max_seq_len() as i32,
             shape.batch() as i32,
             vector_size as i32,

@@ -5,7 +5,8 @@
 //! - [`choice`]: whether a call runs on cuDNN, and why not.
 //! - [`algo`]: which of cuDNN's RNN algorithms a call runs (a policy, PyTorch's
 //!   heuristics under `auto`), and why.
-//! - [`layout`]: the row-major tensors cuDNN takes, copied only where the memory is not.
+//! - [`layout`]: the memory layout of the tensors cuDNN takes (sequence- or batch-major),
+//!   copied only where the memory is not.
 //! - [`weights`]: the copy plan from the canonical flat parameters to cuDNN's weight space.
 //! - [`ops`]: forward and backward on `CubeTensor<CudaRuntime>`: raw device pointers from
 //!   CubeCL, CubeCL synchronised before the cuDNN call and cuDNN's stream after it.
@@ -30,8 +31,8 @@ pub use cudnn_rnn::MathMode as CudnnMath;
 pub use cudnn_rnn::RnnAlgo as CudnnRnnAlgo;
 pub use device::cudnn_runtime_errors;
 pub use settings::{
-    cudnn_empty_rows, cudnn_events, cudnn_gru, cudnn_half, cudnn_math, cudnn_reuse,
-    set_cudnn_empty_rows, set_cudnn_events, set_cudnn_gru, set_cudnn_half, set_cudnn_math,
-    set_cudnn_reuse,
+    cudnn_batch_major, cudnn_empty_rows, cudnn_events, cudnn_gru, cudnn_half, cudnn_math,
+    cudnn_reuse, set_cudnn_batch_major, set_cudnn_empty_rows, set_cudnn_events, set_cudnn_gru,
+    set_cudnn_half, set_cudnn_math, set_cudnn_reuse,
 };
 pub use types::PlainCuda;

@@ -11,14 +11,14 @@ use burn::tensor::Shape;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use cudnn_rnn::{
     BackwardBuffers, DataType, DeviceBuffer, ForwardBuffers, MathMode, ReserveSpace, RnnAlgo,
-    RnnConfig, SeqShape,
+    RnnConfig, SeqLayout, SeqShape, refusal_fallbacks,
 };
 
 use crate::kernels::cubecl::flat_cache::gpu_weight_cache;
 use crate::kernels::cudnn::algo::{AlgoPick, cudnn_algo, pick};
 use crate::kernels::cudnn::choice::data_type;
 use crate::kernels::cudnn::device::{device, log_fallback_once, rnn_config};
-use crate::kernels::cudnn::layout::row_major;
+use crate::kernels::cudnn::layout::{empty_in_layout, in_layout, input_layout, row_major};
 use crate::kernels::cudnn::ordering::Ordering;
 use crate::kernels::cudnn::settings::cudnn_math;
 use crate::kernels::cudnn::trace::CallTrace;
@@ -135,14 +135,15 @@ impl Pinned {
 }
 
 /// Forward through cuDNN; `save` keeps what [`backward`] needs. The algorithm is the
-/// policy's pick ([`cudnn_algo`]); where cuDNN refuses a persistent one at run time,
-/// the call runs again on the standard algorithm and the reason is logged once.
+/// policy's pick ([`cudnn_algo`]), the layout the input's ([`input_layout`]); where cuDNN
+/// refuses them at run time, the call runs again sequence-major, then on the standard
+/// algorithm ([`refusal_fallbacks`]), and the reason is logged once.
 pub(crate) fn forward(
     inputs: CudaInputs,
     spec: &RnnSpec,
     save: bool,
 ) -> Result<CudnnForward, String> {
-    let inputs = inputs.map::<CudaBackend>(row_major);
+    let layout = input_layout(&inputs.input);
     let data_type = data_type(inputs.input.dtype)
         .ok_or_else(|| format!("cuDNN cannot run {:?}", inputs.input.dtype))?;
     let shape = SeqShape::new(spec.seq_len, spec.batch, spec.lengths.as_deref())
@@ -153,25 +154,40 @@ pub(crate) fn forward(
         .props();
     let config = rnn_config(&spec.arch, data_type, cudnn_math());
     let pick = pick(cudnn_algo(), &config, &shape, save, props);
-    if pick.algo == RnnAlgo::Standard {
-        return forward_with(inputs, spec, save, &pick);
-    }
-    forward_with(inputs.clone(), spec, save, &pick).or_else(|refusal| {
-        let standard = AlgoPick {
-            algo: RnnAlgo::Standard,
-            reason: format!("standard: cuDNN refused {} ({refusal})", pick.algo),
+    // The attempt before and why cuDNN refused it.
+    let mut refused: Option<(RnnAlgo, SeqLayout, String)> = None;
+    for (algo, layout) in refusal_fallbacks(pick.algo, layout) {
+        let fallback;
+        let attempt = match &refused {
+            None => &pick,
+            Some((refused_algo, refused_layout, refusal)) => {
+                fallback = AlgoPick {
+                    algo,
+                    reason: format!(
+                        "{algo} ({}): cuDNN refused {refused_algo} ({}): {refusal}",
+                        layout.name(),
+                        refused_layout.name()
+                    ),
+                };
+                log_fallback_once(&format!("cuDNN algorithm {}", fallback.reason));
+                &fallback
+            }
         };
-        log_fallback_once(&format!("cuDNN algorithm {}", standard.reason));
-        forward_with(inputs, spec, save, &standard)
-    })
+        match forward_with(inputs.clone(), spec, save, attempt, layout) {
+            Ok(forward) => return Ok(forward),
+            Err(refusal) => refused = Some((algo, layout, refusal)),
+        }
+    }
+    Err(refused.map(|(_, _, refusal)| refusal).unwrap_or_default())
 }
 
-/// [`forward`] on the algorithm of `pick`.
+/// [`forward`] on the algorithm of `pick`, its sequence tensors in `layout`.
 fn forward_with(
     inputs: CudaInputs,
     spec: &RnnSpec,
     save: bool,
     pick: &AlgoPick,
+    layout: SeqLayout,
 ) -> Result<CudnnForward, String> {
     let mut trace = CallTrace::start(if save {
         "forward (training)"
@@ -184,13 +200,17 @@ fn forward_with(
         h0,
         c0,
     } = inputs;
+    let x = in_layout(x, layout);
+    let [weights, h0] = [weights, h0].map(row_major);
+    let c0 = c0.map(row_major);
     let data_type = data_type(x.dtype).ok_or_else(|| format!("cuDNN cannot run {:?}", x.dtype))?;
     let elem = data_type.size();
     let arch = &spec.arch;
     let shape = SeqShape::new(spec.seq_len, spec.batch, spec.lengths.as_deref())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .with_layout(layout);
     let shapes = ResultShapes::of(spec);
-    let y = empty(&x, &shapes.y);
+    let y = empty_in_layout(&x, &shapes.y, layout);
     let h_n = empty(&x, &shapes.h_n);
     let c_n = shapes.c_n.map(|shape| empty(&x, &shape));
     let probability = if spec.dropout_active() {
@@ -279,7 +299,7 @@ fn forward_with(
     })()
     .map_err(|e| e.to_string())?;
     drop(pinned);
-    trace.finish(plan, &pick.reason);
+    trace.finish(plan, &pick.reason, layout);
     if let (Some(key), true) = (space_key, copy_weights) {
         let bytes = byte_len(&space);
         device
@@ -316,23 +336,30 @@ pub(crate) fn backward(
     spec: &RnnSpec,
 ) -> Result<CudaInputs, String> {
     let mut trace = CallTrace::start("backward");
-    let RnnInputs {
-        input: x,
-        weights,
-        h0,
-        c0,
-    } = inputs.map::<CudaBackend>(row_major);
-    let [y, space] = residuals.map(row_major);
-    let [dy, dh_n] = [upstream.dy, upstream.dh_n].map(row_major);
-    let dc_n = upstream.dc_n.map(row_major);
     let mut reserve = tape
         .reserve
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .take()
         .ok_or("the cuDNN reserve space was already consumed (a second backward)")?;
+    // The sequence tensors in the forward's layout, which its reserve space was made for.
+    let layout = reserve.shape().layout();
+    let RnnInputs {
+        input: x,
+        weights,
+        h0,
+        c0,
+    } = inputs;
+    let x = in_layout(x, layout);
+    let [weights, h0] = [weights, h0].map(row_major);
+    let c0 = c0.map(row_major);
+    let [y, space] = residuals;
+    let (y, space) = (in_layout(y, layout), row_major(space));
+    let dy = in_layout(upstream.dy, layout);
+    let dh_n = row_major(upstream.dh_n);
+    let dc_n = upstream.dc_n.map(row_major);
     let elem = tape.data_type.size();
-    let dx = empty(&x, x.meta.shape());
+    let dx = empty_in_layout(&x, x.meta.shape(), layout);
     let dh0 = empty(&h0, h0.meta.shape());
     let dc0 = c0.as_ref().map(|c0| empty(c0, c0.meta.shape()));
     let cell_state = match (&c0, &dc_n, &dc0) {
@@ -416,7 +443,7 @@ pub(crate) fn backward(
     })()
     .map_err(|e| e.to_string())?;
     drop(pinned);
-    trace.finish(plan, tape.algo.name());
+    trace.finish(plan, tape.algo.name(), layout);
     Ok(RnnInputs {
         input: dx,
         weights: dweights,

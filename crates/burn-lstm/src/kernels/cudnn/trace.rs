@@ -5,6 +5,8 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use cudnn_rnn::SeqLayout;
+
 use crate::kernels::cudnn::weights::WeightPlan;
 
 fn enabled() -> bool {
@@ -38,10 +40,10 @@ impl CallTrace {
         }
     }
 
-    /// Prints the phases on one line, with the algorithm and why (`algo`) and how the
-    /// call copied the parameters between the canonical layout and cuDNN's weight space
-    /// (`plan`).
-    pub fn finish(self, plan: &WeightPlan, algo: &str) {
+    /// Prints the phases on one line, with the algorithm and why (`algo`), the sequence
+    /// tensors' `layout`, and how the call copied the parameters between the canonical
+    /// layout and cuDNN's weight space (`plan`).
+    pub fn finish(self, plan: &WeightPlan, algo: &str, layout: SeqLayout) {
         if self.last.is_some() {
             let phases: Vec<String> = self
                 .phases
@@ -49,9 +51,10 @@ impl CallTrace {
                 .map(|(name, ms)| format!("{name} {ms:.3} ms"))
                 .collect();
             eprintln!(
-                "burn-lstm cuDNN {}: {} (algorithm: {algo}; weight copy: {})",
+                "burn-lstm cuDNN {}: {} (algorithm: {algo}; layout: {}; weight copy: {})",
                 self.label,
                 phases.join(", "),
+                layout.name(),
                 if plan.identity {
                     "none".to_owned()
                 } else {
