@@ -12,6 +12,7 @@ use std::ops::Range;
 use std::sync::Mutex;
 
 use crate::arch::{CellKind, RnnArch};
+use crate::buffers::Buffer;
 use crate::call::{CallError, RnnCall};
 use crate::cell::{Cell, ForwardStep, Gru, Lstm, recurrent_apart};
 use crate::int8::QuantizedActivations;
@@ -40,16 +41,16 @@ pub(crate) struct Direction<'a> {
     chunk: usize,
     /// Gate pre-activations of a chunk of steps, `[chunk, B, G]`, from step
     /// `first_step` in time.
-    gates: Vec<f32>,
+    gates: Buffer<f32>,
     first_step: usize,
     /// The hidden states `[2, B, P]`: the previous step's and this step's, in turn.
-    states: Vec<f32>,
+    states: Buffer<f32>,
     /// The cell state `[B, H]` (empty for a GRU).
-    cell_state: Vec<f32>,
+    cell_state: Buffer<f32>,
     /// A GRU's recurrent product `[B, G]` (kept apart from the gates).
-    recurrent: Vec<f32>,
+    recurrent: Buffer<f32>,
     /// With a projection: the output before it, `[B, H]`.
-    unprojected: Vec<f32>,
+    unprojected: Buffer<f32>,
     /// The previous state, quantized for the recurrent product.
     h_prev: QuantizedActivations,
     /// The unprojected output, quantized for the projection.
@@ -81,7 +82,7 @@ impl<'a> Direction<'a> {
         };
         let apart = recurrent_apart(arch.cell);
         let h0 = &call.h0[cell * batch * p..][..batch * p];
-        let mut states = vec![0.0; 2 * batch * p];
+        let mut states = Buffer::zeroed(2 * batch * p);
         states[..batch * p].copy_from_slice(h0);
         let h_prev = QuantizedActivations::quantize(h0, batch, p)?;
         Ok(Self {
@@ -90,12 +91,13 @@ impl<'a> Direction<'a> {
             q,
             direction,
             chunk,
-            gates: vec![0.0; chunk * batch * g],
+            // Every value is set by the input projection before it is read.
+            gates: Buffer::for_overwrite(chunk * batch * g),
             first_step: 0,
             states,
-            cell_state: call.c0[cell * batch * s..][..batch * s].to_vec(),
-            recurrent: vec![0.0; if apart { batch * g } else { 0 }],
-            unprojected: vec![0.0; if q.w_hr.is_some() { batch * h } else { 0 }],
+            cell_state: Buffer::copied(&call.c0[cell * batch * s..][..batch * s]),
+            recurrent: Buffer::zeroed(if apart { batch * g } else { 0 }),
+            unprojected: Buffer::zeroed(if q.w_hr.is_some() { batch * h } else { 0 }),
             h_prev,
             projected: QuantizedActivations::default(),
             scratch: (0..parts).map(|_| Mutex::new(vec![0.0; h])).collect(),
@@ -128,9 +130,8 @@ impl<'a> Direction<'a> {
             }
         }
         let last = (seq % 2) * batch * p;
-        self.states.truncate(last + batch * p);
-        self.states.drain(..last);
-        Ok((self.states, self.cell_state))
+        let final_state = self.states[last..][..batch * p].to_vec();
+        Ok((final_state, self.cell_state.to_vec()))
     }
 
     /// The input projection of the `chunk` steps from `step` in this direction's order:
