@@ -9,6 +9,7 @@
 #   PYTHON=/path/to/python-with-torch-onnxruntime benchmarks/cpu-sweep.sh > sweep.jsonl
 #   ISA=avx2 benchmarks/cpu-sweep.sh > sweep-avx2.jsonl   # the AVX2 path on an AVX-512 machine
 #   benchmarks/sweep-table.py sweep.jsonl
+#   DTYPE=int8 benchmarks/cpu-sweep.sh > sweep-int8.jsonl   # int8 inference (below)
 #
 # ISA=avx2 caps our kernel (LSTM_CPU_ISA) and PyTorch's oneDNN (ONEDNN_MAX_CPU_ISA) to
 # AVX2, and ONNX Runtime, which has no such switch, runs from a copy whose MLAS keeps its
@@ -16,6 +17,13 @@
 # the machine's best and its runs say `"ort_isa":"native"`). ROUNDS=N repeats the
 # sweep (the table shows medians, and ratios paired within each round). Even rounds run
 # the peers of a class before ours, odd rounds after, so neither side always runs first.
+#
+# DTYPE=int8: inference only, our int8 kernel (`lstm-bench --impl lstm-cpu --dtype int8`,
+# weights quantized once before the timed calls) beside our f32 kernel alone (`--impl
+# lstm-cpu`) and ONNX Runtime's int8 LSTM (`lstm_peers.py --dtype int8`), which is run
+# for the classes it can express: not `bidir-lengths` (no row lengths) nor `projection`
+# (an ONNX LSTM has no projection; PyTorch's quantized LSTM refuses one). PyTorch's
+# `quantize_dynamic` is no int8 peer: on the versions measured it left `nn.LSTM` in f32.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -51,7 +59,9 @@ for round in $(seq "${ROUNDS:-1}"); do
 # of full load often ran 2-3× slow (docs/benchmarks.md).
 ./target/release/lstm-bench --impl fused-cpu --device cpu --batch 16 --seq 50 --input 96 \
   --hidden 96 --threads 2 --iters 200 > /dev/null
-for mode in infer train; do
+DTYPE=${DTYPE:-f32}
+modes="infer train"; [ "$DTYPE" = int8 ] && modes=infer
+for mode in $modes; do
   for shape in "${SHAPES[@]}"; do
     set -- $shape
     class=$1; extra="${*:7}"
@@ -70,8 +80,22 @@ for mode in infer train; do
         fi
       done
     }
+    if [ "$DTYPE" = int8 ]; then
+      run_peers() {
+        if [ -z "$extra" ] || [ "$extra" = --bidirectional ]; then
+          PYTHONPATH=$ORT_PATH "$PYTHON" "$PEERS" --impl onnxruntime --dtype int8 $args | tag \
+            | sed "s/^{/{\"ort_isa\":\"$ORT_ISA\",/"
+        fi
+      }
+      run_ours() {
+        ./target/release/lstm-bench --impl lstm-cpu --dtype int8 $args | tag
+        ./target/release/lstm-bench --impl lstm-cpu --dtype f32 $args | tag
+      }
+    else
+      run_ours() { ./target/release/lstm-bench --impl fused-cpu --backend flex $args | tag; }
+    fi
     if [ $((round % 2)) = 0 ]; then run_peers; fi
-    ./target/release/lstm-bench --impl fused-cpu --backend flex $args | tag
+    run_ours
     if [ $((round % 2)) = 1 ]; then run_peers; fi
   done
 done

@@ -37,9 +37,9 @@ pub fn matmul_int8(
 const TEAM_WORK: usize = 1 << 18;
 
 /// [`matmul_int8`] of rows `a`, written to `out` as `output` says, on up to `threads`
-/// threads (the kernel's team), each taking its own
-/// blocks of panels (columns of `out`) when the product is large enough
-/// ([`TEAM_WORK`]); the results are the same, bit for bit, on any number of threads.
+/// threads (the kernel's team), each taking its own panels (columns of `out`) when the
+/// product is large enough ([`TEAM_WORK`]); the results are the same, bit for bit, on
+/// any number of threads.
 pub(crate) fn matmul_int8_on(
     threads: usize,
     a: ActivationRows<'_>,
@@ -53,16 +53,14 @@ pub(crate) fn matmul_int8_on(
         len_check("bias", "one per row of `w`", w.rows(), bias.len())?;
     }
     len_check("out", "a.rows() · w.rows()", a.rows() * w.rows(), out.len())?;
-    let kernel = w.kernel();
-    let blocks = w.panels().count().div_ceil(kernel.tile_panels());
     let parts = if a.rows() * w.rows() * depth >= TEAM_WORK {
-        threads.clamp(1, blocks.max(1))
+        threads.clamp(1, w.panels().count().max(1))
     } else {
         1
     };
-    // SAFETY: each part writes only the columns of its own blocks of panels (disjoint
-    // ranges of `aligned_part`) in every row of `out`, and nothing reads `out` until
-    // every part has returned.
+    // SAFETY: each part writes only the columns of its own panels (disjoint ranges of
+    // `aligned_part`) in every row of `out`, and nothing reads `out` until every part
+    // has returned.
     let out = unsafe { SharedPtr::new(out.as_mut_ptr()) };
     // SAFETY: the operands' lengths were checked above; `out` holds `a.rows() ·
     // w.rows()` values and each part owns its columns (the promise just made).
@@ -74,9 +72,11 @@ pub(crate) fn matmul_int8_on(
     Ok(())
 }
 
-/// Part `part` of `parts` of a product's blocks of panels (columns of `out`), as a
-/// member of a team that splits every product alike: for a recurrence whose members
-/// each compute their columns of a step's products between two barriers.
+/// Part `part` of `parts` of a product's panels (columns of `out`), as a member of a
+/// team that splits every product alike: for a recurrence whose members each compute
+/// their columns of a step's products between two barriers. The panels are split
+/// evenly, not in whole tiles: a part's last tile may be narrower, and no member waits
+/// at the barrier for another's extra tile (13 tiles on two members: 7 and 6).
 ///
 /// # Safety
 /// `a.cols == w.cols()`, a bias has `w.rows()` values, `out` points at
@@ -90,11 +90,11 @@ pub(crate) unsafe fn product_part(
     (part, parts): (usize, usize),
 ) {
     debug_assert_eq!(a.cols, w.cols());
-    let blocks = w.panels().count().div_ceil(w.kernel().tile_panels());
+    let own = aligned_part(w.panels().count(), parts, 1, part);
     let product = Product { a, w, output };
-    for block in aligned_part(blocks, parts, 1, part) {
-        // SAFETY: the caller's promise, for this part's blocks.
-        unsafe { product.block_into(block, out) };
+    for first_panel in own.clone().step_by(w.kernel().tile_panels()) {
+        // SAFETY: the caller's promise, for this part's panels.
+        unsafe { product.block_into(first_panel, own.end, out) };
     }
 }
 
@@ -106,16 +106,17 @@ struct Product<'a> {
 }
 
 impl Product<'_> {
-    /// Every row's outputs of block `block` (a tile's width of panels) into `out`.
+    /// Every row's outputs of the block of panels from `first_panel` (a tile's width,
+    /// ending at panel `end` at the latest) into `out`.
     ///
     /// # Safety
     /// `out` points at `a.rows() · w.rows()` values, and no other thread accesses this
-    /// block's columns of them until the product returns.
-    unsafe fn block_into(&self, block: usize, out: SharedPtr<f32>) {
+    /// block's columns of them until the product returns; `first_panel < end <=` the
+    /// panel count.
+    unsafe fn block_into(&self, first_panel: usize, end: usize, out: SharedPtr<f32>) {
         let (a, w) = (&self.a, self.w);
         let (kernel, panels) = (w.kernel(), w.panels());
-        let first_panel = block * kernel.tile_panels();
-        let tile_panels = kernel.tile_panels().min(panels.count() - first_panel);
+        let tile_panels = kernel.tile_panels().min(end - first_panel);
         let first_col = first_panel * panels.panel_rows();
         let cols = (tile_panels * panels.panel_rows()).min(w.rows() - first_col);
         let depth = a.cols;

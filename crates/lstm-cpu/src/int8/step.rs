@@ -26,8 +26,10 @@ use crate::team::{Shared, SharedPtr, aligned_part, run_parts, run_team_placed};
 /// busy, few enough that its gate pre-activations stay in cache.
 const CHUNK_ROWS: usize = 256;
 
-/// Gate math of fewer cells (rows × hidden units) than this runs on the calling thread
-/// alone: waking the team costs more than it saves.
+/// Gate math of fewer cells (rows × hidden units) than this, between products that wake
+/// the team each, runs on the calling thread alone: waking the team costs more than it
+/// saves. (A recurrence on one team for all its steps, [`Direction::run_team`], splits
+/// the rows of any batch: its team is awake.)
 const TEAM_CELLS: usize = 1 << 12;
 
 /// One (layer, direction) of a call: its weights and its buffers, kept over its steps.
@@ -75,11 +77,8 @@ impl<'a> Direction<'a> {
             arch.cell_state_size(),
         );
         let chunk = (CHUNK_ROWS / batch.max(1)).clamp(1, seq.max(1));
-        let parts = if batch * h >= TEAM_CELLS {
-            call.threads.clamp(1, batch)
-        } else {
-            1
-        };
+        // `call.threads` is already one where a step's product is too small to share.
+        let parts = call.threads.clamp(1, batch);
         let apart = recurrent_apart(arch.cell);
         let h0 = &call.h0[cell * batch * p..][..batch * p];
         let mut states = Buffer::zeroed(2 * batch * p);
@@ -191,7 +190,12 @@ impl<'a> Direction<'a> {
     /// The gate math of step `t`, its rows split over the team when there are enough
     /// cells ([`TEAM_CELLS`]); with `finish`, each part then finishes its rows.
     fn gate_math(&mut self, t: usize, (prev, next): (usize, usize), y: &mut [f32], finish: bool) {
-        let (parts, threads) = (self.scratch.len(), self.call.threads);
+        let (batch, threads) = (self.call.batch, self.call.threads);
+        let parts = if batch * self.arch.hidden_size >= TEAM_CELLS {
+            self.scratch.len()
+        } else {
+            1
+        };
         let gates_at = (t - self.first_step) * self.call.batch * self.arch.gate_rows();
         // SAFETY: `y` outlives the parts below, each of which writes only its own rows.
         let y = unsafe { Shared::new(y) };
