@@ -1,6 +1,8 @@
 //! The quantized operands: weights quantized once per output row, activations per row at
 //! run time.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::call::{CallError, len_check};
 use crate::int8::dot::{DotKernel, dot_kernel};
 use crate::int8::panels::Panels;
@@ -153,14 +155,17 @@ impl QuantizedActivations {
     }
 
     /// [`Self::quantize`] with its rows split over up to `threads` threads (the
-    /// kernel's team) when there are enough values: the same result on any number.
+    /// kernel's team) when there are enough values: the same result on any number. Each
+    /// part checks its rows are finite too; the error, the same as [`Self::quantize`]'s,
+    /// is found after.
     pub(crate) fn quantize_on(
         threads: usize,
         x: &[f32],
         rows: usize,
         cols: usize,
     ) -> Result<Self, CallError> {
-        check_matrix("x", x, rows, cols)?;
+        check_shape("x", x, rows, cols)?;
+        let finite = AtomicBool::new(true);
         let mut quantized = Self::default();
         let parts = if rows * cols >= TEAM_VALUES {
             threads.clamp(1, rows.max(1))
@@ -175,16 +180,24 @@ impl QuantizedActivations {
         run_parts(threads, parts, |part| {
             let rows = aligned_part(rows, parts, 1, part);
             let n = rows.len();
+            let part_x = &x[rows.start * cols..][..n * cols];
+            if !all_finite(part_x) {
+                // Quantized anyway (any value will do): the call fails below.
+                finite.store(false, Ordering::Relaxed);
+            }
             // SAFETY: this part's rows, within both buffers (`rows_mut`'s sizes).
             unsafe {
                 quantize_activation_rows(
-                    &x[rows.start * cols..][..n * cols],
+                    part_x,
                     cols,
                     values.slice(rows.start * cols, n * cols),
                     scales.slice(rows.start, n),
                 );
             }
         });
+        if !finite.into_inner() {
+            check_finite("x", x)?;
+        }
         Ok(quantized)
     }
 
@@ -397,6 +410,12 @@ fn dequantize_rows<Q: Copy>(
 }
 
 fn check_matrix(name: &'static str, m: &[f32], rows: usize, cols: usize) -> Result<(), CallError> {
+    check_shape(name, m, rows, cols)?;
+    check_finite(name, m)
+}
+
+/// [`check_matrix`] but for the values' finiteness.
+fn check_shape(name: &'static str, m: &[f32], rows: usize, cols: usize) -> Result<(), CallError> {
     len_check(name, "rows · cols", rows * cols, m.len())?;
     if cols > MAX_DEPTH {
         return Err(CallError {
@@ -405,13 +424,18 @@ fn check_matrix(name: &'static str, m: &[f32], rows: usize, cols: usize) -> Resu
             actual: cols.to_string(),
         });
     }
-    check_finite(name, m)
+    Ok(())
+}
+
+/// Whether every value of `m` is finite: a fold over every value, which vectorizes.
+fn all_finite(m: &[f32]) -> bool {
+    m.iter().fold(true, |all, v| all & v.is_finite())
 }
 
 /// An error naming `name` at the first value of `m` that is not finite.
 pub(crate) fn check_finite(name: &'static str, m: &[f32]) -> Result<(), CallError> {
-    // A fold over every value, which vectorizes; the search only on failure.
-    let finite = m.iter().fold(true, |all, v| all & v.is_finite());
+    // The search only on failure.
+    let finite = all_finite(m);
     if let Some(i) = (!finite)
         .then(|| m.iter().position(|v| !v.is_finite()))
         .flatten()
