@@ -18,7 +18,8 @@ use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use cudnn_rnn::{SeqLayout, is_row_major};
 
 use crate::kernels::cudnn::settings::cudnn_batch_major;
-use crate::kernels::cudnn::types::CudaTensor;
+use crate::kernels::cudnn::types::{CudaInputs, CudaTensor};
+use crate::op::io::RnnInputs;
 
 /// `tensor` with compact row-major strides: the same buffer when its memory already is
 /// row-major ([`is_row_major`]), else a copy.
@@ -66,6 +67,17 @@ pub(crate) fn in_layout(tensor: CudaTensor, layout: SeqLayout) -> CudaTensor {
     match layout {
         SeqLayout::SeqMajor => row_major(tensor),
         SeqLayout::BatchMajor => swapped(row_major(swapped(tensor))),
+    }
+}
+
+/// A call's inputs as cuDNN reads them: the input's memory in `layout`, the parameters
+/// and states row-major (each the same buffer where it already is, else a copy).
+pub(crate) fn inputs_in_layout(inputs: CudaInputs, layout: SeqLayout) -> CudaInputs {
+    RnnInputs {
+        input: in_layout(inputs.input, layout),
+        weights: row_major(inputs.weights),
+        h0: row_major(inputs.h0),
+        c0: inputs.c0.map(row_major),
     }
 }
 

@@ -18,7 +18,9 @@ use crate::kernels::cubecl::flat_cache::gpu_weight_cache;
 use crate::kernels::cudnn::algo::{AlgoPick, cudnn_algo, pick};
 use crate::kernels::cudnn::choice::data_type;
 use crate::kernels::cudnn::device::{device, log_fallback_once, rnn_config};
-use crate::kernels::cudnn::layout::{empty_in_layout, in_layout, input_layout, row_major};
+use crate::kernels::cudnn::layout::{
+    empty_in_layout, in_layout, input_layout, inputs_in_layout, row_major,
+};
 use crate::kernels::cudnn::ordering::Ordering;
 use crate::kernels::cudnn::settings::cudnn_math;
 use crate::kernels::cudnn::trace::CallTrace;
@@ -199,10 +201,7 @@ fn forward_with(
         weights,
         h0,
         c0,
-    } = inputs;
-    let x = in_layout(x, layout);
-    let [weights, h0] = [weights, h0].map(row_major);
-    let c0 = c0.map(row_major);
+    } = inputs_in_layout(inputs, layout);
     let data_type = data_type(x.dtype).ok_or_else(|| format!("cuDNN cannot run {:?}", x.dtype))?;
     let elem = data_type.size();
     let arch = &spec.arch;
@@ -349,10 +348,7 @@ pub(crate) fn backward(
         weights,
         h0,
         c0,
-    } = inputs;
-    let x = in_layout(x, layout);
-    let [weights, h0] = [weights, h0].map(row_major);
-    let c0 = c0.map(row_major);
+    } = inputs_in_layout(inputs, layout);
     let [y, space] = residuals;
     let (y, space) = (in_layout(y, layout), row_major(space));
     let dy = in_layout(upstream.dy, layout);
