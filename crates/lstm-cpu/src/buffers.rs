@@ -1,5 +1,6 @@
-//! Large scratch buffers (packed weights, gate chunks, the training tape, layer outputs)
-//! recycled across calls through a process-wide cache.
+//! Large scratch buffers (packed weights, gate chunks, the training tape, layer outputs,
+//! the int8 path's quantized activations) recycled across calls through a process-wide
+//! cache.
 //!
 //! Why: a call needs megabytes of scratch, and the system allocator hands such blocks
 //! back to the kernel when they are freed (glibc maps blocks above its threshold anew
@@ -82,13 +83,20 @@ static F64_CACHE: Mutex<Cache<f64>> = Mutex::new(Cache {
     free: Vec::new(),
     bytes: 0,
 });
+/// The int8 path's quantized activations (`u8`).
+static U8_CACHE: Mutex<Cache<u8>> = Mutex::new(Cache {
+    free: Vec::new(),
+    bytes: 0,
+});
 
 /// The cache of `T`'s buffers (`None` for element types without one).
-fn cache<T: Real>() -> Option<&'static Mutex<Cache<T>>> {
+fn cache<T: 'static>() -> Option<&'static Mutex<Cache<T>>> {
     let any: &'static dyn Any = if TypeId::of::<T>() == TypeId::of::<f32>() {
         &F32_CACHE
     } else if TypeId::of::<T>() == TypeId::of::<f64>() {
         &F64_CACHE
+    } else if TypeId::of::<T>() == TypeId::of::<u8>() {
+        &U8_CACHE
     } else {
         return None;
     };
@@ -116,7 +124,7 @@ pub fn cache_limit_bytes() -> usize {
 
 /// Bytes the cache holds now (freed buffers kept for the next call).
 pub fn cached_buffer_bytes() -> usize {
-    lock(&F32_CACHE).bytes + lock(&F64_CACHE).bytes
+    lock(&F32_CACHE).bytes + lock(&F64_CACHE).bytes + lock(&U8_CACHE).bytes
 }
 
 /// Returns every cached buffer to the allocator (for example after a large model's
@@ -124,7 +132,28 @@ pub fn cached_buffer_bytes() -> usize {
 pub fn release_cached_buffers() {
     let f32_buffers = lock(&F32_CACHE).clear();
     let f64_buffers = lock(&F64_CACHE).clear();
-    drop((f32_buffers, f64_buffers));
+    let u8_buffers = lock(&U8_CACHE).clear();
+    drop((f32_buffers, f64_buffers, u8_buffers));
+}
+
+/// A cached vector of bytes with room for `len`, holding what it held when it was kept
+/// (its length included: a caller that overwrites every value resizes it without
+/// zeroing what it keeps), or an empty new one. Give it back with [`keep_bytes`].
+pub(crate) fn take_bytes(len: usize) -> Vec<u8> {
+    if len < MIN_CACHED_BYTES {
+        return Vec::new();
+    }
+    lock(&U8_CACHE).take(len).unwrap_or_default()
+}
+
+/// Keeps `bytes`' memory for a later [`take_bytes`] (within [`cache_limit_bytes`]).
+pub(crate) fn keep_bytes(bytes: Vec<u8>) {
+    if bytes.capacity() < MIN_CACHED_BYTES {
+        return;
+    }
+    let not_kept = lock(&U8_CACHE).put(bytes, cache_limit_bytes());
+    // Freed outside the lock.
+    drop(not_kept);
 }
 
 /// An empty vector with room for `capacity` values: a cached one when the cache holds

@@ -143,6 +143,7 @@ impl QuantizedRnn {
                 let s = arch.cell_state_size();
                 out.c_n[cell * batch * s..][..batch * s].copy_from_slice(&c_n);
             }
+            x.recycle();
             below = Some(y);
         }
         out.y = below.unwrap_or_default();

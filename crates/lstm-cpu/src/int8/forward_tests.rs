@@ -310,3 +310,29 @@ fn any_number_of_threads_gives_the_same_results() {
         assert!(dy.max(dh).max(dc) < 0.01, "{cell:?} {proj}: {dy} {dh} {dc}");
     }
 }
+
+#[test]
+fn a_recycled_activation_buffer_gives_the_results_of_a_fresh_one() {
+    // A layer input of 40 · 16 rows of 64 values (40 KiB quantized) goes through the
+    // crate's buffer cache, which hands the next call the bytes this one left.
+    let mut case = Case::new(CellKind::Lstm, 0, 2, true, None);
+    case.arch.input_size = 64;
+    (case.seq, case.batch) = (40, 16);
+    let arch = &case.arch;
+    case.weights = values(arch.weight_count(), 11, 0.2);
+    case.h0 = values(arch.cells() * case.batch * arch.output_size(), 12, 0.5);
+    case.c0 = values(arch.cells() * case.batch * arch.cell_state_size(), 13, 0.5);
+    let model = QuantizedRnn::quantize(&case.arch, &case.weights, QuantLevels::Full).unwrap();
+    let inputs = [14, 15].map(|seed| values(case.seq * case.batch * 64, seed, 1.0));
+    let run = |input: &[f32]| {
+        let call = RnnCall {
+            input,
+            ..case.call()
+        };
+        model.forward(&call).unwrap()
+    };
+    crate::release_cached_buffers();
+    let fresh = run(&inputs[1]);
+    run(&inputs[0]);
+    assert_eq!(run(&inputs[1]), fresh);
+}

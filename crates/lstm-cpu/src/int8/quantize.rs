@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::buffers::{keep_bytes, take_bytes};
 use crate::call::{CallError, len_check};
 use crate::int8::dot::{DotKernel, dot_kernel};
 use crate::int8::panels::Panels;
@@ -166,7 +167,11 @@ impl QuantizedActivations {
     ) -> Result<Self, CallError> {
         check_shape("x", x, rows, cols)?;
         let finite = AtomicBool::new(true);
-        let mut quantized = Self::default();
+        // Every value is written below: a recycled buffer is not zeroed first.
+        let mut quantized = Self {
+            values: take_bytes(rows * cols),
+            ..Self::default()
+        };
         let parts = if rows * cols >= TEAM_VALUES {
             threads.clamp(1, rows.max(1))
         } else {
@@ -199,6 +204,12 @@ impl QuantizedActivations {
             check_finite("x", x)?;
         }
         Ok(quantized)
+    }
+
+    /// Gives the values' memory back to the crate's buffer cache, for the next call's
+    /// [`Self::quantize_on`].
+    pub(crate) fn recycle(self) {
+        keep_bytes(self.values);
     }
 
     /// The values and scales of a `rows × cols` matrix, to be written by
