@@ -1,7 +1,9 @@
 //! The raw sums on 256-bit vectors, on panels of 8 rows (the `i32` lanes of a vector):
 //! one 32-byte load of a panel holds four inputs of each of its rows, multiplied by four
 //! activations of a row (broadcast to every lane) and added into 8 `i32` sums, one per
-//! output; a tile of up to 4 rows and 2 panels keeps its 8 sums in registers. Two
+//! output; a tile of up to 6 rows and 2 panels keeps its 12 sums in registers (enough
+//! independent chains to hide the multiply-add's latency; 4 rows, 8 sums, ran at 1.6
+//! multiply-adds a cycle where two issue). Two
 //! kernels share the loop ([`kernel_256!`]) and differ in that multiply-add:
 //!
 //! - [`avx_vnni`]: AVX-VNNI's `vpdpbusd` (VEX-encoded), exact for weights of the full
@@ -34,7 +36,7 @@ macro_rules! kernel_256 {
             /// # Safety
             /// The CPU has the kernel's features, the tile's weights are in its range,
             /// and the tile's operands and `sums` are as long as `DotKernel::sums`
-            /// checks (up to 4 rows and 2 panels).
+            /// checks (up to 6 rows and 2 panels).
             #[target_feature(enable = $features)]
             pub(crate) unsafe fn sums(tile: &Tile<'_>, sums: &mut [i32]) {
                 // SAFETY: (every arm) the caller's promise, for the tile's own size.
@@ -48,6 +50,10 @@ macro_rules! kernel_256 {
                         (3, 2) => tile_sums::<3, 2>(tile, sums),
                         (4, 1) => tile_sums::<4, 1>(tile, sums),
                         (4, 2) => tile_sums::<4, 2>(tile, sums),
+                        (5, 1) => tile_sums::<5, 1>(tile, sums),
+                        (5, 2) => tile_sums::<5, 2>(tile, sums),
+                        (6, 1) => tile_sums::<6, 1>(tile, sums),
+                        (6, 2) => tile_sums::<6, 2>(tile, sums),
                         (rows, panels) => {
                             unreachable!("no {} tile of {rows} rows × {panels} panels", $what)
                         }
@@ -77,20 +83,22 @@ macro_rules! kernel_256 {
                 let mut acc = [[_mm256_setzero_si256(); P]; R];
                 let whole = depth / GROUP;
                 for g in 0..whole {
-                    let mut x = [_mm256_setzero_si256(); R];
-                    for (r, x) in x.iter_mut().enumerate() {
+                    // The panels' weights first, then one row's activations at a time:
+                    // `R · P` sums, `P` weights and one broadcast in registers (15 of
+                    // 16 at 6 × 2; broadcasting every row first would spill sums).
+                    let v: [__m256i; P] = core::array::from_fn(|p| {
+                        let at = p * tile.panel_len + g * 32;
+                        // SAFETY: group `g` of panel `p`: 32 bytes within `w`.
+                        unsafe { _mm256_loadu_si256(w.add(at).cast()) }
+                    });
+                    for r in 0..R {
                         let at = r * depth + g * GROUP;
                         // SAFETY: bytes `4g..4g + 4` of row `r` lie within `a`
                         // (`4g + 4 <= depth`).
                         let four = unsafe { a.add(at).cast::<i32>().read_unaligned() };
-                        *x = _mm256_set1_epi32(four);
-                    }
-                    for p in 0..P {
-                        let at = p * tile.panel_len + g * 32;
-                        // SAFETY: group `g` of panel `p`: 32 bytes within `w`.
-                        let v = unsafe { _mm256_loadu_si256(w.add(at).cast()) };
-                        for r in 0..R {
-                            acc[r][p] = mac(acc[r][p], x[r], v);
+                        let x = _mm256_set1_epi32(four);
+                        for p in 0..P {
+                            acc[r][p] = mac(acc[r][p], x, v[p]);
                         }
                     }
                 }

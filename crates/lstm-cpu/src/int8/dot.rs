@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use crate::int8::QuantLevels;
 use crate::int8::panels::GROUP;
-use crate::int8::tile::{Output, TILE_ROWS, TILE_SUMS, Tile, TileOutputs, group_of};
+use crate::int8::tile::{Output, TILE_SUMS, Tile, TileOutputs, group_of};
 use crate::simd::{Isa, isa};
 
 /// The kernels of the raw sums.
@@ -101,7 +101,20 @@ impl DotKernel {
         }
     }
 
-    /// Panels of one tile: with [`TILE_ROWS`] rows, as many sums as the vector
+    /// Rows of one tile: enough independent sums (rows × panels) to cover the latency
+    /// of the multiply-add (5 cycles, two issued a cycle: 10 or more), as many as the
+    /// vector registers hold beside the operands (16 `ymm`: 6 rows × 2 panels, the 2
+    /// panels' weights and one broadcast; 32 `zmm`: 4 × 4). AVX2's multiply-add takes
+    /// two more registers (the `i16` pair sums and the ones that widen them), so its
+    /// tiles keep 4 rows.
+    pub(crate) fn tile_rows(self) -> usize {
+        match self {
+            Self::AvxVnni => 6,
+            Self::Scalar | Self::Avx2 | Self::Avx512Vnni => 4,
+        }
+    }
+
+    /// Panels of one tile: with [`Self::tile_rows`] rows, as many sums as the vector
     /// registers hold beside the operands.
     pub(crate) fn tile_panels(self) -> usize {
         match self {
@@ -131,7 +144,8 @@ impl DotKernel {
     fn check(self, tile: &Tile<'_>, sums: usize) {
         let width = tile.panels * self.panel_rows();
         assert!(
-            (1..=TILE_ROWS).contains(&tile.rows) && (1..=self.tile_panels()).contains(&tile.panels),
+            (1..=self.tile_rows()).contains(&tile.rows)
+                && (1..=self.tile_panels()).contains(&tile.panels),
             "an int8 tile of {} rows and {} panels",
             tile.rows,
             tile.panels

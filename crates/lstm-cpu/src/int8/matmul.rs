@@ -3,7 +3,7 @@
 //! split over the team when the product is large.
 //!
 //! The loop keeps one block of panels (a tile's width) hot while every row of the
-//! activations passes over it, [`TILE_ROWS`] at a time: the weights stream from memory
+//! activations passes over it, a tile's rows at a time: the weights stream from memory
 //! once per call, the activations (the smaller operand in a recurrent step) once per
 //! block, from cache.
 
@@ -11,7 +11,7 @@ use crate::call::{CallError, len_check};
 use crate::int8::dot::DotKernel;
 use crate::int8::quantize::ActivationRows;
 pub(crate) use crate::int8::tile::Output;
-use crate::int8::tile::{TILE_ROWS, TILE_SUMS, Tile, TileOutputs};
+use crate::int8::tile::{TILE_SUMS, Tile, TileOutputs};
 use crate::int8::{QuantizedActivations, QuantizedMatrix};
 #[cfg(target_arch = "x86_64")]
 use crate::simd::{Isa, isa};
@@ -121,8 +121,11 @@ impl Product<'_> {
         let cols = (tile_panels * panels.panel_rows()).min(w.rows() - first_col);
         let depth = a.cols;
         let mut sums = [0i32; TILE_SUMS];
-        for first_row in (0..a.rows()).step_by(TILE_ROWS) {
-            let rows = TILE_ROWS.min(a.rows() - first_row);
+        // As few tiles as the kernel's tile rows allow, their rows evened out (8 rows
+        // in tiles of 6: 4 and 4, not 6 and a latency-bound 2).
+        let tiles = a.rows().div_ceil(kernel.tile_rows());
+        for tile_rows in (0..tiles).map(|k| aligned_part(a.rows(), tiles, 1, k)) {
+            let (first_row, rows) = (tile_rows.start, tile_rows.len());
             let tile = Tile {
                 a: &a.values[first_row * depth..][..rows * depth],
                 rows,

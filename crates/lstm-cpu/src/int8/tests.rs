@@ -5,7 +5,7 @@ use crate::int8::dot::DotKernel;
 use crate::int8::matmul::matmul_int8_on;
 use crate::int8::panels::Panels;
 use crate::int8::tile::Output;
-use crate::int8::tile::{TILE_ROWS, TILE_SUMS, Tile};
+use crate::int8::tile::{TILE_SUMS, Tile};
 use crate::int8::{MAX_DEPTH, QuantLevels, QuantizedActivations, QuantizedMatrix, matmul_int8};
 
 #[test]
@@ -162,8 +162,8 @@ fn tiled_sums(kernel: DotKernel, a: &[u8], depth: usize, w: &[i8], n: usize) -> 
     for first_panel in (0..panels.count()).step_by(kernel.tile_panels()) {
         let tile_panels = kernel.tile_panels().min(panels.count() - first_panel);
         let width = tile_panels * panels.panel_rows();
-        for first_row in (0..rows).step_by(TILE_ROWS) {
-            let tile_rows = TILE_ROWS.min(rows - first_row);
+        for first_row in (0..rows).step_by(kernel.tile_rows()) {
+            let tile_rows = kernel.tile_rows().min(rows - first_row);
             let tile = Tile {
                 a: &a[first_row * depth..][..tile_rows * depth],
                 rows: tile_rows,
@@ -218,7 +218,17 @@ fn every_dot_kernel_gives_the_exact_sums() {
         let max = kernel.levels().max();
         let mut cases: Vec<(usize, usize, Vec<u8>, Vec<i8>)> = Vec::new();
         for depth in [1, 3, 4, 5, 31, 32, 33, 64, 65, 127, 200] {
-            for (rows, n) in [(1, 1), (1, 64), (2, 9), (3, 16), (4, 17), (5, 40), (9, 65)] {
+            for (rows, n) in [
+                (1, 1),
+                (1, 64),
+                (2, 9),
+                (3, 16),
+                (4, 17),
+                (5, 40),
+                (6, 24),
+                (9, 65),
+                (13, 17),
+            ] {
                 let a = (0..rows * depth).map(|_| next() as u8).collect();
                 let w = (0..n * depth)
                     .map(|_| ((next() % (2 * max as u64 + 1)) as i32 - max) as i8)

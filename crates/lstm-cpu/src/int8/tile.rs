@@ -3,11 +3,13 @@
 
 use crate::int8::panels::GROUP;
 
-/// Rows of activations a tile takes at most.
-pub(crate) const TILE_ROWS: usize = 4;
+/// Rows of activations a tile of any kernel takes at most (`DotKernel::tile_rows`).
+pub(crate) const TILE_ROWS: usize = 6;
 
-/// Sums of the largest tile of any kernel: [`TILE_ROWS`] × 4 panels × 16 rows.
-pub(crate) const TILE_SUMS: usize = TILE_ROWS * 4 * 16;
+/// Sums of the largest tile of any kernel: AVX-512 VNNI's 4 rows × 4 panels × 16 rows
+/// (the 256-bit kernels' 6 rows × 2 panels × 8 rows are fewer).
+pub(crate) const TILE_SUMS: usize = 4 * 4 * 16;
+const _: () = assert!(TILE_ROWS * 2 * 8 <= TILE_SUMS);
 
 /// One tile of a product: `rows` rows of activations against `panels` consecutive
 /// panels of weights.
@@ -15,7 +17,7 @@ pub(crate) const TILE_SUMS: usize = TILE_ROWS * 4 * 16;
 pub(crate) struct Tile<'a> {
     /// The tile's activation rows, `depth` bytes each, one after the other.
     pub a: &'a [u8],
-    /// Rows: 1 to [`TILE_ROWS`].
+    /// Rows: 1 to the kernel's `DotKernel::tile_rows` (at most [`TILE_ROWS`]).
     pub rows: usize,
     /// The tile's panels, one after the other (`Panels::bytes` from its first).
     pub w: &'a [i8],
