@@ -68,6 +68,76 @@ macro_rules! kernel_256 {
                 $mac
             }
 
+            /// Adds whole group `g` (inputs `4g..4g + 4`) of `R` activation rows
+            /// (`depth` bytes each, from `a`) times `P` panels (`panel_len` bytes each,
+            /// from `w`) to `acc`: the panels' weights first, then one row's
+            /// activations at a time (`R · P` sums, `P` weights and one broadcast in
+            /// registers: 15 of 16 at 6 × 2; broadcasting every row first would spill
+            /// sums).
+            ///
+            /// # Safety
+            /// The CPU has the kernel's features; `4g + 4 <= depth`, and the rows and
+            /// panels lie within the tile's operands.
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn add_group<const R: usize, const P: usize>(
+                acc: &mut [[__m256i; P]; R],
+                a: *const u8,
+                w: *const i8,
+                (depth, panel_len): (usize, usize),
+                g: usize,
+            ) {
+                let v: [__m256i; P] = core::array::from_fn(|p| {
+                    // SAFETY: group `g` of panel `p`: 32 bytes within `w`.
+                    unsafe { _mm256_loadu_si256(w.add(p * panel_len + g * 32).cast()) }
+                });
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    // SAFETY: bytes `4g..4g + 4` of row `r` lie within `a`.
+                    let four = unsafe { a.add(r * depth + g * GROUP).cast::<i32>().read_unaligned() };
+                    let x = _mm256_set1_epi32(four);
+                    for (acc, &v) in acc.iter_mut().zip(&v) {
+                        *acc = mac(*acc, x, v);
+                    }
+                }
+            }
+
+            /// The sums of groups `0..whole` of a tile of `R` rows and `P` panels, group
+            /// `g` added to set `g % S` of the sums, the sets added up at the end.
+            ///
+            /// # Safety
+            /// The CPU has the kernel's features; the groups lie within the tile's
+            /// operands (`a`, `w`, of `operands`' row and panel lengths).
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn whole_groups<const R: usize, const P: usize, const S: usize>(
+                a: *const u8,
+                w: *const i8,
+                operands: (usize, usize),
+                whole: usize,
+            ) -> [[__m256i; P]; R] {
+                let mut sets = [[[_mm256_setzero_si256(); P]; R]; S];
+                let rounds = whole / S;
+                for round in 0..rounds {
+                    for (s, set) in sets.iter_mut().enumerate() {
+                        // SAFETY: group `S · round + s < whole`: a whole group.
+                        unsafe { add_group(set, a, w, operands, S * round + s) };
+                    }
+                }
+                for g in S * rounds..whole {
+                    // SAFETY: group `g < whole`.
+                    unsafe { add_group(&mut sets[0], a, w, operands, g) };
+                }
+                let mut acc = sets[0];
+                for set in &sets[1..] {
+                    for (acc, set) in acc.iter_mut().zip(set) {
+                        for (acc, &set) in acc.iter_mut().zip(set) {
+                            *acc = _mm256_add_epi32(*acc, set);
+                        }
+                    }
+                }
+                acc
+            }
+
             /// The sums of a tile of `R` rows and `P` panels.
             ///
             /// # Safety
@@ -80,28 +150,19 @@ macro_rules! kernel_256 {
             unsafe fn tile_sums<const R: usize, const P: usize>(tile: &Tile<'_>, sums: &mut [i32]) {
                 let depth = tile.depth;
                 let (a, w) = (tile.a.as_ptr(), tile.w.as_ptr());
-                let mut acc = [[_mm256_setzero_si256(); P]; R];
+                let operands = (depth, tile.panel_len);
                 let whole = depth / GROUP;
-                for g in 0..whole {
-                    // The panels' weights first, then one row's activations at a time:
-                    // `R · P` sums, `P` weights and one broadcast in registers (15 of
-                    // 16 at 6 × 2; broadcasting every row first would spill sums).
-                    let v: [__m256i; P] = core::array::from_fn(|p| {
-                        let at = p * tile.panel_len + g * 32;
-                        // SAFETY: group `g` of panel `p`: 32 bytes within `w`.
-                        unsafe { _mm256_loadu_si256(w.add(at).cast()) }
-                    });
-                    for r in 0..R {
-                        let at = r * depth + g * GROUP;
-                        // SAFETY: bytes `4g..4g + 4` of row `r` lie within `a`
-                        // (`4g + 4 <= depth`).
-                        let four = unsafe { a.add(at).cast::<i32>().read_unaligned() };
-                        let x = _mm256_set1_epi32(four);
-                        for p in 0..P {
-                            acc[r][p] = mac(acc[r][p], x, v[p]);
-                        }
+                // A small tile (a row or two: a matrix-vector product) spreads the
+                // groups over several sets of sums, so that consecutive multiply-adds
+                // of one sum do not wait on each other: at least 8 chains.
+                // SAFETY: (every arm) the tile's whole groups, within its operands.
+                let mut acc = unsafe {
+                    match R * P {
+                        1 | 2 => whole_groups::<R, P, 4>(a, w, operands, whole),
+                        3 | 4 => whole_groups::<R, P, 2>(a, w, operands, whole),
+                        _ => whole_groups::<R, P, 1>(a, w, operands, whole),
                     }
-                }
+                };
                 if whole * GROUP < depth {
                     let k = whole * GROUP;
                     let x: [__m256i; R] = core::array::from_fn(|r| {
