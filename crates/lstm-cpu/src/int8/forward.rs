@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 
 use crate::arch::RnnArch;
+use crate::buffers::Buffer;
 use crate::call::{CallError, RnnCall, RnnOutputs, len_check};
 use crate::int8::cell::QuantizedCell;
 use crate::int8::quantize::check_finite;
@@ -121,32 +122,42 @@ impl QuantizedRnn {
             h_n: vec![0.0; call.h0.len()],
             c_n: vec![0.0; call.c0.len()],
         };
-        let mut below: Option<Vec<f32>> = None;
+        let first_input = sequence_major(call);
+        // The output of the layer below: scratch from the crate's buffer cache (every
+        // value is written: each row of each step, zeros past a row's length).
+        let mut below: Option<Buffer<f32>> = None;
         for layer in 0..arch.num_layers {
             let input_size = arch.layer_input_size(layer);
-            let input = match below.take() {
-                Some(y) => Cow::Owned(y),
-                None => sequence_major(call),
-            };
-            let x = QuantizedActivations::quantize_on(call.threads, &input, rows, input_size)
+            let input: &[f32] = below.as_deref().unwrap_or(&first_input);
+            let x = QuantizedActivations::quantize_on(call.threads, input, rows, input_size)
                 .map_err(|e| {
                     let argument = if layer == 0 { "input" } else { e.argument };
                     CallError { argument, ..e }
                 })?;
-            let mut y = vec![0.0f32; rows * arch.dirs() * p];
+            let len = rows * arch.dirs() * p;
+            let last = layer + 1 == arch.num_layers;
+            // The last layer's output is the call's, a plain vector.
+            let (mut scratch, mut output) = if last {
+                (None, vec![0.0f32; len])
+            } else {
+                (Some(Buffer::for_overwrite(len)), Vec::new())
+            };
+            let y: &mut [f32] = match &mut scratch {
+                Some(scratch) => scratch,
+                None => &mut output,
+            };
             for direction in 0..arch.dirs() {
                 let cell = layer * arch.dirs() + direction;
                 let q = &self.cells[cell];
-                let (h_n, c_n) =
-                    Direction::start(call, arch, q, (cell, direction))?.run(&x, &mut y)?;
+                let (h_n, c_n) = Direction::start(call, arch, q, (cell, direction))?.run(&x, y)?;
                 out.h_n[cell * batch * p..][..batch * p].copy_from_slice(&h_n);
                 let s = arch.cell_state_size();
                 out.c_n[cell * batch * s..][..batch * s].copy_from_slice(&c_n);
             }
             x.recycle();
-            below = Some(y);
+            below = scratch;
+            out.y = output;
         }
-        out.y = below.unwrap_or_default();
         Ok(out)
     }
 }
