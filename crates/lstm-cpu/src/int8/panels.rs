@@ -10,13 +10,24 @@
 /// Inputs of one group: the four `u8 × i8` products each 32-bit lane adds.
 pub(crate) const GROUP: usize = 4;
 
+/// 64 bytes on a cache line of their own: the panels' storage, so that a kernel's
+/// vector loads (32 or 64 bytes at multiples of that from a panel's start) never
+/// straddle two lines, whatever address the allocator would give bytes (a plain
+/// `Vec<i8>` above glibc's mmap threshold starts 16 bytes past a page: every AVX-512
+/// load then touched two lines, and a process's speed depended on where its weights
+/// landed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(64))]
+struct CacheLine([i8; 64]);
+
 /// A `rows × cols` int8 matrix in panels of `panel_rows` rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Panels {
     rows: usize,
     cols: usize,
     panel_rows: usize,
-    bytes: Vec<i8>,
+    /// `count() · panel_len()` bytes from the first line's start, zeros past them.
+    lines: Vec<CacheLine>,
 }
 
 impl Panels {
@@ -27,13 +38,14 @@ impl Panels {
             rows,
             cols,
             panel_rows,
-            bytes: Vec::new(),
+            lines: Vec::new(),
         };
-        packed.bytes = vec![0; packed.count() * packed.panel_len()];
+        let len = packed.count() * packed.panel_len();
+        packed.lines = vec![CacheLine([0; 64]); len.div_ceil(64)];
         for (n, row) in values.chunks_exact(cols.max(1)).take(rows).enumerate() {
             for (k, &v) in row.iter().enumerate() {
                 let at = packed.index(n, k);
-                packed.bytes[at] = v;
+                packed.lines[at / 64].0[at % 64] = v;
             }
         }
         packed
@@ -69,9 +81,15 @@ impl Panels {
         self.groups() * self.panel_rows * GROUP
     }
 
-    /// Every panel, first to last: `count() · panel_len()` bytes.
+    /// Every panel, first to last: `count() · panel_len()` bytes, from the start of a
+    /// cache line.
     pub(crate) fn bytes(&self) -> &[i8] {
-        &self.bytes
+        let len = self.count() * self.panel_len();
+        debug_assert!(len <= self.lines.len() * 64);
+        // SAFETY: `lines` holds `lines.len() · 64` initialized bytes, contiguous (an
+        // array of `[i8; 64]` with no padding: size 64, align 64), at least `len` of them
+        // (`pack` allocates them so); the slice borrows `self`.
+        unsafe { core::slice::from_raw_parts(self.lines.as_ptr().cast::<i8>(), len) }
     }
 
     /// Where value `(n, k)` is stored.
@@ -85,7 +103,7 @@ impl Panels {
     pub(crate) fn to_row_major(&self) -> Vec<i8> {
         (0..self.rows)
             .flat_map(|n| (0..self.cols).map(move |k| (n, k)))
-            .map(|(n, k)| self.bytes[self.index(n, k)])
+            .map(|(n, k)| self.bytes()[self.index(n, k)])
             .collect()
     }
 }
