@@ -134,9 +134,10 @@ impl Product<'_> {
                 depth,
                 panel_len: panels.panel_len(),
             };
-            // A row alone (a matrix-vector product: a step at batch 1) is finished in
-            // the kernel's registers; larger tiles run faster through the epilogue loop.
-            if kernel == DotKernel::Avx512Vnni && rows == 1 {
+            // The AVX-512 VNNI kernel finishes its tiles in registers (the same
+            // operations as the epilogue loop, in its order); the others store their
+            // sums for the loop.
+            if kernel == DotKernel::Avx512Vnni {
                 let outputs = TileOutputs {
                     // SAFETY: the tile's first output lies within `out` (the caller's
                     // promise).

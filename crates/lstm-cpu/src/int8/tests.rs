@@ -268,7 +268,8 @@ fn every_dot_kernel_gives_the_exact_sums() {
 /// scalar kernel's to the last bit: the same sums, then the same f32 operations.
 #[test]
 fn every_kernel_and_team_split_gives_the_scalar_product() {
-    // One row (finished in the kernel's registers) and several (through the epilogue).
+    // One row and several: tiles of every size, finished in the kernel's registers (AVX-512
+    // VNNI) or through the epilogue loop (the other kernels).
     for rows in [1, 7] {
         product_on_every_kernel(rows);
     }
