@@ -20,13 +20,16 @@ macro_rules! kernel_256 {
         pub(crate) mod $name {
             #[allow(unused_imports)]
             use core::arch::x86_64::{
-                __m256i, _mm256_add_epi32, _mm256_dpbusd_avx_epi32, _mm256_loadu_si256,
-                _mm256_madd_epi16, _mm256_maddubs_epi16, _mm256_set1_epi16, _mm256_set1_epi32,
-                _mm256_setzero_si256, _mm256_storeu_si256,
+                __m256i, _mm256_add_epi32, _mm256_add_ps, _mm256_cmpgt_epi32,
+                _mm256_cvtepi32_ps, _mm256_dpbusd_avx_epi32, _mm256_loadu_si256,
+                _mm256_madd_epi16, _mm256_maddubs_epi16, _mm256_maskload_epi32,
+                _mm256_maskload_ps, _mm256_maskstore_ps, _mm256_mul_ps, _mm256_set1_epi16,
+                _mm256_set1_epi32, _mm256_set1_ps, _mm256_setr_epi32, _mm256_setzero_si256,
+                _mm256_storeu_si256, _mm256_sub_epi32,
             };
 
             use crate::int8::panels::GROUP;
-            use crate::int8::tile::{Tile, group_of};
+            use crate::int8::tile::{Output, Tile, TileOutputs, group_of};
 
             /// Rows of a panel: the `i32` lanes of a vector.
             const PANEL_ROWS: usize = 8;
@@ -138,7 +141,7 @@ macro_rules! kernel_256 {
                 acc
             }
 
-            /// The sums of a tile of `R` rows and `P` panels.
+            /// The sums of a tile of `R` rows and `P` panels, in registers.
             ///
             /// # Safety
             /// As [`sums`], with `tile.rows == R` and `tile.panels == P`.
@@ -147,7 +150,7 @@ macro_rules! kernel_256 {
             // than a zip.
             #[allow(clippy::needless_range_loop)]
             #[target_feature(enable = $features)]
-            unsafe fn tile_sums<const R: usize, const P: usize>(tile: &Tile<'_>, sums: &mut [i32]) {
+            unsafe fn accumulate<const R: usize, const P: usize>(tile: &Tile<'_>) -> [[__m256i; P]; R] {
                 let depth = tile.depth;
                 let (a, w) = (tile.a.as_ptr(), tile.w.as_ptr());
                 let operands = (depth, tile.panel_len);
@@ -177,6 +180,18 @@ macro_rules! kernel_256 {
                         }
                     }
                 }
+                acc
+            }
+
+            /// The sums of a tile of `R` rows and `P` panels, stored.
+            ///
+            /// # Safety
+            /// As [`sums`], with `tile.rows == R` and `tile.panels == P`.
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn tile_sums<const R: usize, const P: usize>(tile: &Tile<'_>, sums: &mut [i32]) {
+                // SAFETY: the caller's promise.
+                let acc = unsafe { accumulate::<R, P>(tile) };
                 let width = P * PANEL_ROWS;
                 for (r, acc) in acc.iter().enumerate() {
                     for (p, &acc) in acc.iter().enumerate() {
@@ -187,6 +202,99 @@ macro_rules! kernel_256 {
                                 acc,
                             )
                         };
+                    }
+                }
+            }
+
+            /// [`DotKernel::outputs`](crate::int8::dot::DotKernel::outputs) on this
+            /// kernel.
+            ///
+            /// # Safety
+            /// The CPU has the kernel's features; the tile and `outputs` are as
+            /// `DotKernel::outputs` checks and promises (up to 6 rows and 2 panels).
+            #[target_feature(enable = $features)]
+            pub(crate) unsafe fn outputs(tile: &Tile<'_>, outputs: &TileOutputs<'_>) {
+                // SAFETY: (every arm) the caller's promise, for the tile's own size.
+                unsafe {
+                    match (tile.rows, tile.panels) {
+                        (1, 1) => tile_outputs::<1, 1>(tile, outputs),
+                        (1, 2) => tile_outputs::<1, 2>(tile, outputs),
+                        (2, 1) => tile_outputs::<2, 1>(tile, outputs),
+                        (2, 2) => tile_outputs::<2, 2>(tile, outputs),
+                        (3, 1) => tile_outputs::<3, 1>(tile, outputs),
+                        (3, 2) => tile_outputs::<3, 2>(tile, outputs),
+                        (4, 1) => tile_outputs::<4, 1>(tile, outputs),
+                        (4, 2) => tile_outputs::<4, 2>(tile, outputs),
+                        (5, 1) => tile_outputs::<5, 1>(tile, outputs),
+                        (5, 2) => tile_outputs::<5, 2>(tile, outputs),
+                        (6, 1) => tile_outputs::<6, 1>(tile, outputs),
+                        (6, 2) => tile_outputs::<6, 2>(tile, outputs),
+                        (rows, panels) => {
+                            unreachable!("no {} tile of {rows} rows × {panels} panels", $what)
+                        }
+                    }
+                }
+            }
+
+            /// The outputs of a tile of `R` rows and `P` panels, finished in registers:
+            /// each sum less its zero-point share, converted to f32, times `a_scale ·
+            /// w_scale`, plus the bias (or added to the output), the epilogue's
+            /// operations in its order; the lanes past `outputs.cols` neither read nor
+            /// written.
+            ///
+            /// # Safety
+            /// As [`outputs`], with `tile.rows == R` and `tile.panels == P`.
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn tile_outputs<const R: usize, const P: usize>(
+                tile: &Tile<'_>,
+                outputs: &TileOutputs<'_>,
+            ) {
+                // SAFETY: the caller's promise.
+                let acc = unsafe { accumulate::<R, P>(tile) };
+                let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+                for p in 0..P {
+                    let first = p * PANEL_ROWS;
+                    let lanes = outputs.cols.saturating_sub(first).min(PANEL_ROWS);
+                    if lanes == 0 {
+                        break;
+                    }
+                    // All ones in the lanes below `lanes`.
+                    let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes as i32), lane);
+                    // SAFETY: `lanes` values from `first` lie within each slice (`first +
+                    // lanes <= cols`, checked against the slices' lengths by
+                    // `DotKernel::outputs`); masked lanes are not read.
+                    let (zero, w_scale, bias) = unsafe {
+                        (
+                            _mm256_maskload_epi32(outputs.zero_point.as_ptr().add(first), mask),
+                            _mm256_maskload_ps(outputs.w_scales.as_ptr().add(first), mask),
+                            match outputs.output {
+                                Output::Set(Some(bias)) => {
+                                    Some(_mm256_maskload_ps(bias.as_ptr().add(first), mask))
+                                }
+                                _ => None,
+                            },
+                        )
+                    };
+                    for (r, acc) in acc.iter().enumerate() {
+                        let scale = _mm256_mul_ps(_mm256_set1_ps(outputs.a_scales[r]), w_scale);
+                        let value = _mm256_mul_ps(
+                            scale,
+                            _mm256_cvtepi32_ps(_mm256_sub_epi32(acc[p], zero)),
+                        );
+                        // SAFETY: `lanes` outputs of row `r` from column `first`: the
+                        // caller's promise; masked lanes are neither read nor written.
+                        unsafe {
+                            let y = outputs.out.add(r * outputs.stride + first);
+                            let y_out = match (outputs.output, bias) {
+                                (Output::Add, _) => {
+                                    _mm256_add_ps(_mm256_maskload_ps(y, mask), value)
+                                }
+                                (_, Some(bias)) => _mm256_add_ps(value, bias),
+                                (_, None) => value,
+                            };
+                            _mm256_maskstore_ps(y, mask, y_out);
+                        }
                     }
                 }
             }

@@ -161,22 +161,28 @@ impl DotKernel {
 }
 
 impl DotKernel {
-    /// The tile's outputs, finished in the kernel's registers: for
-    /// [`DotKernel::Avx512Vnni`] only (the other kernels' sums go through the product's
-    /// epilogue).
+    /// Whether [`Self::outputs`] finishes this kernel's tiles in its registers (the
+    /// vector kernels; the scalar reference's sums go through the product's epilogue
+    /// loop).
+    pub(crate) fn finishes_in_registers(self) -> bool {
+        self != Self::Scalar
+    }
+
+    /// The tile's outputs, finished in the kernel's registers: for a kernel that
+    /// [`Self::finishes_in_registers`].
     ///
     /// # Safety
     /// `outputs.out` points at the tile's rows of `outputs.stride` values, with
     /// `outputs.cols` valid outputs each, that no other thread touches meanwhile.
     ///
     /// # Panics
-    /// As [`Self::sums`], and for another kernel than AVX-512 VNNI or slices of
+    /// As [`Self::sums`], and for a kernel that does not finish in registers or slices of
     /// `outputs` shorter than the tile.
     pub(crate) unsafe fn outputs(self, tile: &Tile<'_>, outputs: &TileOutputs<'_>) {
         self.check(tile, TILE_SUMS);
         let cols = outputs.cols;
         assert!(
-            self == Self::Avx512Vnni
+            self.finishes_in_registers()
                 && cols <= tile.panels * self.panel_rows()
                 && outputs.a_scales.len() >= tile.rows
                 && outputs.w_scales.len() >= cols
@@ -188,14 +194,20 @@ impl DotKernel {
             "int8 tile outputs of another kernel or shorter than the tile"
         );
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: this kernel runs only where the CPU reported avx512f, avx512bw and
-        // avx512vnni; the tile's operands and the outputs' slices were checked, and
-        // `outputs.out` is the caller's promise.
+        // SAFETY: each kernel runs only where the CPU reported its features (AVX-512
+        // VNNI: avx512f, avx512bw, avx512vnni; AVX-VNNI: avx2, avxvnni; AVX2: avx2); the
+        // tile's operands and the outputs' slices were checked, and `outputs.out` is the
+        // caller's promise.
         unsafe {
-            crate::int8::vnni::outputs(tile, outputs)
+            match self {
+                Self::AvxVnni => crate::int8::avx256::avx_vnni::outputs(tile, outputs),
+                Self::Avx2 => crate::int8::avx256::avx2::outputs(tile, outputs),
+                Self::Avx512Vnni => crate::int8::vnni::outputs(tile, outputs),
+                Self::Scalar => unreachable!("the scalar kernel's sums go through the epilogue"),
+            }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("AVX-512 VNNI is never chosen off x86_64")
+        unreachable!("the vector kernels are never chosen off x86_64")
     }
 }
 

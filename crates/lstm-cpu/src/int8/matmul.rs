@@ -8,7 +8,6 @@
 //! block, from cache.
 
 use crate::call::{CallError, len_check};
-use crate::int8::dot::DotKernel;
 use crate::int8::quantize::ActivationRows;
 pub(crate) use crate::int8::tile::Output;
 use crate::int8::tile::{TILE_SUMS, Tile, TileOutputs};
@@ -134,10 +133,10 @@ impl Product<'_> {
                 depth,
                 panel_len: panels.panel_len(),
             };
-            // The AVX-512 VNNI kernel finishes its tiles in registers (the same
-            // operations as the epilogue loop, in its order); the others store their
-            // sums for the loop.
-            if kernel == DotKernel::Avx512Vnni {
+            // The vector kernels finish their tiles in registers (the same operations
+            // as the epilogue loop, in its order); the scalar reference stores its sums
+            // for the loop.
+            if kernel.finishes_in_registers() {
                 let outputs = TileOutputs {
                     // SAFETY: the tile's first output lies within `out` (the caller's
                     // promise).
