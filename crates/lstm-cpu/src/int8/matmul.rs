@@ -119,7 +119,6 @@ impl Product<'_> {
         let first_col = first_panel * panels.panel_rows();
         let cols = (tile_panels * panels.panel_rows()).min(w.rows() - first_col);
         let depth = a.cols;
-        let mut sums = [0i32; TILE_SUMS];
         // As few tiles as the kernel's tile rows allow, their rows evened out (8 rows
         // in tiles of 6: 4 and 4, not 6 and a latency-bound 2).
         let tiles = a.rows().div_ceil(kernel.tile_rows());
@@ -156,6 +155,8 @@ impl Product<'_> {
                 unsafe { kernel.outputs(&tile, &outputs) };
                 continue;
             }
+            // Only the scalar reference gets here: its sums, stored for the epilogue loop.
+            let mut sums = [0i32; TILE_SUMS];
             kernel.sums(&tile, &mut sums);
             let width = tile_panels * panels.panel_rows();
             for r in 0..rows {
