@@ -11,8 +11,8 @@ use crate::arch::RnnArch;
 use crate::buffers::Buffer;
 use crate::call::{CallError, RnnCall, RnnOutputs, len_check};
 use crate::int8::cell::QuantizedCell;
+use crate::int8::direction::Direction;
 use crate::int8::quantize::check_finite;
-use crate::int8::step::Direction;
 use crate::int8::{QuantLevels, QuantizedActivations};
 
 /// The int8 weights of a whole layer stack, quantized once from the canonical flat f32

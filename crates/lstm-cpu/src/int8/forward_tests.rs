@@ -272,10 +272,14 @@ fn bad_calls_and_weights_are_named_errors() {
 
 #[test]
 fn any_number_of_threads_gives_the_same_results() {
-    // Large enough that the products split over the team and, at 32 rows of 128 units,
-    // the gate math too (each part finishing and quantizing its own rows); LSTMP
-    // finishes its rows after the projection instead.
+    // Large enough that the steps run on a team: at 8 and 32 rows split by rows (each
+    // member the whole recurrence of its rows), at 6 rows on one team sharing each
+    // step's products (the LSTMP's products woken per step, its rows finished after
+    // the projection).
     for (cell, proj, batch) in [
+        (CellKind::Lstm, 0, 6),
+        (CellKind::Lstm, 48, 6),
+        (CellKind::Gru, 0, 6),
         (CellKind::Lstm, 0, 8),
         (CellKind::Lstm, 0, 32),
         (CellKind::Lstm, 48, 32),

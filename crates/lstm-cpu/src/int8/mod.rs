@@ -35,6 +35,7 @@
 #[cfg(target_arch = "x86_64")]
 mod avx256;
 mod cell;
+mod direction;
 mod dot;
 mod forward;
 #[cfg(test)]
@@ -42,7 +43,6 @@ mod forward_tests;
 mod matmul;
 mod panels;
 mod quantize;
-mod step;
 #[cfg(test)]
 mod tests;
 mod tile;

@@ -221,6 +221,31 @@ impl QuantizedActivations {
         (&mut self.values, &mut self.scales)
     }
 
+    /// Rows `rows` of each step in `steps` of `x` (`[T · B, cols]`, `batch` rows a
+    /// step) copied into this value's buffers, step after step: a team member's rows of
+    /// a chunk of steps, for one product over them.
+    ///
+    /// # Panics
+    /// When a step's rows reach past `x`'s.
+    pub(crate) fn copy_step_rows(
+        &mut self,
+        x: &QuantizedActivations,
+        steps: core::ops::Range<usize>,
+        batch: usize,
+        rows: core::ops::Range<usize>,
+    ) {
+        let (cols, n) = (x.cols, rows.len());
+        let (values, scales) = self.rows_mut(steps.len() * n, cols);
+        let own = values
+            .chunks_exact_mut((n * cols).max(1))
+            .zip(scales.chunks_exact_mut(n.max(1)));
+        for (t, (values, scales)) in steps.zip(own) {
+            let from = t * batch + rows.start;
+            values.copy_from_slice(&x.values[from * cols..][..n * cols]);
+            scales.copy_from_slice(&x.scales[from..][..n]);
+        }
+    }
+
     /// Rows.
     pub fn rows(&self) -> usize {
         self.rows

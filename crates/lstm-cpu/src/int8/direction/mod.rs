@@ -3,24 +3,31 @@
 //! on the quantized state, the f32 gate math of the f32 kernel (`Cell::forward_rows`),
 //! an LSTMP's projection, and the new state quantized for the next step.
 //!
-//! The products split their columns over the team; the gate math splits the batch rows,
-//! and each part also finishes its rows (the output, the state of rows past their
-//! length, the next step's quantized state) so that the calling thread does no
-//! per-row work alone.
+//! On more than one thread a recurrence splits its batch rows over a team where each
+//! member gets enough of them (`row_split.rs`: no barrier at all), else shares every
+//! step's products on one team (`team_steps.rs`, an LSTM or GRU) or wakes the team for
+//! each product and each step's gate math (an LSTMP of few rows, here). Wherever the
+//! gate math splits the batch rows, each part also finishes its rows (the output, the
+//! state of rows past their length, the next step's quantized state) so that the
+//! calling thread does no per-row work alone (`shared_step.rs`).
 
-use std::ops::Range;
+mod row_split;
+mod shared_step;
+mod team_steps;
+
 use std::sync::Mutex;
 
-use crate::arch::{CellKind, RnnArch};
+use crate::arch::RnnArch;
 use crate::buffers::Buffer;
 use crate::call::{CallError, RnnCall};
-use crate::cell::{Cell, ForwardStep, Gru, Lstm, recurrent_apart};
+use crate::cell::recurrent_apart;
 use crate::int8::QuantizedActivations;
 use crate::int8::cell::QuantizedCell;
-use crate::int8::matmul::{matmul_int8_on, product_part};
-use crate::int8::quantize::{ActivationRows, quantize_activation_rows};
+use crate::int8::matmul::matmul_int8_on;
 use crate::int8::tile::Output;
-use crate::team::{Shared, SharedPtr, aligned_part, run_parts, run_team_placed};
+use crate::team::{Shared, run_parts};
+
+use shared_step::{SharedStep, StepGates};
 
 /// Rows of the input projection computed at once: enough to keep the product's tiles
 /// busy, few enough that its gate pre-activations stay in cache.
@@ -112,7 +119,9 @@ impl<'a> Direction<'a> {
         y: &mut [f32],
     ) -> Result<(Vec<f32>, Vec<f32>), CallError> {
         let (seq, batch, p) = (self.call.seq_len, self.call.batch, self.arch.output_size());
-        if self.scratch.len() > 1 && self.q.w_hr.is_none() {
+        if let Some(members) = self.row_split_members() {
+            self.run_rows(members, x, y);
+        } else if self.scratch.len() > 1 && self.q.w_hr.is_none() {
             self.run_team(x, y);
         } else {
             for step in 0..seq {
@@ -224,78 +233,6 @@ impl<'a> Direction<'a> {
         self.scratch = scratch;
     }
 
-    /// Every step on a team of `scratch.len()` members that stays together for the
-    /// whole recurrence (a cell without a projection): at each step every member
-    /// computes its columns of the products (the input projection at the start of a
-    /// chunk, then the recurrent one), meets the others, runs the gate math of its rows
-    /// and finishes them, and meets them again. Two barriers a step, no team woken per
-    /// product.
-    fn run_team(&mut self, x: &QuantizedActivations, y: &mut [f32]) {
-        let (seq, batch, chunk) = (self.call.seq_len, self.call.batch, self.chunk);
-        let (p, g) = (self.arch.output_size(), self.arch.gate_rows());
-        let (q, direction, parts) = (self.q, self.direction, self.scratch.len());
-        let apart = recurrent_apart(self.arch.cell);
-        // SAFETY: `y` outlives the team below, whose members write only their own rows.
-        let y = unsafe { Shared::new(y) };
-        let scratch = std::mem::take(&mut self.scratch);
-        let shared = self.shared_with(y);
-        // SAFETY: the products write through these only their own columns between two
-        // barriers; the gate math reads them after the barrier that follows.
-        let (gates_out, recurrent_out) = unsafe {
-            (
-                SharedPtr::new(shared.gates.at(0)),
-                SharedPtr::new(shared.recurrent.at(0)),
-            )
-        };
-        run_team_placed(parts, true, |member| {
-            let part = (member.id, parts);
-            let mut scratch = scratch[member.id].lock().unwrap_or_else(|e| e.into_inner());
-            let mut first_step = 0;
-            for step in 0..seq {
-                if step % chunk == 0 {
-                    let n = chunk.min(seq - step);
-                    first_step = if direction == 1 { seq - step - n } else { step };
-                    let rows = x.rows_of(first_step * batch..(first_step + n) * batch);
-                    let output = Output::Set(q.input_bias.as_deref());
-                    // SAFETY: the chunk's gates `[n, B, G]` lie within the buffer, and
-                    // this member alone writes its columns of them before the barrier.
-                    unsafe { product_part(rows, &q.w_ih, output, gates_out, part) };
-                }
-                let t = if direction == 1 { seq - 1 - step } else { step };
-                let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
-                let gates_at = (t - first_step) * batch * g;
-                // SAFETY: the previous step's state, which no member writes before the
-                // barrier that ends this step's products.
-                let h_prev = unsafe {
-                    ActivationRows {
-                        values: shared.h_values.read(0, batch * p),
-                        scales: shared.h_scales.read(0, batch),
-                        cols: p,
-                    }
-                };
-                // SAFETY: this member's columns of the step's gates (or of the recurrent
-                // product kept apart), within their buffers.
-                unsafe {
-                    if apart {
-                        let output = Output::Set(q.recurrent_bias.as_deref());
-                        product_part(h_prev, &q.w_hh, output, recurrent_out, part);
-                    } else {
-                        let step_gates = SharedPtr::new(gates_out.at(gates_at));
-                        product_part(h_prev, &q.w_hh, Output::Add, step_gates, part);
-                    }
-                }
-                member.sync();
-                // SAFETY: this member's rows, which no other member touches before the
-                // barrier below; the products it reads were finished by the one above.
-                unsafe {
-                    shared.gate_rows(part, t, (prev, next), gates_at, true, &mut scratch);
-                }
-                member.sync();
-            }
-        });
-        self.scratch = scratch;
-    }
-
     /// The buffers as the parts of a step share them, with `y`.
     fn shared_with<'s>(&'s mut self, y: Shared<'s, f32>) -> SharedStep<'s> {
         let unprojected = (!self.unprojected.is_empty()).then_some(&mut self.unprojected[..]);
@@ -324,121 +261,6 @@ impl<'a> Direction<'a> {
                 batch: self.call.batch,
                 lengths: self.call.lengths,
             }
-        }
-    }
-}
-
-/// A step's buffers, shared by the parts of its gate math (each touches its own rows).
-#[derive(Clone, Copy)]
-struct SharedStep<'a> {
-    gates: Shared<'a, f32>,
-    states: Shared<'a, f32>,
-    cell_state: Shared<'a, f32>,
-    recurrent: Shared<'a, f32>,
-    unprojected: Option<Shared<'a, f32>>,
-    /// The next step's quantized state: values `[B, P]` and row scales `[B]`.
-    h_values: Shared<'a, u8>,
-    h_scales: Shared<'a, f32>,
-    /// The layer's output `[T · B, dirs · P]`.
-    y: Shared<'a, f32>,
-    cell: CellKind,
-    direction: usize,
-    dirs: usize,
-    hidden: usize,
-    out: usize,
-    gate_cols: usize,
-    batch: usize,
-    lengths: Option<&'a [usize]>,
-}
-
-impl SharedStep<'_> {
-    /// The gate math of part `part` of `parts` of the batch rows at step `t` (its gates
-    /// at `gates_at`), then, with `finish`, the finishing of those rows.
-    ///
-    /// # Safety
-    /// No other thread touches these rows of the buffers until the caller's parts have
-    /// returned (or the team's next barrier); `scratch` holds `H` values.
-    unsafe fn gate_rows(
-        self,
-        (part, parts): (usize, usize),
-        t: usize,
-        (prev, next): (usize, usize),
-        gates_at: usize,
-        finish: bool,
-        scratch: &mut [f32],
-    ) {
-        let rows = aligned_part(self.batch, parts, 1, part);
-        let step_args = ForwardStep {
-            t,
-            batch: self.batch,
-            hidden: self.hidden,
-            out: self.out,
-            rows: rows.clone(),
-            units: 0..self.hidden,
-            gates: self.gates,
-            gates_at,
-            first_row: 0,
-            gate_cols: self.gate_cols,
-            states: self.states,
-            prev,
-            next,
-            cell: self.cell_state,
-            unprojected: self.unprojected,
-            recurrent: self.recurrent,
-            tape: None,
-            recurrent_new: None,
-            lengths: self.lengths,
-        };
-        // SAFETY: the buffers have the shapes `ForwardStep` documents (gates `[chunk, B,
-        // G]` from the chunk's first step, states `[2, B, P]`, the cell state `[B, H]`,
-        // the recurrent product `[B, G]`, the unprojected output `[B, H]`), and these
-        // rows are the caller's alone (its promise).
-        unsafe {
-            match self.cell {
-                CellKind::Lstm => Lstm::forward_rows(&step_args, scratch),
-                CellKind::Gru => Gru::forward_rows(&step_args, scratch),
-            }
-            if finish {
-                self.finish_rows(t, (prev, next), rows);
-            }
-        }
-    }
-
-    /// Finishes `rows` of step `t`: a row past its length keeps its state (copied from
-    /// `prev` to `next`) and emits zeros, the others emit their new state; then each
-    /// row's state is quantized for the next step.
-    ///
-    /// # Safety
-    /// No other thread touches these rows of the buffers until the caller's parts have
-    /// returned.
-    unsafe fn finish_rows(self, t: usize, (prev, next): (usize, usize), rows: Range<usize>) {
-        let p = self.out;
-        for b in rows.clone() {
-            // SAFETY: row `b` of each buffer is this caller's (the promise above).
-            let (state_prev, state_next, y_row) = unsafe {
-                (
-                    self.states.slice(prev + b * p, p),
-                    self.states.slice(next + b * p, p),
-                    self.y
-                        .slice((t * self.batch + b) * self.dirs * p + self.direction * p, p),
-                )
-            };
-            if self.lengths.is_none_or(|l| t < l[b]) {
-                y_row.copy_from_slice(state_next);
-            } else {
-                state_next.copy_from_slice(state_prev);
-                y_row.fill(0.0);
-            }
-        }
-        let n = rows.len();
-        // SAFETY: as above, for the rows' states, quantized values and scales.
-        unsafe {
-            quantize_activation_rows(
-                self.states.slice(next + rows.start * p, n * p),
-                p,
-                self.h_values.slice(rows.start * p, n * p),
-                self.h_scales.slice(rows.start, n),
-            );
         }
     }
 }

@@ -1,0 +1,172 @@
+//! A recurrence whose batch rows split over a team ([`Direction::run_rows`]): each
+//! member runs the whole recurrence of its rows alone, with no barrier and nothing read
+//! that another member wrote, at the cost of every member reading all of each step's
+//! weights.
+
+use crate::buffers::Buffer;
+use crate::cell::recurrent_apart;
+use crate::int8::direction::{Direction, StepGates};
+use crate::int8::matmul::product_part;
+use crate::int8::quantize::{ActivationRows, quantize_activation_rows};
+use crate::int8::tile::Output;
+use crate::int8::{QuantizedActivations, QuantizedMatrix};
+use crate::team::{Shared, SharedPtr, aligned_part, run_team_placed};
+
+/// Fewest batch rows per member of a row split: fewer leave a kernel's tiles too few
+/// rows to cover the multiply-add's latency.
+const ROW_SPLIT_MIN_ROWS: usize = 4;
+
+impl Direction<'_> {
+    /// Members of a row split of this recurrence ([`Self::run_rows`]), if it takes one
+    /// ([`row_split`]).
+    pub(super) fn row_split_members(&self) -> Option<usize> {
+        let step_weights = self.q.w_hh.stored_bytes()
+            + self
+                .q
+                .w_hr
+                .as_ref()
+                .map_or(0, QuantizedMatrix::stored_bytes);
+        row_split(self.scratch.len(), self.call.batch, step_weights)
+    }
+
+    /// Every step with the batch rows split over a team of `members`: each member runs
+    /// the whole recurrence of its rows alone (their input projection a chunk of steps
+    /// at a time into gates of its own, their recurrent products over all of `W_hh`, the
+    /// gate math, an LSTMP's projection, their quantized state), so no member waits for
+    /// another nor reads what another wrote. Every member reads all of the step's
+    /// weights, which [`Self::row_split_members`] keeps within its cache.
+    pub(super) fn run_rows(&mut self, members: usize, x: &QuantizedActivations, y: &mut [f32]) {
+        let (seq, batch, chunk) = (self.call.seq_len, self.call.batch, self.chunk);
+        let (h, p, g) = (
+            self.arch.hidden_size,
+            self.arch.output_size(),
+            self.arch.gate_rows(),
+        );
+        let (q, direction) = (self.q, self.direction);
+        let apart = recurrent_apart(self.arch.cell);
+        // SAFETY: `y` outlives the team below, whose members write only their own rows.
+        let y = unsafe { Shared::new(y) };
+        let scratch = std::mem::take(&mut self.scratch);
+        let shared = self.shared_with(y);
+        run_team_placed(members, true, |member| {
+            let rows = aligned_part(batch, members, 1, member.id);
+            let (b0, nb) = (rows.start, rows.len());
+            let mut scratch = scratch[member.id].lock().unwrap_or_else(|e| e.into_inner());
+            // This member's rows of a chunk's inputs, and of its gates `[chunk, nb, G]`
+            // (every value set by the chunk's projection before it is read).
+            let mut own_x = QuantizedActivations::default();
+            let mut own_gates = Buffer::<f32>::for_overwrite(chunk * nb * g);
+            // SAFETY: this member alone reads and writes its own gates.
+            let own_gates = unsafe { Shared::new(&mut own_gates[..]) };
+            let mut projected = QuantizedActivations::default();
+            let mut first_step = 0;
+            for step in 0..seq {
+                if step % chunk == 0 {
+                    let n = chunk.min(seq - step);
+                    first_step = if direction == 1 { seq - step - n } else { step };
+                    own_x.copy_step_rows(x, first_step..first_step + n, batch, rows.clone());
+                    let output = Output::Set(q.input_bias.as_deref());
+                    // SAFETY: `n · nb` rows of `G` gates, within this member's buffer.
+                    unsafe {
+                        let out = SharedPtr::new(own_gates.at(0));
+                        product_part(own_x.all_rows(), &q.w_ih, output, out, (0, 1));
+                    }
+                }
+                let t = if direction == 1 { seq - 1 - step } else { step };
+                let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
+                let gates = StepGates {
+                    buffer: own_gates,
+                    at: (t - first_step) * nb * g,
+                    first_row: b0,
+                };
+                // SAFETY: this member's rows of the state it quantized at the previous
+                // step (or `start` did), which only it writes.
+                let h_prev = unsafe {
+                    ActivationRows {
+                        values: shared.h_values.read(b0 * p, nb * p),
+                        scales: shared.h_scales.read(b0, nb),
+                        cols: p,
+                    }
+                };
+                // SAFETY: this member's rows of the step's gates (or of the recurrent
+                // product kept apart, `[B, G]`), which only it touches.
+                unsafe {
+                    if apart {
+                        let output = Output::Set(q.recurrent_bias.as_deref());
+                        let out = SharedPtr::new(shared.recurrent.at(b0 * g));
+                        product_part(h_prev, &q.w_hh, output, out, (0, 1));
+                    } else {
+                        let out = SharedPtr::new(gates.buffer.at(gates.at));
+                        product_part(h_prev, &q.w_hh, Output::Add, out, (0, 1));
+                    }
+                }
+                let projection = q.w_hr.as_ref();
+                // SAFETY: this member's rows, which no other member touches.
+                unsafe {
+                    shared.gate_math_of(
+                        rows.clone(),
+                        gates,
+                        t,
+                        (prev, next),
+                        projection.is_none(),
+                        &mut scratch,
+                    );
+                }
+                if let (Some(w_hr), Some(unprojected)) = (projection, shared.unprojected) {
+                    let (values, scales) = projected.rows_mut(nb, h);
+                    // SAFETY: this member's rows of the unprojected output and of the next
+                    // state, which only it touches; `nb · P` states from row `b0`.
+                    unsafe {
+                        quantize_activation_rows(
+                            unprojected.read(b0 * h, nb * h),
+                            h,
+                            values,
+                            scales,
+                        );
+                        let out = SharedPtr::new(shared.states.at(next + b0 * p));
+                        product_part(projected.all_rows(), w_hr, Output::Set(None), out, (0, 1));
+                        shared.finish_rows(t, (prev, next), rows.clone());
+                    }
+                }
+            }
+        });
+        self.scratch = scratch;
+    }
+}
+
+/// The members of a row split of `batch` rows on a team of up to `parts`, whose members
+/// each read `step_weight_bytes` of weights every step; `None` where it takes none (see
+/// [`Direction::run_rows`]): at least two members of [`ROW_SPLIT_MIN_ROWS`] rows each,
+/// and weights within [`row_split_max_weight_bytes`].
+fn row_split(parts: usize, batch: usize, step_weight_bytes: usize) -> Option<usize> {
+    let members = parts.min(batch / ROW_SPLIT_MIN_ROWS);
+    (members > 1 && step_weight_bytes <= row_split_max_weight_bytes()).then_some(members)
+}
+
+/// Largest weights of a step for a row split: half a core's L2, the rest left to the
+/// member's gates of a chunk of steps (each member reads all of the weights every
+/// step, where a team sharing the products reads half each). At 2 MiB of L2, 8 rows
+/// of hidden 600 (1.4 MB of `W_hh`, 4 rows a member) ran 4 % slower split by rows;
+/// 64 rows of hidden 512 (1 MiB) 5 % faster and 8 rows of hidden 256 13 % faster
+/// (2026-11-27).
+fn row_split_max_weight_bytes() -> usize {
+    crate::cache::l2_bytes() / 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_split_needs_two_members_of_enough_rows_and_weights_within_cache() {
+        let fits = row_split_max_weight_bytes();
+        assert_eq!(row_split(2, 16, 150_000), Some(2));
+        assert_eq!(row_split(3, 32, 150_000), Some(3));
+        // 9 rows give two members of at least 4 rows, not three.
+        assert_eq!(row_split(3, 9, 150_000), Some(2));
+        assert_eq!(row_split(2, 8, fits), Some(2));
+        assert_eq!(row_split(2, 7, 150_000), None);
+        assert_eq!(row_split(1, 64, 150_000), None);
+        assert_eq!(row_split(2, 64, fits + 1), None);
+    }
+}
