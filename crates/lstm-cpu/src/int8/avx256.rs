@@ -29,7 +29,7 @@ macro_rules! kernel_256 {
             };
 
             use crate::int8::panels::GROUP;
-            use crate::int8::tile::{Output, Tile, TileOutputs, group_of};
+            use crate::int8::tile::{Output, Tile, TileOutputs, for_each_tile, group_of};
 
             /// Rows of a panel: the `i32` lanes of a vector.
             const PANEL_ROWS: usize = 8;
@@ -157,12 +157,13 @@ macro_rules! kernel_256 {
                 let whole = depth / GROUP;
                 // A small tile (a row or two: a matrix-vector product) spreads the
                 // groups over several sets of sums, so that consecutive multiply-adds
-                // of one sum do not wait on each other: at least 8 chains.
+                // of one sum do not wait on each other: at least 8 chains (12 for a
+                // tile of 3 rows, whose two sets still fit the registers).
                 // SAFETY: (every arm) the tile's whole groups, within its operands.
                 let mut acc = unsafe {
                     match R * P {
                         1 | 2 => whole_groups::<R, P, 4>(a, w, operands, whole),
-                        3 | 4 => whole_groups::<R, P, 2>(a, w, operands, whole),
+                        3..=6 => whole_groups::<R, P, 2>(a, w, operands, whole),
                         _ => whole_groups::<R, P, 1>(a, w, operands, whole),
                     }
                 };
@@ -206,14 +207,32 @@ macro_rules! kernel_256 {
                 }
             }
 
-            /// [`DotKernel::outputs`](crate::int8::dot::DotKernel::outputs) on this
-            /// kernel.
+            /// [`DotKernel::block_outputs`](crate::int8::dot::DotKernel::block_outputs)
+            /// on this kernel, the block's rows in `tiles`.
             ///
             /// # Safety
-            /// The CPU has the kernel's features; the tile and `outputs` are as
-            /// `DotKernel::outputs` checks and promises (up to 6 rows and 2 panels).
+            /// The CPU has the kernel's features; the block and `outputs` are as
+            /// `DotKernel::block_outputs` checks and promises, and `tiles` of up to 6
+            /// rows cover at most the block's rows (of up to 2 panels).
             #[target_feature(enable = $features)]
-            pub(crate) unsafe fn outputs(tile: &Tile<'_>, outputs: &TileOutputs<'_>) {
+            pub(crate) unsafe fn block_outputs(
+                block: &Tile<'_>,
+                outputs: &TileOutputs<'_>,
+                tiles: [(usize, usize); 3],
+            ) {
+                // SAFETY: (both) the caller's promise, for each tile of the block.
+                unsafe {
+                    for_each_tile(block, outputs, tiles, |tile, out| outputs_of(tile, out))
+                }
+            }
+
+            /// One tile's outputs.
+            ///
+            /// # Safety
+            /// As [`block_outputs`], for a tile of up to 6 rows.
+            #[inline]
+            #[target_feature(enable = $features)]
+            unsafe fn outputs_of(tile: &Tile<'_>, outputs: &TileOutputs<'_>) {
                 // SAFETY: (every arm) the caller's promise, for the tile's own size.
                 unsafe {
                     match (tile.rows, tile.panels) {

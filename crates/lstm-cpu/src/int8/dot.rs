@@ -4,11 +4,12 @@
 //! kernel exact (the sums stay within `i32` up to
 //! [`MAX_DEPTH`](crate::int8::MAX_DEPTH) inputs).
 
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use crate::int8::QuantLevels;
 use crate::int8::panels::GROUP;
-use crate::int8::tile::{Output, TILE_SUMS, Tile, TileOutputs, group_of};
+use crate::int8::tile::{Output, Tile, TileOutputs, group_of};
 use crate::simd::{Isa, isa};
 
 /// The kernels of the raw sums.
@@ -25,6 +26,35 @@ pub(crate) enum DotKernel {
     AvxVnni,
     /// AVX-512 VNNI: `vpdpbusd`, four `u8 × i8` products into each of 16 `i32` lanes.
     Avx512Vnni,
+}
+
+/// How a product's rows go in a kernel's tiles ([`DotKernel::row_tiles`]): groups of
+/// tiles of the same rows, first to last, covering every row once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RowTiles {
+    kernel: DotKernel,
+    rows: usize,
+    /// `(tiles, rows of each)`.
+    groups: [(usize, usize); 3],
+}
+
+impl RowTiles {
+    /// The groups of tiles: `(tiles, rows of each)`, first to last.
+    pub(crate) fn groups(&self) -> [(usize, usize); 3] {
+        self.groups
+    }
+
+    /// Each tile's rows, first to last.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Range<usize>> {
+        self.groups
+            .into_iter()
+            .flat_map(|(count, size)| std::iter::repeat_n(size, count))
+            .scan(0, |start, size| {
+                let tile = *start..*start + size;
+                *start += size;
+                Some(tile)
+            })
+    }
 }
 
 /// What this CPU runs, read once (`LSTM_CPU_ISA` caps it as it caps the f32 kernels).
@@ -114,6 +144,36 @@ impl DotKernel {
         }
     }
 
+    /// How a product's `rows` activation rows go in tiles: as few tiles as
+    /// [`Self::tile_rows`] allows, their rows evened out (10 rows in tiles of 4: 4, 3
+    /// and 3, not 4, 4 and a latency-bound 2). AVX-VNNI's tiles of 3, 5 and 6 rows keep
+    /// 12 or more sums going (3 rows in two sets of sums) where 4 rows keep 8, whose
+    /// multiply-adds wait on each other: its rows go in tiles of 6 with a tail of 5 and
+    /// 3 rows (8 rows: 5 and 3, not 4 and 4) or 5 and 5. Computed once per product
+    /// (integer divisions), not per block.
+    pub(crate) fn row_tiles(self, rows: usize) -> RowTiles {
+        let most = self.tile_rows();
+        let groups = if self == Self::AvxVnni && rows > most {
+            let (sixes, rest) = (rows / 6, rows % 6);
+            match rest {
+                2 => [(sixes - 1, 6), (1, 5), (1, 3)],
+                4 => [(sixes - 1, 6), (2, 5), (0, 0)],
+                rest => [(sixes, 6), (usize::from(rest > 0), rest), (0, 0)],
+            }
+        } else {
+            let tiles = rows.div_ceil(most);
+            let (base, larger) = rows
+                .checked_div(tiles)
+                .map_or((0, 0), |base| (base, rows % tiles));
+            [(larger, base + 1), (tiles - larger, base), (0, 0)]
+        };
+        RowTiles {
+            kernel: self,
+            rows,
+            groups,
+        }
+    }
+
     /// Panels of one tile: with [`Self::tile_rows`] rows, as many sums as the vector
     /// registers hold beside the operands.
     pub(crate) fn tile_panels(self) -> usize {
@@ -161,48 +221,72 @@ impl DotKernel {
 }
 
 impl DotKernel {
-    /// Whether [`Self::outputs`] finishes this kernel's tiles in its registers (the
-    /// vector kernels; the scalar reference's sums go through the product's epilogue
-    /// loop).
+    /// Whether [`Self::block_outputs`] finishes this kernel's tiles in its registers
+    /// (the vector kernels; the scalar reference's sums go through the product's
+    /// epilogue loop).
     pub(crate) fn finishes_in_registers(self) -> bool {
         self != Self::Scalar
     }
 
-    /// The tile's outputs, finished in the kernel's registers: for a kernel that
-    /// [`Self::finishes_in_registers`].
+    /// The outputs of a block of a product: all of `block.rows` activation rows against
+    /// its panels, walked in `tiles` (this kernel's [`Self::row_tiles`] of the block's
+    /// rows) and each tile finished in
+    /// the kernel's registers; for a kernel that [`Self::finishes_in_registers`]. One
+    /// call per block: the checks, the dispatch and the tile loop's set-up once for all
+    /// of its tiles (per tile they took 8 % of a product of 8 rows by 1024 × 256).
     ///
     /// # Safety
-    /// `outputs.out` points at the tile's rows of `outputs.stride` values, with
+    /// `outputs.out` points at the block's rows of `outputs.stride` values, with
     /// `outputs.cols` valid outputs each, that no other thread touches meanwhile.
     ///
     /// # Panics
-    /// As [`Self::sums`], and for a kernel that does not finish in registers or slices of
-    /// `outputs` shorter than the tile.
-    pub(crate) unsafe fn outputs(self, tile: &Tile<'_>, outputs: &TileOutputs<'_>) {
-        self.check(tile, TILE_SUMS);
+    /// For a kernel that does not finish in registers, a block wider than a tile, tiles
+    /// of another kernel or number of rows, or operands or slices of `outputs` shorter
+    /// than the block.
+    pub(crate) unsafe fn block_outputs(
+        self,
+        block: &Tile<'_>,
+        tiles: &RowTiles,
+        outputs: &TileOutputs<'_>,
+    ) {
         let cols = outputs.cols;
         assert!(
             self.finishes_in_registers()
-                && cols <= tile.panels * self.panel_rows()
-                && outputs.a_scales.len() >= tile.rows
+                && (1..=self.tile_panels()).contains(&block.panels)
+                && tiles.kernel == self
+                && tiles.rows == block.rows,
+            "an int8 block of {} rows and {} panels for {self:?}, its tiles {tiles:?}",
+            block.rows,
+            block.panels
+        );
+        assert!(
+            block.a.len() >= block.rows * block.depth
+                && block.w.len() >= block.panels * block.panel_len
+                && block.panel_len >= block.depth.div_ceil(GROUP) * GROUP * self.panel_rows()
+                && cols <= block.panels * self.panel_rows()
+                && outputs.a_scales.len() >= block.rows
                 && outputs.w_scales.len() >= cols
                 && outputs.zero_point.len() >= cols
                 && match outputs.output {
                     Output::Set(Some(bias)) => bias.len() >= cols,
                     Output::Set(None) | Output::Add => true,
                 },
-            "int8 tile outputs of another kernel or shorter than the tile"
+            "int8 block operands or outputs shorter than the block"
         );
+        let tiles = tiles.groups();
         #[cfg(target_arch = "x86_64")]
         // SAFETY: each kernel runs only where the CPU reported its features (AVX-512
         // VNNI: avx512f, avx512bw, avx512vnni; AVX-VNNI: avx2, avxvnni; AVX2: avx2); the
-        // tile's operands and the outputs' slices were checked, and `outputs.out` is the
-        // caller's promise.
+        // block's operands and the outputs' slices were checked, its tiles are the
+        // kernel's for the block's rows (`row_tiles`: at most `tile_rows` rows each,
+        // covering the rows once), and `outputs.out` is the caller's promise.
         unsafe {
             match self {
-                Self::AvxVnni => crate::int8::avx256::avx_vnni::outputs(tile, outputs),
-                Self::Avx2 => crate::int8::avx256::avx2::outputs(tile, outputs),
-                Self::Avx512Vnni => crate::int8::vnni::outputs(tile, outputs),
+                Self::AvxVnni => {
+                    crate::int8::avx256::avx_vnni::block_outputs(block, outputs, tiles)
+                }
+                Self::Avx2 => crate::int8::avx256::avx2::block_outputs(block, outputs, tiles),
+                Self::Avx512Vnni => crate::int8::vnni::block_outputs(block, outputs, tiles),
                 Self::Scalar => unreachable!("the scalar kernel's sums go through the epilogue"),
             }
         }

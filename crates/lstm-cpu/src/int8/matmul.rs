@@ -8,6 +8,7 @@
 //! block, from cache.
 
 use crate::call::{CallError, len_check};
+use crate::int8::dot::RowTiles;
 use crate::int8::quantize::ActivationRows;
 pub(crate) use crate::int8::tile::Output;
 use crate::int8::tile::{TILE_SUMS, Tile, TileOutputs};
@@ -90,7 +91,13 @@ pub(crate) unsafe fn product_part(
 ) {
     debug_assert_eq!(a.cols, w.cols());
     let own = aligned_part(w.panels().count(), parts, 1, part);
-    let product = Product { a, w, output };
+    let tiles = w.kernel().row_tiles(a.rows());
+    let product = Product {
+        a,
+        w,
+        output,
+        tiles,
+    };
     for first_panel in own.clone().step_by(w.kernel().tile_panels()) {
         // SAFETY: the caller's promise, for this part's panels.
         unsafe { product.block_into(first_panel, own.end, out) };
@@ -102,6 +109,8 @@ struct Product<'a> {
     a: ActivationRows<'a>,
     w: &'a QuantizedMatrix,
     output: Output<'a>,
+    /// How `a`'s rows go in the kernel's tiles.
+    tiles: RowTiles,
 }
 
 impl Product<'_> {
@@ -119,43 +128,48 @@ impl Product<'_> {
         let first_col = first_panel * panels.panel_rows();
         let cols = (tile_panels * panels.panel_rows()).min(w.rows() - first_col);
         let depth = a.cols;
-        // As few tiles as the kernel's tile rows allow, their rows evened out (8 rows
-        // in tiles of 6: 4 and 4, not 6 and a latency-bound 2).
-        let tiles = a.rows().div_ceil(kernel.tile_rows());
-        for tile_rows in (0..tiles).map(|k| aligned_part(a.rows(), tiles, 1, k)) {
-            let (first_row, rows) = (tile_rows.start, tile_rows.len());
-            let tile = Tile {
-                a: &a.values[first_row * depth..][..rows * depth],
-                rows,
-                w: &panels.bytes()[first_panel * panels.panel_len()..],
+        let w_bytes = &panels.bytes()[first_panel * panels.panel_len()..];
+        // The vector kernels finish their tiles in registers (the same operations as the
+        // epilogue loop, in its order), the whole block in one call.
+        if kernel.finishes_in_registers() {
+            let block = Tile {
+                a: a.values,
+                rows: a.rows(),
+                w: w_bytes,
                 panels: tile_panels,
                 depth,
                 panel_len: panels.panel_len(),
             };
-            // The vector kernels finish their tiles in registers (the same operations
-            // as the epilogue loop, in its order); the scalar reference stores its sums
-            // for the loop.
-            if kernel.finishes_in_registers() {
-                let outputs = TileOutputs {
-                    // SAFETY: the tile's first output lies within `out` (the caller's
-                    // promise).
-                    out: unsafe { out.at(first_row * w.rows() + first_col) },
-                    stride: w.rows(),
-                    cols,
-                    a_scales: &a.scales[first_row..][..rows],
-                    w_scales: &w.scales()[first_col..][..cols],
-                    zero_point: &w.zero_point_sums()[first_col..][..cols],
-                    output: match self.output {
-                        Output::Set(Some(bias)) => Output::Set(Some(&bias[first_col..][..cols])),
-                        other => other,
-                    },
-                };
-                // SAFETY: the tile's outputs are this block's columns of `out` (the
-                // caller's promise).
-                unsafe { kernel.outputs(&tile, &outputs) };
-                continue;
-            }
-            // Only the scalar reference gets here: its sums, stored for the epilogue loop.
+            let outputs = TileOutputs {
+                // SAFETY: the block's first output lies within `out` (the caller's
+                // promise).
+                out: unsafe { out.at(first_col) },
+                stride: w.rows(),
+                cols,
+                a_scales: a.scales,
+                w_scales: &w.scales()[first_col..][..cols],
+                zero_point: &w.zero_point_sums()[first_col..][..cols],
+                output: match self.output {
+                    Output::Set(Some(bias)) => Output::Set(Some(&bias[first_col..][..cols])),
+                    other => other,
+                },
+            };
+            // SAFETY: the block's outputs are its columns of `out` (the caller's
+            // promise).
+            unsafe { kernel.block_outputs(&block, &self.tiles, &outputs) };
+            return;
+        }
+        // Only the scalar reference gets here: its sums, stored for the epilogue loop.
+        for tile_rows in self.tiles.iter() {
+            let (first_row, rows) = (tile_rows.start, tile_rows.len());
+            let tile = Tile {
+                a: &a.values[first_row * depth..][..rows * depth],
+                rows,
+                w: w_bytes,
+                panels: tile_panels,
+                depth,
+                panel_len: panels.panel_len(),
+            };
             let mut sums = [0i32; TILE_SUMS];
             kernel.sums(&tile, &mut sums);
             let width = tile_panels * panels.panel_rows();

@@ -264,13 +264,60 @@ fn every_dot_kernel_gives_the_exact_sums() {
     }
 }
 
+#[test]
+fn a_products_rows_go_in_tiles_of_the_kernel_s_sizes_once_each() {
+    let kernels = [
+        DotKernel::Scalar,
+        DotKernel::Avx2,
+        DotKernel::AvxVnni,
+        DotKernel::Avx512Vnni,
+    ];
+    for kernel in kernels {
+        assert_eq!(kernel.row_tiles(0).iter().count(), 0, "{kernel:?}");
+        let most = kernel.tile_rows();
+        for rows in 1..=300 {
+            let tiles: Vec<_> = kernel.row_tiles(rows).iter().collect();
+            let what = format!("{kernel:?}, {rows} rows: {tiles:?}");
+            assert_eq!(tiles.first().map(|t| t.start), Some(0), "{what}");
+            assert_eq!(tiles.last().map(|t| t.end), Some(rows), "{what}");
+            assert!(tiles.windows(2).all(|t| t[0].end == t[1].start), "{what}");
+            assert!(
+                tiles.iter().all(|t| (1..=most).contains(&t.len())),
+                "{what}"
+            );
+            assert_eq!(tiles.len(), rows.div_ceil(most), "{what}");
+            if kernel == DotKernel::AvxVnni && rows > most {
+                // No latency-bound tile of 4 or 2 rows: 8 rows go in 5 and 3.
+                assert!(tiles.iter().all(|t| ![2, 4].contains(&t.len())), "{what}");
+            } else {
+                // Evened out: 10 rows in tiles of 4 go in 4, 3 and 3.
+                let (min, max) = tiles
+                    .iter()
+                    .fold((most, 0), |(lo, hi), t| (lo.min(t.len()), hi.max(t.len())));
+                assert!(max - min <= 1, "{what}");
+            }
+        }
+    }
+    let avx_vnni = |rows| {
+        DotKernel::AvxVnni
+            .row_tiles(rows)
+            .iter()
+            .map(|t| t.len())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(avx_vnni(8), [5, 3]);
+    assert_eq!(avx_vnni(16), [6, 5, 5]);
+    assert_eq!(avx_vnni(4), [4]);
+}
+
 /// The whole product on every kernel's panels, on one thread and on a team, equals the
 /// scalar kernel's to the last bit: the same sums, then the same f32 operations.
 #[test]
 fn every_kernel_and_team_split_gives_the_scalar_product() {
-    // One row and several: tiles of every size, finished in the kernel's registers (AVX-512
-    // VNNI) or through the epilogue loop (the other kernels).
-    for rows in [1, 7] {
+    // One row and several: tiles of every size, finished in the kernel's registers (the
+    // vector kernels) or through the epilogue loop (the scalar reference); 8 and 10 rows
+    // in AVX-VNNI's tails of 5 and 3, and of 5 and 5 rows.
+    for rows in [1, 7, 8, 10] {
         product_on_every_kernel(rows);
     }
 }

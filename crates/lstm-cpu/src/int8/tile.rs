@@ -17,7 +17,9 @@ const _: () = assert!(TILE_ROWS * 2 * 8 <= TILE_SUMS);
 pub(crate) struct Tile<'a> {
     /// The tile's activation rows, `depth` bytes each, one after the other.
     pub a: &'a [u8],
-    /// Rows: 1 to the kernel's `DotKernel::tile_rows` (at most [`TILE_ROWS`]).
+    /// Rows: 1 to the kernel's `DotKernel::tile_rows` (at most [`TILE_ROWS`]); a
+    /// block of a product (`DotKernel::block_outputs`) holds any number, walked in
+    /// tiles.
     pub rows: usize,
     /// The tile's panels, one after the other (`Panels::bytes` from its first).
     pub w: &'a [i8],
@@ -38,25 +40,60 @@ pub(crate) enum Output<'a> {
     Add,
 }
 
-/// Where and how a tile's sums become outputs, for a kernel that finishes them in its
-/// registers: for each row `r` of the tile and each of its `cols` valid outputs `j`,
+/// Where and how a tile's (or a block's) sums become outputs, for a kernel that
+/// finishes them in its registers: for each row `r` of the tile and each of its `cols` valid outputs `j`,
 /// `out[r · stride + j] = a_scales[r] · w_scales[j] · (sum − zero_point[j]) + bias[j]`
 /// (or `+=` without the bias), the same operations in the same order as the product's
 /// epilogue (matmul.rs).
+#[derive(Clone, Copy)]
 pub(crate) struct TileOutputs<'a> {
-    /// The tile's first output (row 0, column 0).
+    /// The first output (row 0, column 0).
     pub out: *mut f32,
     /// Values between the starts of two rows of `out`.
     pub stride: usize,
     /// Valid outputs of each row (the last panel of a matrix may be partial).
     pub cols: usize,
-    /// The scale of each of the tile's rows.
+    /// The scale of each row.
     pub a_scales: &'a [f32],
     /// The scale and the zero point's share of each of the `cols` outputs.
     pub w_scales: &'a [f32],
     pub zero_point: &'a [i32],
     /// Set (with the `cols` outputs' bias) or add.
     pub output: Output<'a>,
+}
+
+/// Each tile of `block` (rows in `tiles`: groups of `(tiles, rows of each)`, from its
+/// first row on) with its part of `outputs`, handed to `finish`: the loop of a
+/// kernel's `block_outputs`, inlined into it.
+///
+/// # Safety
+/// `tiles` covers at most `block.rows` rows, and `outputs.out` points at the block's
+/// rows of `outputs.stride` values.
+#[inline(always)]
+pub(crate) unsafe fn for_each_tile(
+    block: &Tile<'_>,
+    outputs: &TileOutputs<'_>,
+    tiles: [(usize, usize); 3],
+    mut finish: impl FnMut(&Tile<'_>, &TileOutputs<'_>),
+) {
+    let mut first = 0;
+    for (count, rows) in tiles {
+        for _ in 0..count {
+            let tile = Tile {
+                a: &block.a[first * block.depth..],
+                rows,
+                ..*block
+            };
+            let tile_outputs = TileOutputs {
+                // SAFETY: row `first` of the block's outputs (the caller's promise).
+                out: unsafe { outputs.out.add(first * outputs.stride) },
+                a_scales: &outputs.a_scales[first..],
+                ..*outputs
+            };
+            finish(&tile, &tile_outputs);
+            first += rows;
+        }
+    }
 }
 
 /// Four activations from `k` of a row of `depth` (`k < depth`), zeros past its end, as

@@ -12,7 +12,7 @@ use core::arch::x86_64::{
 };
 
 use crate::int8::panels::GROUP;
-use crate::int8::tile::{Output, Tile, TileOutputs, group_of};
+use crate::int8::tile::{Output, Tile, TileOutputs, for_each_tile, group_of};
 
 /// Rows of a panel: the `i32` lanes of a vector.
 const PANEL_ROWS: usize = 16;
@@ -156,13 +156,30 @@ unsafe fn tile_outputs<const R: usize, const P: usize>(tile: &Tile<'_>, outputs:
     }
 }
 
-/// [`DotKernel::outputs`](crate::int8::dot::DotKernel::outputs) on AVX-512 VNNI.
+/// [`DotKernel::block_outputs`](crate::int8::dot::DotKernel::block_outputs) on AVX-512
+/// VNNI, the block's rows in `tiles`.
 ///
 /// # Safety
-/// The CPU has avx512f, avx512bw and avx512vnni; the tile and `outputs` are as
-/// `DotKernel::outputs` checks and promises.
+/// The CPU has avx512f, avx512bw and avx512vnni; the block and `outputs` are as
+/// `DotKernel::block_outputs` checks and promises, and `tiles` of up to 4 rows cover
+/// at most the block's rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(crate) unsafe fn outputs(tile: &Tile<'_>, outputs: &TileOutputs<'_>) {
+pub(crate) unsafe fn block_outputs(
+    block: &Tile<'_>,
+    outputs: &TileOutputs<'_>,
+    tiles: [(usize, usize); 3],
+) {
+    // SAFETY: (both) the caller's promise, for each tile of the block.
+    unsafe { for_each_tile(block, outputs, tiles, |tile, out| outputs_of(tile, out)) }
+}
+
+/// One tile's outputs.
+///
+/// # Safety
+/// As [`block_outputs`], for a tile of up to 4 rows.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn outputs_of(tile: &Tile<'_>, outputs: &TileOutputs<'_>) {
     // SAFETY: (every arm) the caller's promise, for the tile's own size.
     unsafe {
         match (tile.rows, tile.panels) {
