@@ -57,7 +57,9 @@ impl RowTiles {
     }
 }
 
-/// What this CPU runs, read once (`LSTM_CPU_ISA` caps it as it caps the f32 kernels).
+/// What this CPU runs, read once (`LSTM_CPU_ISA` caps it as it caps the f32 kernels;
+/// `LSTM_CPU_VNNI=off` leaves out both VNNI kernels, to run and time the AVX2 kernel of
+/// CPUs without VNNI on one with it).
 #[derive(Clone, Copy)]
 struct Detected {
     avx2: bool,
@@ -70,11 +72,14 @@ fn detected() -> Detected {
     *DETECTED.get_or_init(|| {
         let isa = isa();
         #[cfg(target_arch = "x86_64")]
-        let vnni = isa == Isa::Avx512
+        let vnni_on = std::env::var("LSTM_CPU_VNNI").as_deref() != Ok("off");
+        #[cfg(target_arch = "x86_64")]
+        let vnni = vnni_on
+            && isa == Isa::Avx512
             && std::is_x86_feature_detected!("avx512bw")
             && std::is_x86_feature_detected!("avx512vnni");
         #[cfg(target_arch = "x86_64")]
-        let avx_vnni = isa != Isa::Baseline && std::is_x86_feature_detected!("avxvnni");
+        let avx_vnni = vnni_on && isa != Isa::Baseline && std::is_x86_feature_detected!("avxvnni");
         #[cfg(not(target_arch = "x86_64"))]
         let (vnni, avx_vnni) = (false, false);
         Detected {
