@@ -1,5 +1,5 @@
 //! One (layer, direction)'s int8 weights ([`QuantizedCell`]): what [`QuantizedRnn`]
-//! (forward.rs) keeps per cell and each step (step.rs) reads.
+//! (forward.rs) keeps per cell and each step (`direction/`) reads.
 //!
 //! [`QuantizedRnn`]: crate::int8::QuantizedRnn
 

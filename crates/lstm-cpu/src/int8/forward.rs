@@ -2,7 +2,7 @@
 //! (the input projection of a layer's whole sequence, each step's recurrent product,
 //! an LSTMP's projection of `h`) on quantized operands, the gate math in f32 exactly as
 //! the f32 kernel runs it (`cell/`). The products run the fastest exact int8 kernel the
-//! CPU has; each (layer, direction) runs step by step in `step.rs`, on the call's
+//! CPU has; each (layer, direction) runs step by step in `direction/`, on the call's
 //! threads where its steps are large enough to share.
 
 use std::borrow::Cow;
