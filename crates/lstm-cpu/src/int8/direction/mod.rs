@@ -84,8 +84,10 @@ impl<'a> Direction<'a> {
             arch.cell_state_size(),
         );
         let chunk = (CHUNK_ROWS / batch.max(1)).clamp(1, seq.max(1));
-        // `call.threads` is already one where a step's product is too small to share.
-        let parts = call.threads.clamp(1, batch);
+        // `call.threads` is already one where a step's product is too small to share. A
+        // team may have more members than rows: they share the products (a batch of one
+        // row on one team, not the team woken for each step's product).
+        let parts = call.threads.max(1);
         let apart = recurrent_apart(arch.cell);
         let h0 = &call.h0[cell * batch * p..][..batch * p];
         let mut states = Buffer::zeroed(2 * batch * p);
@@ -201,7 +203,7 @@ impl<'a> Direction<'a> {
     fn gate_math(&mut self, t: usize, (prev, next): (usize, usize), y: &mut [f32], finish: bool) {
         let (batch, threads) = (self.call.batch, self.call.threads);
         let parts = if batch * self.arch.hidden_size >= TEAM_CELLS {
-            self.scratch.len()
+            self.scratch.len().min(batch)
         } else {
             1
         };
