@@ -154,11 +154,15 @@ impl DotKernel {
     /// and 3, not 4, 4 and a latency-bound 2). AVX-VNNI's tiles of 3, 5 and 6 rows keep
     /// 12 or more sums going (3 rows in two sets of sums) where 4 rows keep 8, whose
     /// multiply-adds wait on each other: its rows go in tiles of 6 with a tail of 5 and
-    /// 3 rows (8 rows: 5 and 3, not 4 and 4) or 5 and 5. Computed once per product
+    /// 3 rows (8 rows: 5 and 3, not 4 and 4) or 5 and 5, and 4 rows of `depth` 128 or
+    /// more in 3 and 1 (a row's tile keeps 8 sums in 4 sets; over fewer inputs the
+    /// second tile's set-up cost more than it saved). Computed once per product
     /// (integer divisions), not per block.
-    pub(crate) fn row_tiles(self, rows: usize) -> RowTiles {
+    pub(crate) fn row_tiles(self, rows: usize, depth: usize) -> RowTiles {
         let most = self.tile_rows();
-        let groups = if self == Self::AvxVnni && rows > most {
+        let groups = if self == Self::AvxVnni && rows == 4 && depth >= 128 {
+            [(1, 3), (1, 1), (0, 0)]
+        } else if self == Self::AvxVnni && rows > most {
             let (sixes, rest) = (rows / 6, rows % 6);
             match rest {
                 2 => [(sixes - 1, 6), (1, 5), (1, 3)],

@@ -91,7 +91,7 @@ pub(crate) unsafe fn product_part(
 ) {
     debug_assert_eq!(a.cols, w.cols());
     let own = aligned_part(w.panels().count(), parts, 1, part);
-    let tiles = w.kernel().row_tiles(a.rows());
+    let tiles = w.kernel().row_tiles(a.rows(), a.cols);
     let product = Product {
         a,
         w,
