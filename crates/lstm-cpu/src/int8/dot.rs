@@ -220,12 +220,17 @@ impl DotKernel {
             tile.panels
         );
         assert!(
-            tile.a.len() >= tile.rows * tile.depth
-                && tile.w.len() >= tile.panels * tile.panel_len
-                && tile.panel_len >= tile.depth.div_ceil(GROUP) * GROUP * self.panel_rows()
-                && sums >= tile.rows * width,
+            self.holds(tile) && sums >= tile.rows * width,
             "int8 tile operands shorter than the tile"
         );
+    }
+
+    /// Whether a tile's (or a block's) operands hold all of its rows and panels, in
+    /// panels of this kernel's rows.
+    fn holds(self, tile: &Tile<'_>) -> bool {
+        tile.a.len() >= tile.rows * tile.depth
+            && tile.w.len() >= tile.panels * tile.panel_len
+            && tile.panel_len >= tile.depth.div_ceil(GROUP) * GROUP * self.panel_rows()
     }
 }
 
@@ -239,10 +244,10 @@ impl DotKernel {
 
     /// The outputs of a block of a product: all of `block.rows` activation rows against
     /// its panels, walked in `tiles` (this kernel's [`Self::row_tiles`] of the block's
-    /// rows) and each tile finished in
-    /// the kernel's registers; for a kernel that [`Self::finishes_in_registers`]. One
-    /// call per block: the checks, the dispatch and the tile loop's set-up once for all
-    /// of its tiles (per tile they took 8 % of a product of 8 rows by 1024 × 256).
+    /// rows) and each tile finished in the kernel's registers; for a kernel that
+    /// [`Self::finishes_in_registers`]. One call per block: the checks, the dispatch and
+    /// the tile loop's set-up once for all of its tiles (per tile they took 8 % of a
+    /// product of 8 rows by 1024 × 256).
     ///
     /// # Safety
     /// `outputs.out` points at the block's rows of `outputs.stride` values, with
@@ -269,9 +274,7 @@ impl DotKernel {
             block.panels
         );
         assert!(
-            block.a.len() >= block.rows * block.depth
-                && block.w.len() >= block.panels * block.panel_len
-                && block.panel_len >= block.depth.div_ceil(GROUP) * GROUP * self.panel_rows()
+            self.holds(block)
                 && cols <= block.panels * self.panel_rows()
                 && outputs.a_scales.len() >= block.rows
                 && outputs.w_scales.len() >= cols
