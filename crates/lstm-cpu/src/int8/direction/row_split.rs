@@ -12,9 +12,11 @@ use crate::int8::tile::Output;
 use crate::int8::{QuantizedActivations, QuantizedMatrix};
 use crate::team::{Shared, SharedPtr, aligned_part, run_team_placed};
 
-/// Fewest batch rows per member of a row split: fewer leave a kernel's tiles too few
-/// rows to cover the multiply-add's latency.
-const ROW_SPLIT_MIN_ROWS: usize = 4;
+/// Fewest batch rows per member of a row split: with fewer, each member's read of all
+/// of the step's weights feeds too few rows (2 threads, 2026-11-27: 3 rows a member
+/// made 7x100x256 10 % and 6x100x128 12-20 % faster than the shared team, 2 rows made
+/// 4x50x512 10 % slower on both instruction sets and 4x100x256 slower with AVX-VNNI).
+const ROW_SPLIT_MIN_ROWS: usize = 3;
 
 impl Direction<'_> {
     /// Members of a row split of this recurrence ([`Self::run_rows`]), if it takes one
@@ -162,10 +164,10 @@ mod tests {
         let fits = row_split_max_weight_bytes();
         assert_eq!(row_split(2, 16, 150_000), Some(2));
         assert_eq!(row_split(3, 32, 150_000), Some(3));
-        // 9 rows give two members of at least 4 rows, not three.
-        assert_eq!(row_split(3, 9, 150_000), Some(2));
-        assert_eq!(row_split(2, 8, fits), Some(2));
-        assert_eq!(row_split(2, 7, 150_000), None);
+        // 8 rows give two members of at least 3 rows, not three.
+        assert_eq!(row_split(3, 8, 150_000), Some(2));
+        assert_eq!(row_split(2, 6, fits), Some(2));
+        assert_eq!(row_split(2, 5, 150_000), None);
         assert_eq!(row_split(1, 64, 150_000), None);
         assert_eq!(row_split(2, 64, fits + 1), None);
     }
