@@ -41,7 +41,8 @@ pub(crate) enum Output<'a> {
 }
 
 /// Where and how a tile's (or a block's) sums become outputs, for a kernel that
-/// finishes them in its registers: for each row `r` of the tile and each of its `cols` valid outputs `j`,
+/// finishes them in its registers: for each row `r` and each of the `cols` valid
+/// outputs `j`,
 /// `out[r · stride + j] = a_scales[r] · w_scales[j] · (sum − zero_point[j]) + bias[j]`
 /// (or `+=` without the bias), the same operations in the same order as the product's
 /// epilogue (matmul.rs).

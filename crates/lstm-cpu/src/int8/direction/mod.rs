@@ -15,6 +15,7 @@ mod row_split;
 mod shared_step;
 mod team_steps;
 
+use std::ops::Range;
 use std::sync::Mutex;
 
 use crate::arch::RnnArch;
@@ -38,6 +39,49 @@ const CHUNK_ROWS: usize = 256;
 /// saves. (A recurrence on one team for all its steps, [`Direction::run_team`], splits
 /// the rows of any batch: its team is awake.)
 const TEAM_CELLS: usize = 1 << 12;
+
+/// The order of a direction's steps, the same for every way of running them: the time
+/// of the `step`-th, where its states are, the times of the chunk projected at it.
+#[derive(Clone, Copy)]
+struct StepOrder {
+    seq: usize,
+    /// Steps of each input projection.
+    chunk: usize,
+    /// Values of one hidden state `[B, P]`.
+    state_len: usize,
+    reverse: bool,
+}
+
+impl StepOrder {
+    /// The time of the `step`-th step.
+    fn time(self, step: usize) -> usize {
+        if self.reverse {
+            self.seq - 1 - step
+        } else {
+            step
+        }
+    }
+
+    /// Where the states before and after the `step`-th step start in `[2, B, P]`.
+    fn slots(self, step: usize) -> (usize, usize) {
+        (
+            (step % 2) * self.state_len,
+            ((step + 1) % 2) * self.state_len,
+        )
+    }
+
+    /// The times of the chunk whose projection the `step`-th step starts (`step` a
+    /// multiple of the chunk), earliest first.
+    fn chunk_times(self, step: usize) -> Range<usize> {
+        let n = self.chunk.min(self.seq - step);
+        let first = if self.reverse {
+            self.seq - step - n
+        } else {
+            step
+        };
+        first..first + n
+    }
+}
 
 /// One (layer, direction) of a call: its weights and its buffers, kept over its steps.
 pub(crate) struct Direction<'a> {
@@ -120,7 +164,7 @@ impl<'a> Direction<'a> {
         x: &QuantizedActivations,
         y: &mut [f32],
     ) -> Result<(Vec<f32>, Vec<f32>), CallError> {
-        let (seq, batch, p) = (self.call.seq_len, self.call.batch, self.arch.output_size());
+        let (seq, order) = (self.call.seq_len, self.order());
         if let Some(members) = self.row_split_members() {
             self.run_rows(members, x, y);
         } else if self.scratch.len() > 1 && self.q.w_hr.is_none() {
@@ -128,37 +172,38 @@ impl<'a> Direction<'a> {
         } else {
             for step in 0..seq {
                 if step % self.chunk == 0 {
-                    self.project_inputs(x, step)?;
+                    self.project_inputs(x, order.chunk_times(step))?;
                 }
-                let t = if self.direction == 1 {
-                    seq - 1 - step
-                } else {
-                    step
-                };
-                let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
-                self.step(t, (prev, next), y)?;
+                self.step(order.time(step), order.slots(step), y)?;
             }
         }
-        let last = (seq % 2) * batch * p;
-        let final_state = self.states[last..][..batch * p].to_vec();
+        let (last, _) = order.slots(seq);
+        let final_state = self.states[last..][..order.state_len].to_vec();
         Ok((final_state, self.cell_state.to_vec()))
     }
 
-    /// The input projection of the `chunk` steps from `step` in this direction's order:
-    /// steps `first..first + n` in time.
-    fn project_inputs(&mut self, x: &QuantizedActivations, step: usize) -> Result<(), CallError> {
-        let (seq, batch) = (self.call.seq_len, self.call.batch);
-        let n = self.chunk.min(seq - step);
-        let first = if self.direction == 1 {
-            seq - step - n
-        } else {
-            step
-        };
-        let gates = &mut self.gates[..n * batch * self.arch.gate_rows()];
-        let rows = x.rows_of(first * batch..(first + n) * batch);
+    /// The order of this direction's steps.
+    fn order(&self) -> StepOrder {
+        StepOrder {
+            seq: self.call.seq_len,
+            chunk: self.chunk,
+            state_len: self.call.batch * self.arch.output_size(),
+            reverse: self.direction == 1,
+        }
+    }
+
+    /// The input projection of the steps of one chunk, `times` in time.
+    fn project_inputs(
+        &mut self,
+        x: &QuantizedActivations,
+        times: Range<usize>,
+    ) -> Result<(), CallError> {
+        let batch = self.call.batch;
+        let gates = &mut self.gates[..times.len() * batch * self.arch.gate_rows()];
+        let rows = x.rows_of(times.start * batch..times.end * batch);
         let output = Output::Set(self.q.input_bias.as_deref());
         matmul_int8_on(self.call.threads, rows, &self.q.w_ih, output, gates)?;
-        self.first_step = first;
+        self.first_step = times.start;
         Ok(())
     }
 

@@ -44,7 +44,7 @@ impl Direction<'_> {
             self.arch.output_size(),
             self.arch.gate_rows(),
         );
-        let (q, direction) = (self.q, self.direction);
+        let (q, order) = (self.q, self.order());
         let apart = recurrent_apart(self.arch.cell);
         // SAFETY: `y` outlives the team below, whose members write only their own rows.
         let y = unsafe { Shared::new(y) };
@@ -64,9 +64,9 @@ impl Direction<'_> {
             let mut first_step = 0;
             for step in 0..seq {
                 if step % chunk == 0 {
-                    let n = chunk.min(seq - step);
-                    first_step = if direction == 1 { seq - step - n } else { step };
-                    own_x.copy_step_rows(x, first_step..first_step + n, batch, rows.clone());
+                    let times = order.chunk_times(step);
+                    first_step = times.start;
+                    own_x.copy_step_rows(x, times, batch, rows.clone());
                     let output = Output::Set(q.input_bias.as_deref());
                     // SAFETY: `n · nb` rows of `G` gates, within this member's buffer.
                     unsafe {
@@ -74,8 +74,7 @@ impl Direction<'_> {
                         product_part(own_x.all_rows(), &q.w_ih, output, out, (0, 1));
                     }
                 }
-                let t = if direction == 1 { seq - 1 - step } else { step };
-                let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
+                let (t, (prev, next)) = (order.time(step), order.slots(step));
                 let gates = StepGates {
                     buffer: own_gates,
                     at: (t - first_step) * nb * g,

@@ -20,7 +20,7 @@ impl Direction<'_> {
     pub(super) fn run_team(&mut self, x: &QuantizedActivations, y: &mut [f32]) {
         let (seq, batch, chunk) = (self.call.seq_len, self.call.batch, self.chunk);
         let (p, g) = (self.arch.output_size(), self.arch.gate_rows());
-        let (q, direction, parts) = (self.q, self.direction, self.scratch.len());
+        let (q, order, parts) = (self.q, self.order(), self.scratch.len());
         let apart = recurrent_apart(self.arch.cell);
         // SAFETY: `y` outlives the team below, whose members write only their own rows.
         let y = unsafe { Shared::new(y) };
@@ -40,16 +40,15 @@ impl Direction<'_> {
             let mut first_step = 0;
             for step in 0..seq {
                 if step % chunk == 0 {
-                    let n = chunk.min(seq - step);
-                    first_step = if direction == 1 { seq - step - n } else { step };
-                    let rows = x.rows_of(first_step * batch..(first_step + n) * batch);
+                    let times = order.chunk_times(step);
+                    first_step = times.start;
+                    let rows = x.rows_of(times.start * batch..times.end * batch);
                     let output = Output::Set(q.input_bias.as_deref());
                     // SAFETY: the chunk's gates `[n, B, G]` lie within the buffer, and
                     // this member alone writes its columns of them before the barrier.
                     unsafe { product_part(rows, &q.w_ih, output, gates_out, part) };
                 }
-                let t = if direction == 1 { seq - 1 - step } else { step };
-                let (prev, next) = ((step % 2) * batch * p, ((step + 1) % 2) * batch * p);
+                let (t, (prev, next)) = (order.time(step), order.slots(step));
                 let gates_at = (t - first_step) * batch * g;
                 // SAFETY: the previous step's state, which no member writes before the
                 // barrier that ends this step's products.
