@@ -225,7 +225,7 @@ impl DotKernel {
         );
     }
 
-    /// Whether a tile's (or a block's) operands hold all of its rows and panels, in
+    /// Whether a tile's (or a part's) operands hold all of its rows and panels, in
     /// panels of this kernel's rows.
     fn holds(self, tile: &Tile<'_>) -> bool {
         tile.a.len() >= tile.rows * tile.depth
@@ -235,70 +235,70 @@ impl DotKernel {
 }
 
 impl DotKernel {
-    /// Whether [`Self::block_outputs`] finishes this kernel's tiles in its registers
+    /// Whether [`Self::part_outputs`] finishes this kernel's tiles in its registers
     /// (the vector kernels; the scalar reference's sums go through the product's
     /// epilogue loop).
     pub(crate) fn finishes_in_registers(self) -> bool {
         self != Self::Scalar
     }
 
-    /// The outputs of a block of a product: all of `block.rows` activation rows against
-    /// its panels, walked in `tiles` (this kernel's [`Self::row_tiles`] of the block's
-    /// rows) and each tile finished in the kernel's registers; for a kernel that
-    /// [`Self::finishes_in_registers`]. One call per block: the checks, the dispatch and
-    /// the tile loop's set-up once for all of its tiles (per tile they took 8 % of a
-    /// product of 8 rows by 1024 × 256).
+    /// The outputs of a part of a product: all of `part.rows` activation rows against
+    /// its panels, a block of [`Self::tile_panels`] at a time, each block's rows walked
+    /// in `tiles` (this kernel's [`Self::row_tiles`] of the part's rows) and each tile
+    /// finished in the kernel's registers; for a kernel that
+    /// [`Self::finishes_in_registers`]. One call per part: the checks, the dispatch and
+    /// the loops' set-up once for all of its blocks (per block they took a quarter of
+    /// a product of 3 rows by 800 × 200 on 256-bit vectors, 2026-11-27).
     ///
     /// # Safety
-    /// `outputs.out` points at the block's rows of `outputs.stride` values, with
+    /// `outputs.out` points at the part's rows of `outputs.stride` values, with
     /// `outputs.cols` valid outputs each, that no other thread touches meanwhile.
     ///
     /// # Panics
-    /// For a kernel that does not finish in registers, a block wider than a tile, tiles
-    /// of another kernel or number of rows, or operands or slices of `outputs` shorter
-    /// than the block.
-    pub(crate) unsafe fn block_outputs(
+    /// For a kernel that does not finish in registers, tiles of another kernel or
+    /// number of rows, a panel without valid outputs, or operands or slices of
+    /// `outputs` shorter than the part.
+    pub(crate) unsafe fn part_outputs(
         self,
-        block: &Tile<'_>,
+        part: &Tile<'_>,
         tiles: &RowTiles,
         outputs: &TileOutputs<'_>,
     ) {
         let cols = outputs.cols;
         assert!(
-            self.finishes_in_registers()
-                && (1..=self.tile_panels()).contains(&block.panels)
-                && tiles.kernel == self
-                && tiles.rows == block.rows,
-            "an int8 block of {} rows and {} panels for {self:?}, its tiles {tiles:?}",
-            block.rows,
-            block.panels
+            self.finishes_in_registers() && tiles.kernel == self && tiles.rows == part.rows,
+            "an int8 part of {} rows for {self:?}, its tiles {tiles:?}",
+            part.rows,
         );
         assert!(
-            self.holds(block)
-                && cols <= block.panels * self.panel_rows()
-                && outputs.a_scales.len() >= block.rows
+            self.holds(part)
+                && part.panels > 0
+                && (part.panels - 1) * self.panel_rows() < cols
+                && cols <= part.panels * self.panel_rows()
+                && outputs.a_scales.len() >= part.rows
                 && outputs.w_scales.len() >= cols
                 && outputs.zero_point.len() >= cols
                 && match outputs.output {
                     Output::Set(Some(bias)) => bias.len() >= cols,
                     Output::Set(None) | Output::Add => true,
                 },
-            "int8 block operands or outputs shorter than the block"
+            "int8 part operands or outputs unlike its {} panels and {cols} outputs a row",
+            part.panels
         );
-        let tiles = tiles.groups();
+        let (tiles, tile_panels) = (tiles.groups(), self.tile_panels());
         #[cfg(target_arch = "x86_64")]
         // SAFETY: each kernel runs only where the CPU reported its features (AVX-512
         // VNNI: avx512f, avx512bw, avx512vnni; AVX-VNNI: avx2, avxvnni; AVX2: avx2); the
-        // block's operands and the outputs' slices were checked, its tiles are the
-        // kernel's for the block's rows (`row_tiles`: at most `tile_rows` rows each,
-        // covering the rows once), and `outputs.out` is the caller's promise.
+        // part's operands and the outputs' slices were checked, every panel has valid
+        // outputs, the block width is the kernel's, its tiles are the kernel's for the
+        // part's rows (`row_tiles`: at most `tile_rows` rows each, covering the rows
+        // once), and `outputs.out` is the caller's promise.
         unsafe {
+            use crate::int8::{avx256, vnni};
             match self {
-                Self::AvxVnni => {
-                    crate::int8::avx256::avx_vnni::block_outputs(block, outputs, tiles)
-                }
-                Self::Avx2 => crate::int8::avx256::avx2::block_outputs(block, outputs, tiles),
-                Self::Avx512Vnni => crate::int8::vnni::block_outputs(block, outputs, tiles),
+                Self::AvxVnni => avx256::avx_vnni::part_outputs(part, outputs, tiles, tile_panels),
+                Self::Avx2 => avx256::avx2::part_outputs(part, outputs, tiles, tile_panels),
+                Self::Avx512Vnni => vnni::part_outputs(part, outputs, tiles, tile_panels),
                 Self::Scalar => unreachable!("the scalar kernel's sums go through the epilogue"),
             }
         }

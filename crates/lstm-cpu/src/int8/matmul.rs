@@ -7,6 +7,8 @@
 //! once per call, the activations (the smaller operand in a recurrent step) once per
 //! block, from cache.
 
+use std::ops::Range;
+
 use crate::call::{CallError, len_check};
 use crate::int8::dot::RowTiles;
 use crate::int8::quantize::ActivationRows;
@@ -91,6 +93,9 @@ pub(crate) unsafe fn product_part(
 ) {
     debug_assert_eq!(a.cols, w.cols());
     let own = aligned_part(w.panels().count(), parts, 1, part);
+    if own.is_empty() {
+        return;
+    }
     let tiles = w.kernel().row_tiles(a.rows(), a.cols);
     let product = Product {
         a,
@@ -98,9 +103,16 @@ pub(crate) unsafe fn product_part(
         output,
         tiles,
     };
+    // The vector kernels finish their tiles in registers (the same operations as the
+    // epilogue loop, in its order), the whole part in one call.
+    if w.kernel().finishes_in_registers() {
+        // SAFETY: the caller's promise, for this part's panels.
+        unsafe { product.part_into(own, out) };
+        return;
+    }
     for first_panel in own.clone().step_by(w.kernel().tile_panels()) {
         // SAFETY: the caller's promise, for this part's panels.
-        unsafe { product.block_into(first_panel, own.end, out) };
+        unsafe { product.block_sums_into(first_panel, own.end, out) };
     }
 }
 
@@ -114,14 +126,52 @@ struct Product<'a> {
 }
 
 impl Product<'_> {
+    /// Every row's outputs of panels `own` into `out`, by a kernel that finishes its
+    /// tiles in registers.
+    ///
+    /// # Safety
+    /// `out` points at `a.rows() · w.rows()` values, and no other thread accesses the
+    /// columns of `own` of them until the product returns; `own` is a non-empty range
+    /// of panels.
+    unsafe fn part_into(&self, own: Range<usize>, out: SharedPtr<f32>) {
+        let (a, w) = (&self.a, self.w);
+        let panels = w.panels();
+        let first_col = own.start * panels.panel_rows();
+        let cols = (own.len() * panels.panel_rows()).min(w.rows() - first_col);
+        let part = Tile {
+            a: a.values,
+            rows: a.rows(),
+            w: &panels.bytes()[own.start * panels.panel_len()..],
+            panels: own.len(),
+            depth: a.cols,
+            panel_len: panels.panel_len(),
+        };
+        let outputs = TileOutputs {
+            // SAFETY: the part's first output lies within `out` (the caller's promise).
+            out: unsafe { out.at(first_col) },
+            stride: w.rows(),
+            cols,
+            a_scales: a.scales,
+            w_scales: &w.scales()[first_col..][..cols],
+            zero_point: &w.zero_point_sums()[first_col..][..cols],
+            output: match self.output {
+                Output::Set(Some(bias)) => Output::Set(Some(&bias[first_col..][..cols])),
+                other => other,
+            },
+        };
+        // SAFETY: the part's outputs are its columns of `out` (the caller's promise).
+        unsafe { w.kernel().part_outputs(&part, &self.tiles, &outputs) };
+    }
+
     /// Every row's outputs of the block of panels from `first_panel` (a tile's width,
-    /// ending at panel `end` at the latest) into `out`.
+    /// ending at panel `end` at the latest) into `out`, by the scalar reference: its
+    /// sums stored, then the epilogue loop.
     ///
     /// # Safety
     /// `out` points at `a.rows() · w.rows()` values, and no other thread accesses this
     /// block's columns of them until the product returns; `first_panel < end <=` the
     /// panel count.
-    unsafe fn block_into(&self, first_panel: usize, end: usize, out: SharedPtr<f32>) {
+    unsafe fn block_sums_into(&self, first_panel: usize, end: usize, out: SharedPtr<f32>) {
         let (a, w) = (&self.a, self.w);
         let (kernel, panels) = (w.kernel(), w.panels());
         let tile_panels = kernel.tile_panels().min(end - first_panel);
@@ -129,37 +179,6 @@ impl Product<'_> {
         let cols = (tile_panels * panels.panel_rows()).min(w.rows() - first_col);
         let depth = a.cols;
         let w_bytes = &panels.bytes()[first_panel * panels.panel_len()..];
-        // The vector kernels finish their tiles in registers (the same operations as the
-        // epilogue loop, in its order), the whole block in one call.
-        if kernel.finishes_in_registers() {
-            let block = Tile {
-                a: a.values,
-                rows: a.rows(),
-                w: w_bytes,
-                panels: tile_panels,
-                depth,
-                panel_len: panels.panel_len(),
-            };
-            let outputs = TileOutputs {
-                // SAFETY: the block's first output lies within `out` (the caller's
-                // promise).
-                out: unsafe { out.at(first_col) },
-                stride: w.rows(),
-                cols,
-                a_scales: a.scales,
-                w_scales: &w.scales()[first_col..][..cols],
-                zero_point: &w.zero_point_sums()[first_col..][..cols],
-                output: match self.output {
-                    Output::Set(Some(bias)) => Output::Set(Some(&bias[first_col..][..cols])),
-                    other => other,
-                },
-            };
-            // SAFETY: the block's outputs are its columns of `out` (the caller's
-            // promise).
-            unsafe { kernel.block_outputs(&block, &self.tiles, &outputs) };
-            return;
-        }
-        // Only the scalar reference gets here: its sums, stored for the epilogue loop.
         for tile_rows in self.tiles.iter() {
             let (first_row, rows) = (tile_rows.start, tile_rows.len());
             let tile = Tile {

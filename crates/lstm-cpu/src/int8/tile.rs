@@ -17,13 +17,14 @@ const _: () = assert!(TILE_ROWS * 2 * 8 <= TILE_SUMS);
 pub(crate) struct Tile<'a> {
     /// The tile's activation rows, `depth` bytes each, one after the other.
     pub a: &'a [u8],
-    /// Rows: 1 to the kernel's `DotKernel::tile_rows` (at most [`TILE_ROWS`]); a
-    /// block of a product (`DotKernel::block_outputs`) holds any number, walked in
-    /// tiles.
+    /// Rows: 1 to the kernel's `DotKernel::tile_rows` (at most [`TILE_ROWS`]); the
+    /// panels of a product's part (`DotKernel::part_outputs`) take any number, walked
+    /// in tiles.
     pub rows: usize,
     /// The tile's panels, one after the other (`Panels::bytes` from its first).
     pub w: &'a [i8],
-    /// Panels: 1 to the kernel's `DotKernel::tile_panels`.
+    /// Panels: 1 to the kernel's `DotKernel::tile_panels`; a product's part takes any
+    /// number, walked in blocks of a tile's width.
     pub panels: usize,
     /// Inputs of each row.
     pub depth: usize,
@@ -40,7 +41,7 @@ pub(crate) enum Output<'a> {
     Add,
 }
 
-/// Where and how a tile's (or a block's) sums become outputs, for a kernel that
+/// Where and how a tile's (or a part's) sums become outputs, for a kernel that
 /// finishes them in its registers: for each row `r` and each of the `cols` valid
 /// outputs `j`,
 /// `out[r · stride + j] = a_scales[r] · w_scales[j] · (sum − zero_point[j]) + bias[j]`
@@ -63,9 +64,51 @@ pub(crate) struct TileOutputs<'a> {
     pub output: Output<'a>,
 }
 
+/// Each block of `part` (its panels `tile_panels` at a time, from the first; the last
+/// block may hold fewer), all of the part's rows, with its columns of `outputs`, handed
+/// to `finish`: the outer loop of a kernel's `part_outputs`, inlined into it.
+///
+/// # Safety
+/// `outputs.out` points at the part's rows of `outputs.stride` values; every panel of
+/// the part has valid outputs (`(part.panels − 1) · panel_rows < outputs.cols`), and
+/// `outputs`' slices hold `outputs.cols` values.
+#[inline(always)]
+pub(crate) unsafe fn for_each_block(
+    part: &Tile<'_>,
+    outputs: &TileOutputs<'_>,
+    (tile_panels, panel_rows): (usize, usize),
+    mut finish: impl FnMut(&Tile<'_>, &TileOutputs<'_>),
+) {
+    let mut first_panel = 0;
+    while first_panel < part.panels {
+        let panels = tile_panels.min(part.panels - first_panel);
+        let first_col = first_panel * panel_rows;
+        let block = Tile {
+            w: &part.w[first_panel * part.panel_len..],
+            panels,
+            ..*part
+        };
+        let block_outputs = TileOutputs {
+            // SAFETY: column `first_col < outputs.cols` of the part's first row (the
+            // caller's promise).
+            out: unsafe { outputs.out.add(first_col) },
+            cols: (outputs.cols - first_col).min(panels * panel_rows),
+            w_scales: &outputs.w_scales[first_col..],
+            zero_point: &outputs.zero_point[first_col..],
+            output: match outputs.output {
+                Output::Set(Some(bias)) => Output::Set(Some(&bias[first_col..])),
+                other => other,
+            },
+            ..*outputs
+        };
+        finish(&block, &block_outputs);
+        first_panel += panels;
+    }
+}
+
 /// Each tile of `block` (rows in `tiles`: groups of `(tiles, rows of each)`, from its
-/// first row on) with its part of `outputs`, handed to `finish`: the loop of a
-/// kernel's `block_outputs`, inlined into it.
+/// first row on) with its rows of `outputs`, handed to `finish`: the inner loop of a
+/// kernel's `part_outputs`, inlined into it.
 ///
 /// # Safety
 /// `tiles` covers at most `block.rows` rows, and `outputs.out` points at the block's

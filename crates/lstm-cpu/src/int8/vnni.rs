@@ -12,7 +12,7 @@ use core::arch::x86_64::{
 };
 
 use crate::int8::panels::GROUP;
-use crate::int8::tile::{Output, Tile, TileOutputs, for_each_tile, group_of};
+use crate::int8::tile::{Output, Tile, TileOutputs, for_each_block, for_each_tile, group_of};
 
 /// Rows of a panel: the `i32` lanes of a vector.
 const PANEL_ROWS: usize = 16;
@@ -111,7 +111,7 @@ unsafe fn tile_sums<const R: usize, const P: usize>(tile: &Tile<'_>, sums: &mut 
 /// past `outputs.cols` neither read nor written.
 ///
 /// # Safety
-/// As [`outputs`], with `tile.rows == R` and `tile.panels == P`.
+/// As [`outputs_of`], with `tile.rows == R` and `tile.panels == P`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn tile_outputs<const R: usize, const P: usize>(tile: &Tile<'_>, outputs: &TileOutputs<'_>) {
@@ -156,27 +156,33 @@ unsafe fn tile_outputs<const R: usize, const P: usize>(tile: &Tile<'_>, outputs:
     }
 }
 
-/// [`DotKernel::block_outputs`](crate::int8::dot::DotKernel::block_outputs) on AVX-512
-/// VNNI, the block's rows in `tiles`.
+/// [`DotKernel::part_outputs`](crate::int8::dot::DotKernel::part_outputs) on AVX-512
+/// VNNI: the part's blocks of `tile_panels`, each block's rows in `tiles`.
 ///
 /// # Safety
-/// The CPU has avx512f, avx512bw and avx512vnni; the block and `outputs` are as
-/// `DotKernel::block_outputs` checks and promises, and `tiles` of up to 4 rows cover
-/// at most the block's rows.
+/// The CPU has avx512f, avx512bw and avx512vnni; the part and `outputs` are as
+/// `DotKernel::part_outputs` checks and promises, `tile_panels` is at most 4, and
+/// `tiles` of up to 4 rows cover at most the part's rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(crate) unsafe fn block_outputs(
-    block: &Tile<'_>,
+pub(crate) unsafe fn part_outputs(
+    part: &Tile<'_>,
     outputs: &TileOutputs<'_>,
     tiles: [(usize, usize); 3],
+    tile_panels: usize,
 ) {
-    // SAFETY: (both) the caller's promise, for each tile of the block.
-    unsafe { for_each_tile(block, outputs, tiles, |tile, out| outputs_of(tile, out)) }
+    // SAFETY: (all three) the caller's promise, for each block of the part and each
+    // tile of a block.
+    unsafe {
+        for_each_block(part, outputs, (tile_panels, PANEL_ROWS), |block, out| {
+            for_each_tile(block, out, tiles, |tile, out| outputs_of(tile, out))
+        })
+    }
 }
 
 /// One tile's outputs.
 ///
 /// # Safety
-/// As [`block_outputs`], for a tile of up to 4 rows.
+/// As [`part_outputs`], for a tile of up to 4 rows and 4 panels.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn outputs_of(tile: &Tile<'_>, outputs: &TileOutputs<'_>) {
