@@ -156,8 +156,8 @@ impl DotKernel {
     /// multiply-adds wait on each other: its rows go in tiles of 6 with a tail of 5 and
     /// 3 rows (8 rows: 5 and 3, not 4 and 4) or 5 and 5, and 4 rows of `depth` 128 or
     /// more in 3 and 1 (a row's tile keeps 8 sums in 4 sets; over fewer inputs the
-    /// second tile's set-up cost more than it saved). Computed once per product
-    /// (integer divisions), not per block.
+    /// second tile's set-up cost more than it saved). Computed once per part of a
+    /// product (integer divisions), not per block.
     pub(crate) fn row_tiles(self, rows: usize, depth: usize) -> RowTiles {
         let most = self.tile_rows();
         let groups = if self == Self::AvxVnni && rows == 4 && depth >= 128 {
