@@ -319,6 +319,47 @@ fn any_number_of_threads_gives_the_same_results() {
 }
 
 #[test]
+fn rows_that_change_hands_between_chunks_give_the_same_results() {
+    use crate::int8::direction::test_skew::{MOVES, SKEWED};
+    use std::sync::atomic::Ordering;
+    // 32 rows take chunks of 8 steps: 20 steps are 3 chunks, and with the timings
+    // skewed the rows go between the two members at both chunk starts between.
+    SKEWED.store(true, Ordering::Relaxed);
+    let moves_before = MOVES.load(Ordering::Relaxed);
+    for (cell, proj) in [
+        (CellKind::Lstm, 0),
+        (CellKind::Lstm, 48),
+        (CellKind::Gru, 0),
+    ] {
+        let batch = 32;
+        let lengths = (0..batch)
+            .map(|b| [20, 13, 0, 20, 7, 1, 20, 19][b % 8])
+            .collect();
+        let mut case = Case::new(cell, proj, 1, true, Some(lengths));
+        case.arch.input_size = 64;
+        case.arch.hidden_size = 128;
+        case.seq = 20;
+        case.batch = batch;
+        let arch = &case.arch;
+        let bound = 1.0 / (arch.hidden_size as f32).sqrt();
+        case.weights = values(arch.weight_count(), 16, bound);
+        case.input = values(case.seq * batch * arch.input_size, 17, 1.0);
+        case.h0 = values(arch.cells() * batch * arch.output_size(), 18, 0.5);
+        case.c0 = values(arch.cells() * batch * arch.cell_state_size(), 19, 0.5);
+        let model = QuantizedRnn::quantize(&case.arch, &case.weights, QuantLevels::Full).unwrap();
+        let one = model.forward(&case.call()).unwrap();
+        let two = RnnCall {
+            threads: 2,
+            ..case.call()
+        };
+        assert_eq!(model.forward(&two).unwrap(), one, "{cell:?}, proj {proj}");
+    }
+    SKEWED.store(false, Ordering::Relaxed);
+    // Each call moved rows at both chunk starts of both directions.
+    assert!(MOVES.load(Ordering::Relaxed) >= moves_before + 3 * 2 * 2);
+}
+
+#[test]
 fn a_recycled_activation_buffer_gives_the_results_of_a_fresh_one() {
     // A layer input of 40 · 16 rows of 64 values (40 KiB quantized) goes through the
     // crate's buffer cache, which hands the next call the bytes this one left.

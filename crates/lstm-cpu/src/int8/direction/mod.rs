@@ -4,13 +4,15 @@
 //! an LSTMP's projection, and the new state quantized for the next step.
 //!
 //! On more than one thread a recurrence splits its batch rows over a team where each
-//! member gets enough of them (`row_split.rs`: no barrier at all), else shares every
+//! member gets enough of them (`row_split.rs`: a barrier a chunk of steps, where the
+//! rows go between the members by pace, `row_shares.rs`), else shares every
 //! step's products on one team (`team_steps.rs`, an LSTM or GRU) or wakes the team for
 //! each product and each step's gate math (an LSTMP of few rows, here). Wherever the
 //! gate math splits the batch rows, each part also finishes its rows (the output, the
 //! state of rows past their length, the next step's quantized state) so that the
 //! calling thread does no per-row work alone (`shared_step.rs`).
 
+mod row_shares;
 mod row_split;
 mod shared_step;
 mod team_steps;
@@ -28,6 +30,8 @@ use crate::int8::matmul::matmul_int8_on;
 use crate::int8::tile::Output;
 use crate::team::{Shared, run_parts};
 
+#[cfg(test)]
+pub(crate) use row_shares::test_skew;
 use shared_step::{SharedStep, StepGates};
 
 /// Rows of the input projection computed at once: enough to keep the product's tiles

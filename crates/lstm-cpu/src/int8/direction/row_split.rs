@@ -1,16 +1,21 @@
 //! A recurrence whose batch rows split over a team ([`Direction::run_rows`]): each
-//! member runs the whole recurrence of its rows alone, with no barrier and nothing read
-//! that another member wrote, at the cost of every member reading all of each step's
+//! member runs the whole recurrence of its rows alone, nothing read that another member
+//! wrote but at a chunk's start (one barrier a chunk of steps, where the rows may change
+//! hands, `row_shares.rs`), at the cost of every member reading all of each step's
 //! weights.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use crate::buffers::Buffer;
 use crate::cell::recurrent_apart;
+use crate::int8::direction::row_shares::RowShares;
 use crate::int8::direction::{Direction, StepGates};
 use crate::int8::matmul::product_part;
 use crate::int8::quantize::{ActivationRows, quantize_activation_rows};
 use crate::int8::tile::Output;
 use crate::int8::{QuantizedActivations, QuantizedMatrix};
-use crate::team::{Shared, SharedPtr, aligned_part, run_team_placed};
+use crate::team::{Shared, SharedPtr, run_team_placed};
 
 /// Fewest batch rows per member of a row split: with fewer, each member's read of all
 /// of the step's weights feeds too few rows (2 threads, 2026-11-27: 3 rows a member
@@ -35,7 +40,10 @@ impl Direction<'_> {
     /// the whole recurrence of its rows alone (their input projection a chunk of steps
     /// at a time into gates of its own, their recurrent products over all of `W_hh`, the
     /// gate math, an LSTMP's projection, their quantized state), so no member waits for
-    /// another nor reads what another wrote. Every member reads all of the step's
+    /// another nor reads what another wrote within a chunk. At each chunk's start the
+    /// members meet, and the rows go between them in proportion to the pace each kept
+    /// over the chunk before ([`RowShares`]); a row's state lives in the shared buffers,
+    /// so it carries on wherever its row goes. Every member reads all of the step's
     /// weights, which [`Self::row_split_members`] keeps within its cache.
     pub(super) fn run_rows(&mut self, members: usize, x: &QuantizedActivations, y: &mut [f32]) {
         let (seq, batch, chunk) = (self.call.seq_len, self.call.batch, self.chunk);
@@ -50,20 +58,50 @@ impl Direction<'_> {
         let y = unsafe { Shared::new(y) };
         let scratch = std::mem::take(&mut self.scratch);
         let shared = self.shared_with(y);
+        let first_shares = RowShares::even(batch, members, ROW_SPLIT_MIN_ROWS);
+        // Each member's seconds over a chunk, as `f64` bits, in two slots by the chunk's
+        // parity: a member writes the next chunk's only after every member has read
+        // these (the barrier at the next chunk's start comes between).
+        let chunk_seconds: Vec<[AtomicU64; 2]> = (0..members)
+            .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+            .collect();
+        let most_rows = batch - (members - 1) * ROW_SPLIT_MIN_ROWS;
         run_team_placed(members, true, |member| {
-            let rows = aligned_part(batch, members, 1, member.id);
-            let (b0, nb) = (rows.start, rows.len());
+            let mut shares = first_shares.clone();
+            let mut rows = shares.rows(member.id);
             let mut scratch = scratch[member.id].lock().unwrap_or_else(|e| e.into_inner());
             // This member's rows of a chunk's inputs, and of its gates `[chunk, nb, G]`
             // (every value set by the chunk's projection before it is read).
             let mut own_x = QuantizedActivations::default();
-            let mut own_gates = Buffer::<f32>::for_overwrite(chunk * nb * g);
+            let mut own_gates = Buffer::<f32>::for_overwrite(chunk * most_rows * g);
             // SAFETY: this member alone reads and writes its own gates.
             let own_gates = unsafe { Shared::new(&mut own_gates[..]) };
             let mut projected = QuantizedActivations::default();
             let mut first_step = 0;
+            let mut chunk_start = Instant::now();
             for step in 0..seq {
                 if step % chunk == 0 {
+                    if step > 0 {
+                        let slot = (step / chunk - 1) % 2;
+                        let seconds = chunk_start.elapsed().as_secs_f64();
+                        chunk_seconds[member.id][slot].store(seconds.to_bits(), Ordering::Relaxed);
+                        // Every member's last chunk done: its rows' states written, its
+                        // seconds stored.
+                        member.sync();
+                        let seconds: Vec<f64> = chunk_seconds
+                            .iter()
+                            .map(|slots| f64::from_bits(slots[slot].load(Ordering::Relaxed)))
+                            .collect();
+                        #[cfg(test)]
+                        let seconds = super::row_shares::test_skew::skewed(seconds, step / chunk);
+                        shares.rebalance(&seconds);
+                        #[cfg(test)]
+                        if member.id == 0 && shares.rows(0) != rows {
+                            super::row_shares::test_skew::MOVES.fetch_add(1, Ordering::Relaxed);
+                        }
+                        rows = shares.rows(member.id);
+                        chunk_start = Instant::now();
+                    }
                     let times = order.chunk_times(step);
                     first_step = times.start;
                     own_x.copy_step_rows(x, times, batch, rows.clone());
@@ -74,6 +112,7 @@ impl Direction<'_> {
                         product_part(own_x.all_rows(), &q.w_ih, output, out, (0, 1));
                     }
                 }
+                let (b0, nb) = (rows.start, rows.len());
                 let (t, (prev, next)) = (order.time(step), order.slots(step));
                 let gates = StepGates {
                     buffer: own_gates,
