@@ -55,6 +55,33 @@ impl Case {
         }
     }
 
+    /// A bidirectional case large enough to run on a team: `batch` rows of lengths up
+    /// to 20 (one of 0), 64 inputs, `hidden` units, its values drawn from `seed` on.
+    fn team_sized(
+        cell: CellKind,
+        proj: usize,
+        layers: usize,
+        batch: usize,
+        hidden: usize,
+        seed: u64,
+    ) -> Self {
+        let lengths = (0..batch)
+            .map(|b| [20, 13, 0, 20, 7, 1, 20, 19][b % 8])
+            .collect();
+        let mut case = Case::new(cell, proj, layers, true, Some(lengths));
+        case.arch.input_size = 64;
+        case.arch.hidden_size = hidden;
+        case.seq = 20;
+        case.batch = batch;
+        let arch = &case.arch;
+        let bound = 1.0 / (arch.hidden_size as f32).sqrt();
+        case.weights = values(arch.weight_count(), seed, bound);
+        case.input = values(case.seq * batch * arch.input_size, seed + 1, 1.0);
+        case.h0 = values(arch.cells() * batch * arch.output_size(), seed + 2, 0.5);
+        case.c0 = values(arch.cells() * batch * arch.cell_state_size(), seed + 3, 0.5);
+        case
+    }
+
     fn call(&self) -> RnnCall<'_, f32> {
         RnnCall {
             arch: &self.arch,
@@ -288,20 +315,7 @@ fn any_number_of_threads_gives_the_same_results() {
         (CellKind::Lstm, 48, 32, 128),
         (CellKind::Gru, 0, 32, 128),
     ] {
-        let lengths = (0..batch)
-            .map(|b| [20, 13, 0, 20, 7, 1, 20, 19][b % 8])
-            .collect();
-        let mut case = Case::new(cell, proj, 2, true, Some(lengths));
-        case.arch.input_size = 64;
-        case.arch.hidden_size = hidden;
-        case.seq = 20;
-        case.batch = batch;
-        let arch = &case.arch;
-        let bound = 1.0 / (arch.hidden_size as f32).sqrt();
-        case.weights = values(arch.weight_count(), 6, bound);
-        case.input = values(case.seq * batch * arch.input_size, 7, 1.0);
-        case.h0 = values(arch.cells() * batch * arch.output_size(), 8, 0.5);
-        case.c0 = values(arch.cells() * batch * arch.cell_state_size(), 9, 0.5);
+        let case = Case::team_sized(cell, proj, 2, batch, hidden, 6);
         let model = QuantizedRnn::quantize(&case.arch, &case.weights, QuantLevels::Full).unwrap();
         let one = model.forward(&case.call()).unwrap();
         for threads in [2, 3] {
@@ -331,21 +345,7 @@ fn rows_that_change_hands_between_chunks_give_the_same_results() {
         (CellKind::Lstm, 48),
         (CellKind::Gru, 0),
     ] {
-        let batch = 32;
-        let lengths = (0..batch)
-            .map(|b| [20, 13, 0, 20, 7, 1, 20, 19][b % 8])
-            .collect();
-        let mut case = Case::new(cell, proj, 1, true, Some(lengths));
-        case.arch.input_size = 64;
-        case.arch.hidden_size = 128;
-        case.seq = 20;
-        case.batch = batch;
-        let arch = &case.arch;
-        let bound = 1.0 / (arch.hidden_size as f32).sqrt();
-        case.weights = values(arch.weight_count(), 16, bound);
-        case.input = values(case.seq * batch * arch.input_size, 17, 1.0);
-        case.h0 = values(arch.cells() * batch * arch.output_size(), 18, 0.5);
-        case.c0 = values(arch.cells() * batch * arch.cell_state_size(), 19, 0.5);
+        let case = Case::team_sized(cell, proj, 1, 32, 128, 16);
         let model = QuantizedRnn::quantize(&case.arch, &case.weights, QuantLevels::Full).unwrap();
         let one = model.forward(&case.call()).unwrap();
         let two = RnnCall {
