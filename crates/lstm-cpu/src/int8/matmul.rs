@@ -146,19 +146,18 @@ impl Product<'_> {
             depth: a.cols,
             panel_len: panels.panel_len(),
         };
-        let outputs = TileOutputs {
-            // SAFETY: the part's first output lies within `out` (the caller's promise).
-            out: unsafe { out.at(first_col) },
+        let all = TileOutputs {
+            // SAFETY: the first output of `out` (the caller's promise).
+            out: unsafe { out.at(0) },
             stride: w.rows(),
-            cols,
+            cols: w.rows(),
             a_scales: a.scales,
-            w_scales: &w.scales()[first_col..][..cols],
-            zero_point: &w.zero_point_sums()[first_col..][..cols],
-            output: match self.output {
-                Output::Set(Some(bias)) => Output::Set(Some(&bias[first_col..][..cols])),
-                other => other,
-            },
+            w_scales: w.scales(),
+            zero_point: w.zero_point_sums(),
+            output: self.output,
         };
+        // SAFETY: the part's columns lie within the matrix's `w.rows()` outputs.
+        let outputs = unsafe { all.columns(first_col, cols) };
         // SAFETY: the part's outputs are its columns of `out` (the caller's promise).
         unsafe { w.kernel().part_outputs(&part, &self.tiles, &outputs) };
     }

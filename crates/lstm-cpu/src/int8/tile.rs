@@ -64,6 +64,31 @@ pub(crate) struct TileOutputs<'a> {
     pub output: Output<'a>,
 }
 
+impl TileOutputs<'_> {
+    /// These outputs' columns `first..first + cols` (of every row): where a block or a
+    /// part of a product's panels writes.
+    ///
+    /// # Safety
+    /// `first + cols <= self.cols`, and `out` points at rows of that many valid outputs.
+    ///
+    /// # Panics
+    /// When a slice holds fewer than `first + cols` values.
+    pub(crate) unsafe fn columns(&self, first: usize, cols: usize) -> Self {
+        Self {
+            // SAFETY: column `first` of the first row (the caller's promise).
+            out: unsafe { self.out.add(first) },
+            cols,
+            w_scales: &self.w_scales[first..][..cols],
+            zero_point: &self.zero_point[first..][..cols],
+            output: match self.output {
+                Output::Set(Some(bias)) => Output::Set(Some(&bias[first..][..cols])),
+                other => other,
+            },
+            ..*self
+        }
+    }
+}
+
 /// Each block of `part` (its panels `tile_panels` at a time, from the first; the last
 /// block may hold fewer), all of the part's rows, with its columns of `outputs`, handed
 /// to `finish`: the outer loop of a kernel's `part_outputs`, inlined into it.
@@ -88,19 +113,10 @@ pub(crate) unsafe fn for_each_block(
             panels,
             ..*part
         };
-        let block_outputs = TileOutputs {
-            // SAFETY: column `first_col < outputs.cols` of the part's first row (the
-            // caller's promise).
-            out: unsafe { outputs.out.add(first_col) },
-            cols: (outputs.cols - first_col).min(panels * panel_rows),
-            w_scales: &outputs.w_scales[first_col..],
-            zero_point: &outputs.zero_point[first_col..],
-            output: match outputs.output {
-                Output::Set(Some(bias)) => Output::Set(Some(&bias[first_col..])),
-                other => other,
-            },
-            ..*outputs
-        };
+        let cols = (outputs.cols - first_col).min(panels * panel_rows);
+        // SAFETY: columns `first_col..first_col + cols` lie within `outputs.cols` (the
+        // caller's promise that every panel has valid outputs).
+        let block_outputs = unsafe { outputs.columns(first_col, cols) };
         finish(&block, &block_outputs);
         first_panel += panels;
     }
