@@ -5,6 +5,9 @@
 //! other member waiting for it at the end of the call.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::team::aligned_part;
 
 /// A smaller gain than this (predicted time of the slowest member, relative) leaves the
 /// rows where they are: one chunk's timing is noisy, and moving rows costs their state a
@@ -21,10 +24,14 @@ pub(super) struct RowShares {
 }
 
 impl RowShares {
-    /// `batch` rows split evenly between `members` (`members · min_rows <= batch`).
+    /// `batch` rows split evenly between `members` (`members · min_rows <= batch`), as
+    /// `team::aligned_part` splits them.
     pub(super) fn even(batch: usize, members: usize, min_rows: usize) -> Self {
         debug_assert!(members > 0 && members * min_rows <= batch);
-        let bounds = (0..=members).map(|m| m * batch / members).collect();
+        let bounds = (0..members)
+            .map(|m| aligned_part(batch, members, 1, m).start)
+            .chain([batch])
+            .collect();
         Self { bounds, min_rows }
     }
 
@@ -84,6 +91,36 @@ impl RowShares {
     }
 }
 
+/// Each member's seconds over a chunk of steps, stored by each member at the chunk's end
+/// and read by all after the barrier that follows. Two slots, by the chunk's parity: a
+/// member stores the next chunk's only after every member has read these (the barrier
+/// at the next chunk's start comes between).
+pub(super) struct ChunkSeconds(Vec<[AtomicU64; 2]>);
+
+impl ChunkSeconds {
+    /// Slots for `members` members.
+    pub(super) fn new(members: usize) -> Self {
+        Self(
+            (0..members)
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
+        )
+    }
+
+    /// `member`'s `seconds` over chunk `chunk`.
+    pub(super) fn store(&self, member: usize, chunk: usize, seconds: f64) {
+        self.0[member][chunk % 2].store(seconds.to_bits(), Ordering::Relaxed);
+    }
+
+    /// Every member's seconds over chunk `chunk`, in member order.
+    pub(super) fn of_chunk(&self, chunk: usize) -> Vec<f64> {
+        self.0
+            .iter()
+            .map(|slots| f64::from_bits(slots[chunk % 2].load(Ordering::Relaxed)))
+            .collect()
+    }
+}
+
 /// Test hooks: while [`SKEWED`](test_skew::SKEWED) is set, the timings reach
 /// [`RowShares::rebalance`] skewed ([`test_skew::skewed`]), so that rows change hands at
 /// every chunk; [`MOVES`](test_skew::MOVES) counts the chunks at which they did.
@@ -116,7 +153,7 @@ mod tests {
         let shares = RowShares::even(10, 3, 3);
         assert_eq!(
             (shares.rows(0), shares.rows(1), shares.rows(2)),
-            (0..3, 3..6, 6..10)
+            (0..3, 3..7, 7..10)
         );
     }
 

@@ -4,12 +4,11 @@
 //! hands, `row_shares.rs`), at the cost of every member reading all of each step's
 //! weights.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::buffers::Buffer;
 use crate::cell::recurrent_apart;
-use crate::int8::direction::row_shares::RowShares;
+use crate::int8::direction::row_shares::{ChunkSeconds, RowShares};
 use crate::int8::direction::{Direction, StepGates};
 use crate::int8::matmul::product_part;
 use crate::int8::quantize::{ActivationRows, quantize_activation_rows};
@@ -59,12 +58,7 @@ impl Direction<'_> {
         let scratch = std::mem::take(&mut self.scratch);
         let shared = self.shared_with(y);
         let first_shares = RowShares::even(batch, members, ROW_SPLIT_MIN_ROWS);
-        // Each member's seconds over a chunk, as `f64` bits, in two slots by the chunk's
-        // parity: a member writes the next chunk's only after every member has read
-        // these (the barrier at the next chunk's start comes between).
-        let chunk_seconds: Vec<[AtomicU64; 2]> = (0..members)
-            .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
-            .collect();
+        let chunk_seconds = ChunkSeconds::new(members);
         let most_rows = batch - (members - 1) * ROW_SPLIT_MIN_ROWS;
         run_team_placed(members, true, |member| {
             let mut shares = first_shares.clone();
@@ -82,21 +76,19 @@ impl Direction<'_> {
             for step in 0..seq {
                 if step % chunk == 0 {
                     if step > 0 {
-                        let slot = (step / chunk - 1) % 2;
+                        let done = step / chunk - 1;
                         let seconds = chunk_start.elapsed().as_secs_f64();
-                        chunk_seconds[member.id][slot].store(seconds.to_bits(), Ordering::Relaxed);
+                        chunk_seconds.store(member.id, done, seconds);
                         // Every member's last chunk done: its rows' states written, its
                         // seconds stored.
                         member.sync();
-                        let seconds: Vec<f64> = chunk_seconds
-                            .iter()
-                            .map(|slots| f64::from_bits(slots[slot].load(Ordering::Relaxed)))
-                            .collect();
+                        let seconds = chunk_seconds.of_chunk(done);
                         #[cfg(test)]
                         let seconds = super::row_shares::test_skew::skewed(seconds, step / chunk);
                         shares.rebalance(&seconds);
                         #[cfg(test)]
                         if member.id == 0 && shares.rows(0) != rows {
+                            use std::sync::atomic::Ordering;
                             super::row_shares::test_skew::MOVES.fetch_add(1, Ordering::Relaxed);
                         }
                         rows = shares.rows(member.id);
