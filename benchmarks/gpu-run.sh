@@ -25,16 +25,17 @@
 #   bash .device/gpu-run.sh profile  a sampling profile of the calls' host time by thread
 #                                    and function, and the op's phases (PROFILE_SHAPES)
 #   bash .device/gpu-run.sh pending  what verifies the op's paths that are still off by
-#                                    default (now BURN_LSTM_CUDNN_BATCH_MAJOR): their GPU
-#                                    tests, a trace that shows the path taken, and ab of
-#                                    the path on and off (about 6 minutes)
+#                                    default (now BURN_LSTM_CUDNN_BATCH_MAJOR and
+#                                    BURN_LSTM_FUSION_FLAT_JOIN): their GPU tests, a trace
+#                                    that shows the layout taken, and ab of each path on
+#                                    and off (about 8 minutes)
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): CELL (lstm, or gru: IMPLS="cudnn portable burn-lstm" then,
 # cudnn-raw is LSTM only),
 # SHAPES ("B T H L;…"), MODES, ITERS, IMPLS, TF32_IMPLS (may be
 # empty), TORCH=0 (no PyTorch peer), SKIP and ONLY (test name filters), PARALLEL (tests
 # at once), TEST_TIMEOUT, BENCH_TIMEOUT, AB_VARIANTS (a filter over the ab variants'
-# names).
+# names), AB_MODES (infer train).
 # Lines go to stdout and to $OUT/gpu-results.txt.
 set -uo pipefail
 phase="${1:-all}"
@@ -144,12 +145,17 @@ if [ "$phase" = pending ]; then
   # The paths still off by default, switched on: their GPU tests (each in its process),
   # a trace line per call that names the layout cuDNN ran, and ab against the default.
   # Runs the phases below with their knobs set (a knob given by the caller wins).
-  ONLY="${ONLY:-batch_first_stacks|a_larger_padded_stack|golden_cases_through_cudnn_on_fused}" \
-    PARALLEL="${PARALLEL:-3}" bash "$0" tests
+  ONLY="${ONLY:-batch_first_stacks|a_larger_padded_stack|golden_cases_through_cudnn_on_fused|flat_buffer_as_one_operation}" \
+    PARALLEL="${PARALLEL:-4}" bash "$0" tests
   TRACE_ENV="${TRACE_ENV:-BURN_LSTM_CUDNN_BATCH_MAJOR=1}" \
     TRACE_SHAPES="${TRACE_SHAPES:-16 50 256 1;1 100 128 1}" ITERS=3 bash "$0" trace
   AB_VARIANTS="${AB_VARIANTS:-default|batch-major}" AB_DTYPES="${AB_DTYPES:-f32 f16}" \
     AB_SHAPES="${AB_SHAPES:-16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}" \
+    RAW_ALGOS="${RAW_ALGOS:-auto}" bash "$0" ab
+  # The flat buffer as one fusion operation changes training only (inference reuses the
+  # buffer while the parameters are unchanged); `plain` (no fusion at all) beside it.
+  AB_VARIANTS="${AB_VARIANTS:-default|flat-join|plain}" AB_DTYPES="${AB_DTYPES:-f32}" \
+    AB_MODES=train AB_SHAPES="${AB_SHAPES:-1 100 128 1;16 50 128 1;8 200 256 2 bi;20 35 1500 2}" \
     RAW_ALGOS="${RAW_ALGOS:-auto}" bash "$0" ab
 fi
 
@@ -193,7 +199,8 @@ if [ "$phase" = ab ]; then
   # the op through Burn can reach); `plain` is the op on Burn's Cuda backend without
   # fusion. AB_DTYPES: f32, tf32 (f32 data, TF32 math, PyTorch's allow_tf32 likewise),
   # f16, bf16; all but f32 run only the `default`, `none`, `batch-major` and `plain`
-  # variants. `batch-major` switches on a path that is off by default. A shape
+  # variants. `batch-major` and `flat-join` switch on paths that are off by default (and
+  # run in every AB_DTYPES too). A shape
   # is "B T H layers", "bi" after it for a bidirectional stack. RAW_ALGOS: cudnn-raw's
   # algorithms ("standard auto"). AB_BASELINE: another build's lstm-bench (an earlier
   # commit's, run with the settings of AB_BASELINE_ENV), timed as variant `baseline`.
@@ -201,6 +208,7 @@ if [ "$phase" = ab ]; then
   variants=(
     "default:"
     "batch-major:BURN_LSTM_CUDNN_BATCH_MAJOR=1"
+    "flat-join:BURN_LSTM_FUSION_FLAT_JOIN=1"
     "algo=standard:BURN_LSTM_CUDNN_ALGO=standard"
     "events=0:BURN_LSTM_CUDNN_EVENTS=0"
     "cache=0:BURN_LSTM_GPU_WEIGHT_CACHE=0"
@@ -210,7 +218,7 @@ if [ "$phase" = ab ]; then
   for dtype in ${AB_DTYPES:-f32 f16}; do
     tf32=0 data=$dtype
     [ "$dtype" = tf32 ] && tf32=1 data=f32
-    for mode in infer train; do
+    for mode in ${AB_MODES:-infer train}; do
       for shape in "${shapes[@]}"; do
         read -r b t h l bi <<<"$shape"
         flags=(--device cuda --dtype "$data" --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --iters "${ITERS:-20}")
@@ -218,7 +226,7 @@ if [ "$phase" = ab ]; then
         for variant in "${variants[@]}"; do
           name=${variant%%:*}
           [[ "$name" =~ ^(${AB_VARIANTS:-.*})$ ]] || continue
-          [ "$dtype" != f32 ] && [[ ! "$name" =~ ^(default|none|batch-major)$ ]] && continue
+          [ "$dtype" != f32 ] && [[ ! "$name" =~ ^(default|none|batch-major|flat-join)$ ]] && continue
           read -r -a settings <<<"${variant#*:}"
           echo "ab $dtype $name $(env LSTM_BENCH_TF32=$tf32 "${settings[@]}" timeout 60 "$kit/bin/lstm-bench" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
         done

@@ -114,6 +114,8 @@ pub use error::RnnError;
 pub use int8::models::{Int8Gru, Int8Lstm};
 #[cfg(feature = "cubecl")]
 pub use kernels::cubecl::flat_cache::{gpu_weight_cache, set_gpu_weight_cache};
+#[cfg(feature = "cubecl")]
+pub use kernels::cubecl::flat_join::{fusion_flat_join, set_fusion_flat_join};
 #[cfg(feature = "cuda")]
 pub use kernels::cudnn::PlainCuda;
 #[cfg(feature = "cuda")]
@@ -136,7 +138,7 @@ pub use module::weights::{RnnDirectionWeights, RnnLayer};
 pub use op::call::rnn;
 pub use op::choice::{KernelChoice, RnnKernel};
 pub use op::contract::RnnBackend;
-pub use op::flat_weights::{FlatBufferOps, GradientSplit};
+pub use op::flat_weights::{FlatBufferOps, FlatJoinOps, GradientSplit};
 pub use op::io::{HostResiduals, RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
 pub use op::spec::{CellKind, DirectionLayout, RnnArch, RnnSpec};
 

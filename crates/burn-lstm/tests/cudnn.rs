@@ -14,7 +14,8 @@
 //! inter-layer dropout masks (rate, scaling, the backward using the forward's masks);
 //! the golden cases with each cuDNN algorithm the policy can pick; and the paths of the
 //! op's speed (event ordering, the GPU weight cache, the automatic algorithm) under
-//! CubeCL work from several threads.
+//! CubeCL work from several threads; the paths still off by default (the batch-major
+//! layout, the flat parameter buffer as one fusion operation) switched on.
 //!
 //! The half-precision golden tests (f16, bf16) run in a child process each.
 //!
@@ -613,6 +614,32 @@ fn batch_first_stacks_in_the_batch_major_layout_match_the_fused_cpu_kernel() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
+}
+
+/// The flat parameter buffer and its gradient as one fusion operation each way
+/// (`BURN_LSTM_FUSION_FLAT_JOIN`, off by default until this passes on a GPU): every LSTM
+/// and GRU golden case through cuDNN on the fused backend, outputs and every gradient,
+/// and a 4-layer bidirectional LSTMP (40 parameters: two join operations, the second
+/// taking the buffer of the first) against the fused CPU kernel.
+#[test]
+#[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
+fn golden_cases_and_a_deep_stack_with_the_flat_buffer_as_one_operation() {
+    use common::gru_golden_check::run_all_gru;
+    assert!(gpu_usable(), "cuDNN does not run here");
+    burn_lstm::set_fusion_flat_join(true);
+    let result = std::panic::catch_unwind(|| {
+        exact_f32(|| {
+            run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-flat-join", 1e-4);
+            run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-flat-join", 3e-4);
+        });
+        let deep = larger_stack().with_num_layers(4);
+        larger_stack_against_the_fused_cpu_kernel::<Autodiff<Cuda>>(&deep, 24, 40, true, 1e-4);
+    });
+    burn_lstm::set_fusion_flat_join(false);
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+    assert_no_runtime_fallback();
 }
 
 /// 3 layers, bidirectional, LSTMP, input 96, hidden 256, batch-first.

@@ -8,7 +8,7 @@ use burn::tensor::{backend::Backend, ops::FloatTensor};
 
 use crate::kernels::portable;
 use crate::op::choice::{KernelChoice, RnnKernel};
-use crate::op::flat_weights::FlatBufferOps;
+use crate::op::flat_weights::{FlatBufferOps, FlatJoinOps};
 use crate::op::io::{RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
 use crate::op::spec::RnnSpec;
 
@@ -49,6 +49,16 @@ pub trait RnnBackend: Backend {
     /// NdArray returns an append that extends an unshared buffer in place (its
     /// `reshape` and `cat` copy each value three times).
     fn rnn_flat_buffer_ops() -> Option<FlatBufferOps<Self>> {
+        None
+    }
+
+    /// How `Autodiff<Self>` builds the flat buffer of *tracked* parameters in one
+    /// operation and cuts its gradient back in one: each autodiff op joins up to 32
+    /// parameters (the buffer so far among them), so a stack of up to four bidirectional
+    /// LSTM layers with biases takes one. Taken before [`Self::rnn_flat_buffer_ops`]; `None`, the
+    /// default, leaves the choice to it. Burn's fused backends return it when
+    /// `BURN_LSTM_FUSION_FLAT_JOIN` is on (`kernels/cubecl/flat_join.rs`).
+    fn rnn_flat_join_ops() -> Option<FlatJoinOps<Self>> {
         None
     }
 

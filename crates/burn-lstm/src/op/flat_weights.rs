@@ -1,9 +1,9 @@
 //! The op's flat parameter buffer, built from the module's `Param` tensors on every call
 //! (so it can never be stale): [`RnnBackend::rnn_flat_weights`](crate::RnnBackend::rnn_flat_weights)'s
-//! default, and the hooks a backend may give for building it one tracked parameter at a
-//! time (`tracked_weights.rs`).
+//! default, its inverse for gradients, and the hooks a backend may give for building the
+//! buffer of tracked parameters (`tracked_weights.rs`, `joined_weights.rs`).
 
-use burn::tensor::{Shape, TensorMetadata, backend::Backend, ops::FloatTensor};
+use burn::tensor::{Shape, Slice, TensorMetadata, backend::Backend, ops::FloatTensor};
 
 /// Every part flattened and concatenated with Burn's own ops (differentiable on
 /// autodiff backends: the gradient of the buffer is sliced back into the parts).
@@ -16,6 +16,49 @@ pub(crate) fn concatenate<B: Backend>(parts: Vec<FloatTensor<B>>) -> FloatTensor
         })
         .collect();
     B::float_cat(flat, 0)
+}
+
+/// [`concatenate`]'s inverse: `flat` (one-dimensional) cut into consecutive parts of
+/// `shapes`, each reshaped (views on backends whose `slice` and `reshape` are views).
+/// `flat` holds at least as many values as `shapes` together.
+pub(crate) fn split<B: Backend>(flat: FloatTensor<B>, shapes: &[Shape]) -> Vec<FloatTensor<B>> {
+    let mut start = 0;
+    shapes
+        .iter()
+        .map(|shape| {
+            let end = start + shape.num_elements();
+            let range = Slice::new(start as isize, Some(end as isize), 1);
+            start = end;
+            B::float_reshape(B::float_slice(flat.clone(), &[range]), shape.clone())
+        })
+        .collect()
+}
+
+/// A backend's own way to build the flat buffer of tracked parameters in one operation
+/// and to cut its gradient back in one, for backends where every Burn operation has a
+/// fixed cost (Burn's fused backends register each with their stream): autodiff's `cat`
+/// costs a `reshape` per parameter, and its backward a `slice` and a `reshape` per
+/// parameter (see [`RnnBackend::rnn_flat_join_ops`](crate::RnnBackend::rnn_flat_join_ops)).
+pub struct FlatJoinOps<B: Backend> {
+    /// `join(parts)`: the parts flattened and concatenated in order, one-dimensional.
+    pub join: fn(Vec<FloatTensor<B>>) -> FloatTensor<B>,
+    /// `split(grad, shapes)`: the gradient of a joined buffer cut into the gradients of
+    /// its parts, of `shapes`, in order.
+    pub split: fn(FloatTensor<B>, &[Shape]) -> Vec<FloatTensor<B>>,
+}
+
+impl<B: Backend> Clone for FlatJoinOps<B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B: Backend> Copy for FlatJoinOps<B> {}
+
+impl<B: Backend> core::fmt::Debug for FlatJoinOps<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("FlatJoinOps(..)")
+    }
 }
 
 /// A backend's own way to build the flat buffer of tracked parameters one at a time,

@@ -7,7 +7,8 @@
 //! - `shapes.rs`: the shapes of a call's results, and the invariant that no tensor of
 //!   zero elements passes (a GRU has no cell state: `None`, not an empty tensor).
 //! - `autodiff.rs`: the op on `Autodiff<B>` (one node whose backward calls the inner
-//!   backend's); `flat_weights.rs` / `tracked_weights.rs`: the flat parameter buffer.
+//!   backend's); `flat_weights.rs`, `tracked_weights.rs` and `joined_weights.rs`: the
+//!   flat parameter buffer.
 //! - `fusion.rs` (feature `cubecl`): the op as one custom operation of Burn's fusion
 //!   backends.
 //!
@@ -21,6 +22,7 @@ pub(crate) mod flat_weights;
 #[cfg(feature = "cubecl")]
 pub(crate) mod fusion;
 pub(crate) mod io;
+pub(crate) mod joined_weights;
 pub(crate) mod shapes;
 pub(crate) mod spec;
 pub(crate) mod tensor;

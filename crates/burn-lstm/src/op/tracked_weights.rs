@@ -44,15 +44,21 @@ impl<B: RnnBackend> Backward<B, 2> for Append {
     }
 }
 
-/// The flat buffer of tracked parameters, one autodiff op per parameter appending it to
-/// the buffer so far (an autodiff op has a fixed number of parents, the parameter count
-/// depends on the architecture). With NdArray's [`FlatBufferOps`] each value is copied
-/// once; autodiff's `cat` over NdArray's `reshape` copies it three times into fresh
-/// blocks (27 % of a 20×35×1500 training step, measured). Backends without such ops
+/// The flat buffer of tracked parameters: joined by the backend's [`FlatJoinOps`]
+/// where it has them (`joined_weights.rs`), else one autodiff op per parameter appending
+/// it to the buffer so far (an autodiff op has a fixed number of parents, the parameter
+/// count depends on the architecture). With NdArray's [`FlatBufferOps`] each value is
+/// copied once; autodiff's `cat` over NdArray's `reshape` copies it three times into
+/// fresh blocks (27 % of a 20×35×1500 training step, measured). Backends with neither
 /// keep the single `cat`.
+///
+/// [`FlatJoinOps`]: crate::op::flat_weights::FlatJoinOps
 pub(crate) fn tracked<B: RnnBackend, C: CheckpointStrategy>(
     parts: Vec<FloatTensor<Autodiff<B, C>>>,
 ) -> FloatTensor<Autodiff<B, C>> {
+    if let Some(join_ops) = B::rnn_flat_join_ops().filter(|_| parts.len() >= 2) {
+        return crate::op::joined_weights::joined::<B, C>(parts, join_ops);
+    }
     let Some(buffer_ops) = B::rnn_flat_buffer_ops().filter(|_| parts.len() >= 2) else {
         return concatenate::<Autodiff<B, C>>(parts);
     };

@@ -82,7 +82,7 @@ pub(crate) fn flat_weights<B: FusionBackend + RnnBackend>(
     parts: Vec<FloatTensor<Fusion<B>>>,
 ) -> FloatTensor<Fusion<B>> {
     if !gpu_weight_cache() {
-        return crate::op::flat_weights::concatenate::<Fusion<B>>(parts);
+        return join::<B>(parts);
     }
     let key: Key = parts.iter().map(|part| part.id).collect();
     let mut guard = entries();
@@ -93,8 +93,20 @@ pub(crate) fn flat_weights<B: FusionBackend + RnnBackend>(
     {
         return flat.clone();
     }
-    let flat = crate::op::flat_weights::concatenate::<Fusion<B>>(parts);
+    let flat = join::<B>(parts);
     let bytes = flat.shape().num_elements() * flat.dtype().size();
     guard.cache().insert(key, Box::new(flat.clone()), bytes);
     flat
+}
+
+/// `parts` joined as one fusion operation where `flat_join.rs`'s switch is on, else with
+/// Burn's ops.
+fn join<B: FusionBackend + RnnBackend>(
+    parts: Vec<FloatTensor<Fusion<B>>>,
+) -> FloatTensor<Fusion<B>> {
+    if super::flat_join::fusion_flat_join() {
+        super::flat_join::join::<B>(parts)
+    } else {
+        crate::op::flat_weights::concatenate::<Fusion<B>>(parts)
+    }
 }

@@ -7,12 +7,15 @@ use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElemen
 use burn_fusion::{Fusion, FusionBackend};
 
 pub(crate) mod flat_cache;
+pub(crate) mod flat_join;
 
 use crate::kernels::portable;
 use crate::op::choice::{KernelChoice, RnnKernel};
 use crate::op::contract::RnnBackend;
+use crate::op::flat_weights::FlatJoinOps;
 use crate::op::fusion as fusion_op;
 use crate::op::io::{RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
+#[cfg(feature = "cuda")]
 use crate::op::shapes::debug_check_non_empty;
 use crate::op::spec::RnnSpec;
 
@@ -262,6 +265,11 @@ impl<B: FusionBackend + RnnBackend> RnnBackend for Fusion<B> {
     /// flat buffer of an earlier call (`flat_cache.rs`, behind its switch).
     fn rnn_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
         flat_cache::flat_weights::<B>(parts)
+    }
+
+    /// One fusion operation each way (`flat_join.rs`, behind its switch).
+    fn rnn_flat_join_ops() -> Option<FlatJoinOps<Self>> {
+        flat_join::join_ops::<B>()
     }
 
     fn rnn_forward(
