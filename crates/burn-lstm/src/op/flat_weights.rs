@@ -3,7 +3,7 @@
 //! default, its inverse for gradients, and the hooks a backend may give for building the
 //! buffer of tracked parameters (`tracked_weights.rs`, `joined_weights.rs`).
 
-use burn::tensor::{Shape, Slice, TensorMetadata, backend::Backend, ops::FloatTensor};
+use burn::tensor::{Shape, TensorMetadata, backend::Backend, ops::FloatTensor};
 
 /// Every part flattened and concatenated with Burn's own ops (differentiable on
 /// autodiff backends: the gradient of the buffer is sliced back into the parts).
@@ -21,13 +21,14 @@ pub(crate) fn concatenate<B: Backend>(parts: Vec<FloatTensor<B>>) -> FloatTensor
 /// [`concatenate`]'s inverse: `flat` (one-dimensional) cut into consecutive parts of
 /// `shapes`, each reshaped (views on backends whose `slice` and `reshape` are views).
 /// `flat` holds at least as many values as `shapes` together.
+#[cfg(any(test, feature = "cubecl"))]
 pub(crate) fn split<B: Backend>(flat: FloatTensor<B>, shapes: &[Shape]) -> Vec<FloatTensor<B>> {
     let mut start = 0;
     shapes
         .iter()
         .map(|shape| {
             let end = start + shape.num_elements();
-            let range = Slice::new(start as isize, Some(end as isize), 1);
+            let range = burn::tensor::Slice::new(start as isize, Some(end as isize), 1);
             start = end;
             B::float_reshape(B::float_slice(flat.clone(), &[range]), shape.clone())
         })

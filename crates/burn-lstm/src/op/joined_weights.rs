@@ -90,12 +90,11 @@ fn join_group<B: RnnBackend, C: CheckpointStrategy>(
 mod tests {
     use burn::backend::{Autodiff, Flex};
     use burn::tensor::ops::FloatTensorOps;
-    use burn::tensor::{Tensor, TensorData};
+    use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+    use burn_autodiff::checkpoint::strategy::{BalancedCheckpointing, NoCheckpointing};
 
     use super::*;
     use crate::op::flat_weights::{concatenate, split};
-
-    type B = Autodiff<Flex>;
 
     /// Flex's Burn ops as the backend's join and split.
     fn burn_ops() -> FlatJoinOps<Flex> {
@@ -105,9 +104,13 @@ mod tests {
         }
     }
 
-    /// `count` parts of varied shapes (one-, two- and three-dimensional), every third
-    /// one frozen (no gradient), with distinct values.
-    fn parts(count: usize) -> Vec<(Tensor<B, 1>, Shape, bool)> {
+    /// A part's values (one-dimensional), the shape it is joined in, whether it is
+    /// tracked.
+    type Part<C> = (Tensor<Autodiff<Flex, C>, 1>, Shape, bool);
+
+    /// `count` parts of one, two or three dimensions; every third one frozen (no
+    /// gradient). Values are `1, 2, 3, ...` across the parts.
+    fn parts<C: CheckpointStrategy>(count: usize) -> Vec<Part<C>> {
         let device = Default::default();
         let mut next = 0.0f32;
         (0..count)
@@ -125,53 +128,41 @@ mod tests {
                     })
                     .collect();
                 let tracked = i % 3 != 2;
-                let flat = Tensor::<B, 1>::from_data(TensorData::new(values, [len]), &device);
+                let flat = Tensor::from_data(TensorData::new(values, [len]), &device);
                 let flat = if tracked { flat.require_grad() } else { flat };
                 (flat, Shape::from(dims), tracked)
             })
             .collect()
     }
 
-    /// Joins `count` parts through [`joined`] and checks the buffer's values and every
-    /// tracked part's gradient under a weighted sum (the weight of value `k` is `k + 1`,
-    /// so each gradient says where its part was put).
-    fn check(count: usize) {
-        let parts = parts(count);
+    /// Joins `count` parts through [`joined`] with checkpointing strategy `C` and checks
+    /// the buffer's values and every tracked part's gradient under a weighted sum (the
+    /// weight of value `k` is `k + 1`, so each gradient says where its part was put).
+    fn check<C: CheckpointStrategy>(count: usize) {
+        let parts = parts::<C>(count);
         let primitives = parts
             .iter()
             .map(|(flat, shape, _)| {
                 let primitive = flat.clone().into_primitive().tensor();
-                <B as FloatTensorOps<B>>::float_reshape(primitive, shape.clone())
+                Autodiff::<Flex, C>::float_reshape(primitive, shape.clone())
             })
             .collect();
-        let flat = Tensor::<B, 1>::from_primitive(burn::tensor::TensorPrimitive::Float(joined::<
-            Flex,
-            burn_autodiff::checkpoint::strategy::NoCheckpointing,
-        >(
-            primitives,
-            burn_ops(),
-        )));
+        let flat = joined::<Flex, C>(primitives, burn_ops());
+        let flat = Tensor::<Autodiff<Flex, C>, 1>::from_primitive(TensorPrimitive::Float(flat));
         let len = flat.dims()[0];
-        let expected: Vec<f32> = (1..=len).map(|k| k as f32).collect();
-        assert_eq!(
-            flat.to_data().to_vec::<f32>().unwrap(),
-            expected,
-            "{count} parts"
-        );
+        let values: Vec<f32> = (1..=len).map(|k| k as f32).collect();
+        let data = flat.to_data().to_vec::<f32>().unwrap();
+        assert_eq!(data, values, "{count} parts");
 
-        let device = Default::default();
         let weights: Vec<f32> = (1..=len).map(|k| k as f32 + 1.0).collect();
-        let weights = Tensor::<B, 1>::from_data(TensorData::new(weights, [len]), &device);
+        let weights = Tensor::from_data(TensorData::new(weights, [len]), &flat.device());
         let grads = (flat * weights).sum().backward();
         let mut start = 0;
         for (i, (part, _, tracked)) in parts.iter().enumerate() {
             let part_len = part.dims()[0];
             let grad = part.grad(&grads);
-            assert_eq!(
-                grad.is_some(),
-                *tracked,
-                "part {i} of {count}: gradient or none"
-            );
+            let context = format!("part {i} of {count}");
+            assert_eq!(grad.is_some(), *tracked, "{context}: a gradient or none");
             if let Some(grad) = grad {
                 let expected: Vec<f32> = (start + 1..=start + part_len)
                     .map(|k| k as f32 + 1.0)
@@ -179,7 +170,7 @@ mod tests {
                 assert_eq!(
                     grad.to_data().to_vec::<f32>().unwrap(),
                     expected,
-                    "part {i} of {count}"
+                    "{context}"
                 );
             }
             start += part_len;
@@ -190,7 +181,7 @@ mod tests {
     #[test]
     fn one_op_joins_up_to_fan_in_parts() {
         for count in [1, 2, 7, FAN_IN] {
-            check(count);
+            check::<NoCheckpointing>(count);
         }
     }
 
@@ -198,7 +189,14 @@ mod tests {
     fn further_ops_take_the_buffer_so_far() {
         // FAN_IN + 1: a second op with one part; 3 * FAN_IN - 1: three ops, the last full.
         for count in [FAN_IN + 1, 2 * FAN_IN, 3 * FAN_IN - 1, 3 * FAN_IN + 5] {
-            check(count);
+            check::<NoCheckpointing>(count);
+        }
+    }
+
+    #[test]
+    fn the_join_under_balanced_checkpointing() {
+        for count in [7, 2 * FAN_IN] {
+            check::<BalancedCheckpointing>(count);
         }
     }
 }
