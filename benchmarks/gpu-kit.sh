@@ -39,7 +39,9 @@ fi
 # sets RUST_BACKTRACE=1) names its functions. If the packed kit would pass the 64 MiB a
 # device call carries, the symbols go too (said below).
 strip --strip-debug "$out"/bin/*
-cp crates/burn-lstm/tests/fixtures/golden/*.safetensors "$out/golden/"
+# Both cells' cases in one folder (LSTM_GOLDEN_DIR there; the tests tell them apart).
+cp crates/burn-lstm/tests/fixtures/golden/*.safetensors \
+  crates/burn-lstm/tests/fixtures/golden-gru/*.safetensors "$out/golden/"
 peers="${PEERS:-../shared/peers/lstm_peers.py}"
 [ -f "$peers" ] && cp "$peers" "$out/"
 # PyTorch's word_language_model, unchanged (`gpu-run.sh lm`).
