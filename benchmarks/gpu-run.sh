@@ -28,7 +28,8 @@
 #                                    default (now BURN_LSTM_CUDNN_BATCH_MAJOR and
 #                                    BURN_LSTM_FUSION_FLAT_JOIN): their GPU tests, a trace
 #                                    that shows the layout taken, and ab of each path on
-#                                    and off (about 8 minutes)
+#                                    and off (about 8 minutes; PENDING=batch-major or
+#                                    PENDING=flat-join runs one)
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): CELL (lstm, or gru: IMPLS="cudnn portable burn-lstm" then,
 # cudnn-raw is LSTM only),
@@ -144,19 +145,31 @@ fi
 if [ "$phase" = pending ]; then
   # The paths still off by default, switched on: their GPU tests (each in its process),
   # a trace line per call that names the layout cuDNN ran, and ab against the default.
-  # Runs the phases below with their knobs set (a knob given by the caller wins).
-  ONLY="${ONLY:-batch_first_stacks|a_larger_padded_stack|golden_cases_through_cudnn_on_fused|flat_buffer_as_one_operation}" \
-    PARALLEL="${PARALLEL:-4}" bash "$0" tests
-  TRACE_ENV="${TRACE_ENV:-BURN_LSTM_CUDNN_BATCH_MAJOR=1}" \
-    TRACE_SHAPES="${TRACE_SHAPES:-16 50 256 1;1 100 128 1}" ITERS=3 bash "$0" trace
-  AB_VARIANTS="${AB_VARIANTS:-default|batch-major}" AB_DTYPES="${AB_DTYPES:-f32 f16}" \
-    AB_SHAPES="${AB_SHAPES:-16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}" \
-    RAW_ALGOS="${RAW_ALGOS:-auto}" bash "$0" ab
-  # The flat buffer as one fusion operation changes training only (inference reuses the
-  # buffer while the parameters are unchanged); `plain` (no fusion at all) beside it.
-  AB_VARIANTS="${AB_VARIANTS:-default|flat-join|plain}" AB_DTYPES="${AB_DTYPES:-f32}" \
-    AB_MODES=train AB_SHAPES="${AB_SHAPES:-1 100 128 1;16 50 128 1;8 200 256 2 bi;20 35 1500 2}" \
-    RAW_ALGOS="${RAW_ALGOS:-auto}" bash "$0" ab
+  # PENDING picks the paths (both by default, about 8 minutes; each alone fits a call
+  # with room to rerun). Runs the phases below with their knobs set (a knob given by the
+  # caller wins).
+  for path in ${PENDING:-batch-major flat-join}; do
+    case "$path" in
+      batch-major)
+        ONLY="${ONLY:-batch_first_stacks|a_larger_padded_stack|golden_cases_through_cudnn_on_fused}" \
+          PARALLEL="${PARALLEL:-3}" bash "$0" tests
+        TRACE_ENV="${TRACE_ENV:-BURN_LSTM_CUDNN_BATCH_MAJOR=1}" \
+          TRACE_SHAPES="${TRACE_SHAPES:-16 50 256 1;1 100 128 1}" ITERS=3 bash "$0" trace
+        AB_VARIANTS="${AB_VARIANTS:-default|batch-major}" AB_DTYPES="${AB_DTYPES:-f32 f16}" \
+          AB_SHAPES="${AB_SHAPES:-16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}" \
+          RAW_ALGOS="${RAW_ALGOS:-auto}" bash "$0" ab
+        ;;
+      flat-join)
+        # Training only: inference reuses the buffer while the parameters are unchanged.
+        # `plain` (no fusion at all) beside it.
+        ONLY="${ONLY:-flat_buffer_as_one_operation}" bash "$0" tests
+        AB_VARIANTS="${AB_VARIANTS:-default|flat-join|plain}" AB_DTYPES="${AB_DTYPES:-f32}" \
+          AB_MODES=train AB_SHAPES="${AB_SHAPES:-1 100 128 1;16 50 128 1;8 200 256 2 bi;20 35 1500 2}" \
+          RAW_ALGOS="${RAW_ALGOS:-auto}" bash "$0" ab
+        ;;
+      *) echo "PENDING: $path is none of batch-major, flat-join" | log ;;
+    esac
+  done
 fi
 
 if [ "$phase" = trace ]; then
