@@ -592,8 +592,7 @@ fn a_larger_padded_stack_matches_the_fused_cpu_kernel() {
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn batch_first_stacks_in_the_batch_major_layout_match_the_fused_cpu_kernel() {
     assert!(gpu_usable(), "cuDNN does not run here");
-    burn_lstm::set_cudnn_batch_major(true);
-    let result = std::panic::catch_unwind(|| {
+    with_switch_on(burn_lstm::set_cudnn_batch_major, || {
         let config = larger_stack();
         larger_stack_against_the_fused_cpu_kernel::<Autodiff<Cuda>>(&config, 24, 40, true, 1e-4);
         larger_stack_against_the_fused_cpu_kernel::<Autodiff<PlainCuda>>(
@@ -610,10 +609,6 @@ fn batch_first_stacks_in_the_batch_major_layout_match_the_fused_cpu_kernel() {
             1e-3,
         );
     });
-    burn_lstm::set_cudnn_batch_major(false);
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
 }
 
 /// The flat parameter buffer and its gradient as one fusion operation each way
@@ -626,8 +621,7 @@ fn batch_first_stacks_in_the_batch_major_layout_match_the_fused_cpu_kernel() {
 fn golden_cases_and_a_deep_stack_with_the_flat_buffer_as_one_operation() {
     use common::gru_golden_check::run_all_gru;
     assert!(gpu_usable(), "cuDNN does not run here");
-    burn_lstm::set_fusion_flat_join(true);
-    let result = std::panic::catch_unwind(|| {
+    with_switch_on(burn_lstm::set_fusion_flat_join, || {
         exact_f32(|| {
             run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-flat-join", 1e-4);
             run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-flat-join", 3e-4);
@@ -635,11 +629,18 @@ fn golden_cases_and_a_deep_stack_with_the_flat_buffer_as_one_operation() {
         let deep = larger_stack().with_num_layers(4);
         larger_stack_against_the_fused_cpu_kernel::<Autodiff<Cuda>>(&deep, 24, 40, true, 1e-4);
     });
-    burn_lstm::set_fusion_flat_join(false);
+    assert_no_runtime_fallback();
+}
+
+/// Runs `f` with a path's switch (its `set_*` function) on, and switches it off after,
+/// on a panic too.
+fn with_switch_on(set: fn(bool), f: impl FnOnce() + std::panic::UnwindSafe) {
+    set(true);
+    let result = std::panic::catch_unwind(f);
+    set(false);
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
-    assert_no_runtime_fallback();
 }
 
 /// 3 layers, bidirectional, LSTMP, input 96, hidden 256, batch-first.
