@@ -1,15 +1,17 @@
 //! `--impl cudnn-raw`: the cuDNN LSTM through `cudnn-rnn` alone, on buffers allocated
-//! once, with one stream synchronisation per timed call and nothing from Burn. The gap
-//! between this and `--impl cudnn` (the op through Burn's Cuda backend) is what the Burn
-//! binding costs per call: the two host synchronisations, the weight-space copies, the
-//! parameter concatenation and Burn's own tensor bookkeeping.
+//! once, with one stream synchronisation per timed call and nothing from Burn: the same
+//! algorithm policy (`BURN_LSTM_CUDNN_ALGO`) and call reuse (`BURN_LSTM_CUDNN_REUSE`,
+//! on by default) as the op. The gap between this and `--impl cudnn` (the op through
+//! Burn's Cuda backend) is what the Burn binding costs per call: the buffer addresses,
+//! the ordering against CubeCL's work, the parameter concatenation and Burn's own tensor
+//! bookkeeping.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use cudnn_rnn::{
-    AlgoCall, BackwardBuffers, CudnnHandle, DataType, DeviceBuffer, DeviceProps, DropoutState,
-    ForwardBuffers, MathMode, Rnn, RnnAlgo, RnnConfig, SeqShape, choose_algo,
+    AlgoCall, BackwardBuffers, CallReuse, CudnnHandle, DataType, DeviceBuffer, DeviceProps,
+    DropoutState, ForwardBuffers, MathMode, Rnn, RnnAlgo, RnnConfig, SeqShape, choose_algo,
 };
 
 use crate::args::{Args, Mode};
@@ -35,7 +37,16 @@ fn buffer(stream: &Arc<CudaStream>, slice: &CudaSlice<f32>) -> DeviceBuffer {
 /// One inference or training call (forward, backward data, backward weights) of the
 /// shape in `args`, f32, on device 0.
 pub fn build(args: &Args) -> Result<Call, String> {
-    let handle = CudnnHandle::for_device(0).map_err(|e| e.to_string())?;
+    // The op's per-call reuse (work-space pool, cached descriptors, no device lengths
+    // for full rows), so that this stays the floor the op can reach.
+    let reuse = if burn_lstm::cudnn_reuse() {
+        CallReuse::ALL
+    } else {
+        CallReuse::OFF
+    };
+    let handle = CudnnHandle::for_device(0)
+        .map_err(|e| e.to_string())?
+        .with_call_reuse(reuse);
     let math = if std::env::var("LSTM_BENCH_TF32").is_ok_and(|v| v == "1") {
         MathMode::Tf32
     } else {
