@@ -39,14 +39,9 @@ fn buffer(stream: &Arc<CudaStream>, slice: &CudaSlice<f32>) -> DeviceBuffer {
 pub fn build(args: &Args) -> Result<Call, String> {
     // The op's per-call reuse (work-space pool, cached descriptors, no device lengths
     // for full rows), so that this stays the floor the op can reach.
-    let reuse = if burn_lstm::cudnn_reuse() {
-        CallReuse::ALL
-    } else {
-        CallReuse::OFF
-    };
     let handle = CudnnHandle::for_device(0)
         .map_err(|e| e.to_string())?
-        .with_call_reuse(reuse);
+        .with_call_reuse(CallReuse::all_if(burn_lstm::cudnn_reuse()));
     let math = if std::env::var("LSTM_BENCH_TF32").is_ok_and(|v| v == "1") {
         MathMode::Tf32
     } else {

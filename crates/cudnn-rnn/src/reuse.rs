@@ -46,6 +46,12 @@ impl CallReuse {
         descriptor_cache: true,
         null_dev_lengths: true,
     };
+
+    /// [`CallReuse::ALL`] when `enabled`, else [`CallReuse::OFF`]: one setting for every
+    /// switch, as a caller's on/off option gives it.
+    pub const fn all_if(enabled: bool) -> Self {
+        if enabled { Self::ALL } else { Self::OFF }
+    }
 }
 
 /// The work-space pool grows in whole multiples of this (1 MiB).
@@ -181,6 +187,12 @@ mod tests {
     use super::*;
 
     const MIB: usize = WORK_POOL_GRANULE;
+
+    #[test]
+    fn all_if_is_all_or_nothing() {
+        assert_eq!(CallReuse::all_if(true), CallReuse::ALL);
+        assert_eq!(CallReuse::all_if(false), CallReuse::OFF);
+    }
 
     #[test]
     fn off_is_the_default() {

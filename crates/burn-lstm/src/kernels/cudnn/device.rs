@@ -54,12 +54,8 @@ pub(crate) struct DeviceCudnn {
 
 impl DeviceCudnn {
     fn new(ordinal: usize) -> Result<Self, CudnnRnnError> {
-        let reuse = if cudnn_reuse() {
-            CallReuse::ALL
-        } else {
-            CallReuse::OFF
-        };
-        let handle = CudnnHandle::for_device(ordinal)?.with_call_reuse(reuse);
+        let handle =
+            CudnnHandle::for_device(ordinal)?.with_call_reuse(CallReuse::all_if(cudnn_reuse()));
         let dropout = DropoutState::new(&handle, 0.0, DEFAULT_DROPOUT_SEED)?;
         let props = DeviceProps::of(&handle).ok();
         Ok(Self {
