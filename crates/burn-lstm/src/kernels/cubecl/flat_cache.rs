@@ -15,6 +15,7 @@ use burn::tensor::{TensorMetadata, ops::FloatTensor};
 use burn_fusion::{Fusion, FusionBackend};
 use burn_ir::TensorId;
 
+use crate::kernels::cubecl::flat_join::untracked_buffer;
 use crate::kernels::identity_cache::IdentityCache;
 use crate::kernels::switch::OptInSwitch;
 use crate::op::contract::RnnBackend;
@@ -82,7 +83,7 @@ pub(crate) fn flat_weights<B: FusionBackend + RnnBackend>(
     parts: Vec<FloatTensor<Fusion<B>>>,
 ) -> FloatTensor<Fusion<B>> {
     if !gpu_weight_cache() {
-        return join::<B>(parts);
+        return untracked_buffer::<B>(parts);
     }
     let key: Key = parts.iter().map(|part| part.id).collect();
     let mut guard = entries();
@@ -93,20 +94,8 @@ pub(crate) fn flat_weights<B: FusionBackend + RnnBackend>(
     {
         return flat.clone();
     }
-    let flat = join::<B>(parts);
+    let flat = untracked_buffer::<B>(parts);
     let bytes = flat.shape().num_elements() * flat.dtype().size();
     guard.cache().insert(key, Box::new(flat.clone()), bytes);
     flat
-}
-
-/// `parts` joined as one fusion operation where `flat_join.rs`'s switch is on, else with
-/// Burn's ops.
-fn join<B: FusionBackend + RnnBackend>(
-    parts: Vec<FloatTensor<Fusion<B>>>,
-) -> FloatTensor<Fusion<B>> {
-    if super::flat_join::fusion_flat_join() {
-        super::flat_join::join::<B>(parts)
-    } else {
-        crate::op::flat_weights::concatenate::<Fusion<B>>(parts)
-    }
 }

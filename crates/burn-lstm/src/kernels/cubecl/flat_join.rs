@@ -19,7 +19,7 @@ use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorIr};
 
 use crate::kernels::switch::OptInSwitch;
 use crate::op::contract::RnnBackend;
-use crate::op::flat_weights::{FlatJoinOps, split};
+use crate::op::flat_weights::{FlatJoinOps, concatenate, split};
 
 static SWITCH: OptInSwitch = OptInSwitch::new("BURN_LSTM_FUSION_FLAT_JOIN", false);
 
@@ -43,6 +43,18 @@ pub(crate) fn join_ops<B: FusionBackend + RnnBackend>() -> Option<FlatJoinOps<Fu
         join: join::<B>,
         split: split_gradient::<B>,
     })
+}
+
+/// The flat buffer of untracked `parts` (inference): one fusion operation when
+/// [`fusion_flat_join`] is on, else Burn's ops.
+pub(crate) fn untracked_buffer<B: FusionBackend + RnnBackend>(
+    parts: Vec<FloatTensor<Fusion<B>>>,
+) -> FloatTensor<Fusion<B>> {
+    if fusion_flat_join() {
+        join::<B>(parts)
+    } else {
+        concatenate::<Fusion<B>>(parts)
+    }
 }
 
 type Handles<B> =
@@ -91,7 +103,7 @@ impl<B: FusionBackend + RnnBackend> Operation<B::FusionRuntime> for SplitOp<B> {
 }
 
 /// `parts` (at least one) flattened and joined, as one fusion operation.
-pub(crate) fn join<B: FusionBackend + RnnBackend>(
+fn join<B: FusionBackend + RnnBackend>(
     parts: Vec<FloatTensor<Fusion<B>>>,
 ) -> FloatTensor<Fusion<B>> {
     let client = parts[0].client.clone();
@@ -116,7 +128,7 @@ pub(crate) fn join<B: FusionBackend + RnnBackend>(
 
 /// `grad` (one-dimensional) cut into consecutive parts of `shapes`, as one fusion
 /// operation.
-pub(crate) fn split_gradient<B: FusionBackend + RnnBackend>(
+fn split_gradient<B: FusionBackend + RnnBackend>(
     grad: FloatTensor<Fusion<B>>,
     shapes: &[Shape],
 ) -> Vec<FloatTensor<Fusion<B>>> {
