@@ -8,7 +8,7 @@
 # Then, with the device tool:
 #   run(command="bash .device/gpu-run.sh all", carry=[".device"])
 # KIT=op builds only what the op's phases need (lstm-bench and the cuDNN test binaries:
-# tests, bench, trace, ab, profile, pending), about 9 minutes on 2 cores instead of 30.
+# tests, bench, trace, ab, profile, drift), about 9 minutes on 2 cores instead of 30.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=target/gpu-kit

@@ -16,7 +16,8 @@
 #                                    width and dropout), then each CUDA-trained model
 #                                    served on the CPU by `generate` (its test perplexity)
 #   bash .device/gpu-run.sh ab       each cuDNN setting of the op's speed (algorithm
-#                                    policy, event ordering, GPU weight cache, call reuse),
+#                                    policy, event ordering, GPU weight cache, call reuse,
+#                                    batch-major layout, one-operation flat buffer),
 #                                    on (the default) and off, and the op without fusion,
 #                                    in the same call, with cudnn-raw and PyTorch beside it:
 #                                    JSON lines prefixed `ab <dtype> <variant>` (AB_SHAPES,
@@ -24,19 +25,16 @@
 #                                    the defaults)
 #   bash .device/gpu-run.sh profile  a sampling profile of the calls' host time by thread
 #                                    and function, and the op's phases (PROFILE_SHAPES)
-#   bash .device/gpu-run.sh pending  what verifies the op's paths that are still off by
-#                                    default (now BURN_LSTM_CUDNN_BATCH_MAJOR and
-#                                    BURN_LSTM_FUSION_FLAT_JOIN): their GPU tests, a trace
-#                                    that shows the layout taken, and ab of each path on
-#                                    and off (about 8 minutes; PENDING=batch-major or
-#                                    PENDING=flat-join runs one)
+#   bash .device/gpu-run.sh drift    whether calls slow down over thousands of training
+#                                    calls, with each setting off in turn (about 3
+#                                    minutes)
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): CELL (lstm, or gru: IMPLS="cudnn portable burn-lstm" then,
 # cudnn-raw is LSTM only),
 # SHAPES ("B T H L;…"), MODES, ITERS, IMPLS, TF32_IMPLS (may be
 # empty), TORCH=0 (no PyTorch peer), SKIP and ONLY (test name filters), PARALLEL (tests
 # at once), TEST_TIMEOUT, BENCH_TIMEOUT, AB_VARIANTS (a filter over the ab variants'
-# names), AB_MODES (infer train).
+# names), AB_MODES (infer train), AB_LENGTHS (varied), AB_TIMEOUT (seconds a run, 60).
 # Lines go to stdout and to $OUT/gpu-results.txt.
 set -uo pipefail
 phase="${1:-all}"
@@ -75,21 +73,23 @@ if [ "$phase" = tests ] || [ "$phase" = all ]; then
   # not by a later synchronisation.
   logs=$(mktemp -d)
   # $1: a test of the `cudnn` binary, or `cudnn_f64` (every ignored test of that one).
+  # A test's lines go to the log as soon as it ends (whole, under a lock), so a call cut
+  # off at its time limit still brings back every test that finished.
   one_test() {
     local run=("$kit/bin/cudnn" --exact "$1")
     [ "$1" = cudnn_f64 ] && run=("$kit/bin/cudnn_f64")
     CUDA_LAUNCH_BLOCKING=1 timeout "${TEST_TIMEOUT:-240}" "${run[@]}" --ignored --nocapture \
       >"$logs/$1" 2>&1
     echo "exit $? $1" >>"$logs/$1"
+    { flock 9 2>/dev/null; tee -a "$results" <"$logs/$1"; } 9>>"$logs/.lock"
   }
   export -f one_test
-  export kit logs
+  export kit logs results
   tests=$("$kit/bin/cudnn" --ignored --list 2>/dev/null | sed -n 's/: test$//p' |
     grep -E "${ONLY:-.}" | { [ -n "${SKIP:-}" ] && grep -Ev "$SKIP" || cat; })
   [ -z "${ONLY:-}" ] && f64=1 || f64=0
   { [ "$f64" = 1 ] && echo cudnn_f64; echo "$tests"; } | grep . |
     xargs -P "${PARALLEL:-1}" -n 1 bash -c 'one_test "$1"' one_test
-  for test in $tests $([ "$f64" = 1 ] && echo cudnn_f64); do log <"$logs/$test"; done
   # PyTorch's own half-precision error on the same cases (beside the half tests' lines).
   [ "$f64" = 1 ] && timeout 120 python3 crates/burn-lstm/tests/pytorch_half_error.py \
     "$kit/golden" 2>&1 | log
@@ -142,34 +142,15 @@ if [ "$phase" = lm ]; then
   done
 fi
 
-if [ "$phase" = pending ]; then
-  # The paths still off by default, switched on: their GPU tests (each in its process),
-  # a trace line per call that names the layout cuDNN ran, and ab against the default.
-  # PENDING picks the paths (both by default, about 8 minutes; each alone fits a call
-  # with room to rerun). Runs the phases below with their knobs set (a knob given by the
-  # caller wins).
-  for path in ${PENDING:-batch-major flat-join}; do
-    case "$path" in
-      batch-major)
-        ONLY="${ONLY:-batch_first_stacks|a_larger_padded_stack|golden_cases_through_cudnn_on_fused}" \
-          PARALLEL="${PARALLEL:-3}" bash "$0" tests
-        TRACE_ENV="${TRACE_ENV:-BURN_LSTM_CUDNN_BATCH_MAJOR=1}" \
-          TRACE_SHAPES="${TRACE_SHAPES:-16 50 256 1;1 100 128 1}" ITERS=3 bash "$0" trace
-        AB_VARIANTS="${AB_VARIANTS:-default|batch-major}" AB_DTYPES="${AB_DTYPES:-f32 f16}" \
-          AB_SHAPES="${AB_SHAPES:-16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}" \
-          RAW_ALGOS="${RAW_ALGOS:-auto}" bash "$0" ab
-        ;;
-      flat-join)
-        # Training only: inference reuses the buffer while the parameters are unchanged.
-        # `plain` (no fusion at all) beside it.
-        ONLY="${ONLY:-flat_buffer_as_one_operation}" bash "$0" tests
-        AB_VARIANTS="${AB_VARIANTS:-default|flat-join|plain}" AB_DTYPES="${AB_DTYPES:-f32}" \
-          AB_MODES=train AB_SHAPES="${AB_SHAPES:-1 100 128 1;16 50 128 1;8 200 256 2 bi;20 35 1500 2}" \
-          RAW_ALGOS="${RAW_ALGOS:-auto}" bash "$0" ab
-        ;;
-      *) echo "PENDING: $path is none of batch-major, flat-join" | log ;;
-    esac
-  done
+if [ "$phase" = drift ]; then
+  # Whether calls slow down over a long run: DRIFT_ITERS training calls at DRIFT_SHAPES
+  # (by default the memory test's stack: 16 rows of up to 20 steps, padded, 64 wide, 2
+  # layers, bidirectional) with each of the op's settings off in turn, without fusion
+  # (`plain`) and without Burn (`cudnn-raw`); read each line's first_tenth_seconds
+  # beside its last_tenth_seconds (a run over its 150 s prints no line). About 3 minutes.
+  ITERS="${DRIFT_ITERS:-4000}" AB_TIMEOUT=150 AB_LENGTHS=varied AB_MODES=train \
+    AB_DTYPES=f32 TORCH=0 AB_SHAPES="${DRIFT_SHAPES:-16 20 64 2 bi}" RAW_ALGOS=auto \
+    bash "$0" ab
 fi
 
 if [ "$phase" = trace ]; then
@@ -211,22 +192,21 @@ if [ "$phase" = ab ]; then
   # settings; `default` sets none. cudnn-raw reads BURN_LSTM_CUDNN_ALGO too (the floor
   # the op through Burn can reach); `plain` is the op on Burn's Cuda backend without
   # fusion. AB_DTYPES: f32, tf32 (f32 data, TF32 math, PyTorch's allow_tf32 likewise),
-  # f16, bf16; all but f32 run only the `default`, `none`, `batch-major` and `plain`
-  # variants. `batch-major` and `flat-join` switch on paths that are off by default (and
-  # run in every AB_DTYPES too). A shape
-  # is "B T H layers", "bi" after it for a bidirectional stack. RAW_ALGOS: cudnn-raw's
-  # algorithms ("standard auto"). AB_BASELINE: another build's lstm-bench (an earlier
+  # f16, bf16; all but f32 run only the `default`, `none`, `batch-major=0`,
+  # `flat-join=0` and `plain` variants. A shape is "B T H layers", "bi" after it for a
+  # bidirectional stack; AB_LENGTHS: lstm-bench's --lengths (varied; not with PyTorch).
+  # RAW_ALGOS: cudnn-raw's algorithms ("standard auto"). AB_BASELINE: another build's lstm-bench (an earlier
   # commit's, run with the settings of AB_BASELINE_ENV), timed as variant `baseline`.
   IFS=';' read -r -a shapes <<<"${AB_SHAPES:-1 100 128 1;16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}"
   variants=(
     "default:"
-    "batch-major:BURN_LSTM_CUDNN_BATCH_MAJOR=1"
-    "flat-join:BURN_LSTM_FUSION_FLAT_JOIN=1"
+    "batch-major=0:BURN_LSTM_CUDNN_BATCH_MAJOR=0"
+    "flat-join=0:BURN_LSTM_FUSION_FLAT_JOIN=0"
     "algo=standard:BURN_LSTM_CUDNN_ALGO=standard"
     "events=0:BURN_LSTM_CUDNN_EVENTS=0"
     "cache=0:BURN_LSTM_GPU_WEIGHT_CACHE=0"
     "reuse=0:BURN_LSTM_CUDNN_REUSE=0"
-    "none:BURN_LSTM_CUDNN_ALGO=standard BURN_LSTM_CUDNN_EVENTS=0 BURN_LSTM_GPU_WEIGHT_CACHE=0 BURN_LSTM_CUDNN_REUSE=0"
+    "none:BURN_LSTM_CUDNN_ALGO=standard BURN_LSTM_CUDNN_EVENTS=0 BURN_LSTM_GPU_WEIGHT_CACHE=0 BURN_LSTM_CUDNN_REUSE=0 BURN_LSTM_CUDNN_BATCH_MAJOR=0 BURN_LSTM_FUSION_FLAT_JOIN=0"
   )
   for dtype in ${AB_DTYPES:-f32 f16}; do
     tf32=0 data=$dtype
@@ -236,23 +216,25 @@ if [ "$phase" = ab ]; then
         read -r b t h l bi <<<"$shape"
         flags=(--device cuda --dtype "$data" --mode "$mode" --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --iters "${ITERS:-20}")
         [ "${bi:-}" = bi ] && flags+=(--bidirectional)
+        # PyTorch's peer takes no lengths (drift runs it without PyTorch).
+        [ -n "${AB_LENGTHS:-}" ] && flags+=(--lengths "$AB_LENGTHS")
         for variant in "${variants[@]}"; do
           name=${variant%%:*}
           [[ "$name" =~ ^(${AB_VARIANTS:-.*})$ ]] || continue
-          [ "$dtype" != f32 ] && [[ ! "$name" =~ ^(default|none|batch-major|flat-join)$ ]] && continue
+          [ "$dtype" != f32 ] && [[ ! "$name" =~ ^(default|none|batch-major=0|flat-join=0)$ ]] && continue
           read -r -a settings <<<"${variant#*:}"
-          echo "ab $dtype $name $(env LSTM_BENCH_TF32=$tf32 "${settings[@]}" timeout 60 "$kit/bin/lstm-bench" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
+          echo "ab $dtype $name $(env LSTM_BENCH_TF32=$tf32 "${settings[@]}" timeout "${AB_TIMEOUT:-60}" "$kit/bin/lstm-bench" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
         done
         if [ -n "${AB_BASELINE:-}" ] && [[ baseline =~ ^(${AB_VARIANTS:-.*})$ ]]; then
           read -r -a baseline_env <<<"${AB_BASELINE_ENV:-}"
-          echo "ab $dtype baseline $(env LSTM_BENCH_TF32=$tf32 "${baseline_env[@]}" timeout 60 "$AB_BASELINE" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
+          echo "ab $dtype baseline $(env LSTM_BENCH_TF32=$tf32 "${baseline_env[@]}" timeout "${AB_TIMEOUT:-60}" "$AB_BASELINE" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
         fi
         if [[ plain =~ ^(${AB_VARIANTS:-.*})$ ]]; then
-          echo "ab $dtype plain $(LSTM_BENCH_TF32=$tf32 timeout 60 "$kit/bin/lstm-bench" --impl cudnn-plain "${flags[@]}" 2>&1 | tail -1)" | log
+          echo "ab $dtype plain $(LSTM_BENCH_TF32=$tf32 timeout "${AB_TIMEOUT:-60}" "$kit/bin/lstm-bench" --impl cudnn-plain "${flags[@]}" 2>&1 | tail -1)" | log
         fi
         if [ "$data" = f32 ]; then
           for algo in ${RAW_ALGOS:-standard auto}; do
-            echo "ab $dtype raw-algo=$algo $(LSTM_BENCH_TF32=$tf32 BURN_LSTM_CUDNN_ALGO=$algo timeout 60 "$kit/bin/lstm-bench" --impl cudnn-raw "${flags[@]}" 2>&1 | tail -1)" | log
+            echo "ab $dtype raw-algo=$algo $(LSTM_BENCH_TF32=$tf32 BURN_LSTM_CUDNN_ALGO=$algo timeout "${AB_TIMEOUT:-60}" "$kit/bin/lstm-bench" --impl cudnn-raw "${flags[@]}" 2>&1 | tail -1)" | log
           done
         fi
         [ "${TORCH:-1}" = 1 ] && echo "ab $dtype torch $(torch_peer "$tf32" --impl torch "${flags[@]}" 2>&1 | tail -1)" | log

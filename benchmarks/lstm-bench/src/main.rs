@@ -17,10 +17,12 @@ mod model;
 mod profile;
 mod stdout_line;
 mod timed;
+mod timings;
 
 use std::time::{Duration, Instant};
 
 use args::{Args, Mode};
+use timings::Timings;
 
 use clap::Parser;
 
@@ -38,19 +40,19 @@ fn flops(a: &Args) -> f64 {
     total * if a.mode == Mode::Train { 3.0 } else { 1.0 }
 }
 
-/// Median seconds of `iters` timed calls after `warmup` untimed ones, each timed call
-/// after `gap` of sleep; the timed calls are profiled when `LSTM_BENCH_PROFILE` asks.
-fn median_seconds(
+/// The timings of `iters` timed calls after `warmup` untimed ones, each timed call after
+/// `gap` of sleep; the timed calls are profiled when `LSTM_BENCH_PROFILE` asks.
+fn timed_calls(
     mut call: impl FnMut(),
     warmup: usize,
     iters: usize,
     gap: Duration,
-) -> Result<f64, String> {
+) -> Result<Timings, String> {
     for _ in 0..warmup {
         call();
     }
     let profile = profile::Profile::start()?;
-    let mut times: Vec<f64> = (0..iters)
+    let times: Vec<f64> = (0..iters)
         .map(|_| {
             if !gap.is_zero() {
                 std::thread::sleep(gap);
@@ -61,8 +63,7 @@ fn median_seconds(
         })
         .collect();
     profile.finish()?;
-    times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
+    Ok(Timings::of(&times))
 }
 
 /// Peak resident memory of this process so far (Linux `VmHWM`), in MiB; `null` elsewhere.
@@ -95,10 +96,11 @@ fn main() {
         }
     };
     let gap = Duration::from_micros(args.gap_us);
-    let seconds = median_seconds(&mut *call, 3, args.iters, gap).unwrap_or_else(|message| {
+    let timings = timed_calls(&mut *call, 3, args.iters, gap).unwrap_or_else(|message| {
         eprintln!("lstm-bench: {message}");
         std::process::exit(2);
     });
+    let seconds = timings.median;
     let line = serde_json::json!({
         "impl": args.implementation,
         "cell": args.cell.kind().name(),
@@ -117,6 +119,8 @@ fn main() {
         "threads": args.threads,
         "gap_us": args.gap_us,
         "seconds": seconds,
+        "first_tenth_seconds": timings.first_tenth,
+        "last_tenth_seconds": timings.last_tenth,
         "seq_steps_per_s": (args.batch * args.seq) as f64 / seconds,
         "gflops": flops(&args) / seconds / 1e9,
         "peak_rss_mib": peak_rss_mib(),

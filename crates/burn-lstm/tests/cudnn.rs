@@ -592,28 +592,35 @@ fn a_larger_padded_stack_matches_the_fused_cpu_kernel() {
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn batch_first_stacks_in_the_batch_major_layout_match_the_fused_cpu_kernel() {
     assert!(gpu_usable(), "cuDNN does not run here");
-    with_switch_on(burn_lstm::set_cudnn_batch_major, || {
-        let config = larger_stack();
-        larger_stack_against_the_fused_cpu_kernel::<Autodiff<Cuda>>(&config, 24, 40, true, 1e-4);
-        larger_stack_against_the_fused_cpu_kernel::<Autodiff<PlainCuda>>(
-            &config, 24, 40, true, 1e-4,
-        );
-        let persistent = CudnnCompatibleLstmConfig::new(64, 128)
-            .with_num_layers(2)
-            .with_batch_first(true);
-        larger_stack_against_the_fused_cpu_kernel::<Autodiff<Cuda>>(
-            &persistent,
-            16,
-            30,
-            false,
-            1e-3,
-        );
-    });
+    with_switch_on(
+        burn_lstm::cudnn_batch_major,
+        burn_lstm::set_cudnn_batch_major,
+        || {
+            let config = larger_stack();
+            larger_stack_against_the_fused_cpu_kernel::<Autodiff<Cuda>>(
+                &config, 24, 40, true, 1e-4,
+            );
+            larger_stack_against_the_fused_cpu_kernel::<Autodiff<PlainCuda>>(
+                &config, 24, 40, true, 1e-4,
+            );
+            let persistent = CudnnCompatibleLstmConfig::new(64, 128)
+                .with_num_layers(2)
+                .with_batch_first(true);
+            larger_stack_against_the_fused_cpu_kernel::<Autodiff<Cuda>>(
+                &persistent,
+                16,
+                30,
+                false,
+                1e-3,
+            );
+        },
+    );
 }
 
 /// The flat parameter buffer and its gradient as one fusion operation each way
-/// (`BURN_LSTM_FUSION_FLAT_JOIN`, off by default until this passes on a GPU): every LSTM
-/// and GRU golden case through cuDNN on the fused backend, outputs and every gradient,
+/// (`BURN_LSTM_FUSION_FLAT_JOIN`, on by default, switched on here whatever the
+/// environment says): every LSTM and GRU golden case through cuDNN on the fused backend,
+/// outputs and every gradient,
 /// and a 4-layer bidirectional LSTMP (40 parameters: two join operations, the second
 /// taking the buffer of the first) against the fused CPU kernel.
 #[test]
@@ -621,23 +628,28 @@ fn batch_first_stacks_in_the_batch_major_layout_match_the_fused_cpu_kernel() {
 fn golden_cases_and_a_deep_stack_with_the_flat_buffer_as_one_operation() {
     use common::gru_golden_check::run_all_gru;
     assert!(gpu_usable(), "cuDNN does not run here");
-    with_switch_on(burn_lstm::set_fusion_flat_join, || {
-        exact_f32(|| {
-            run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-flat-join", 1e-4);
-            run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-flat-join", 3e-4);
-        });
-        let deep = larger_stack().with_num_layers(4);
-        larger_stack_against_the_fused_cpu_kernel::<Autodiff<Cuda>>(&deep, 24, 40, true, 1e-4);
-    });
+    with_switch_on(
+        burn_lstm::fusion_flat_join,
+        burn_lstm::set_fusion_flat_join,
+        || {
+            exact_f32(|| {
+                run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-flat-join", 1e-4);
+                run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-flat-join", 3e-4);
+            });
+            let deep = larger_stack().with_num_layers(4);
+            larger_stack_against_the_fused_cpu_kernel::<Autodiff<Cuda>>(&deep, 24, 40, true, 1e-4);
+        },
+    );
     assert_no_runtime_fallback();
 }
 
-/// Runs `f` with a path's switch (its `set_*` function) on, and switches it off after,
-/// on a panic too.
-fn with_switch_on(set: fn(bool), f: impl FnOnce() + std::panic::UnwindSafe) {
+/// Runs `f` with a path's switch on (its getter `get` and setter `set`), and puts the
+/// switch back as it was after, on a panic too.
+fn with_switch_on(get: fn() -> bool, set: fn(bool), f: impl FnOnce() + std::panic::UnwindSafe) {
+    let before = get();
     set(true);
     let result = std::panic::catch_unwind(f);
-    set(false);
+    set(before);
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }

@@ -6,9 +6,9 @@
 //! LSTM), each processed by fusion's stream on the host. Inside, the inner backend's own
 //! ops run: its flat buffer ([`RnnBackend::rnn_flat_weights`]) and slices that are views.
 //!
-//! Off by default (not yet verified faster on a GPU): `BURN_LSTM_FUSION_FLAT_JOIN`
-//! (`1` on, anything else off) or [`set_fusion_flat_join`]. On, it also builds the
-//! untracked buffer of inference where the GPU weight cache (`flat_cache.rs`) misses.
+//! On by default: `BURN_LSTM_FUSION_FLAT_JOIN` (`1` on, anything else off) or
+//! [`set_fusion_flat_join`] decides. On, it also builds the untracked buffer of inference
+//! where the GPU weight cache (`flat_cache.rs`) misses.
 
 use burn::tensor::{Shape, TensorMetadata, ops::FloatTensor};
 use burn_fusion::{
@@ -21,10 +21,10 @@ use crate::kernels::switch::OptInSwitch;
 use crate::op::contract::RnnBackend;
 use crate::op::flat_weights::{FlatJoinOps, concatenate, split};
 
-static SWITCH: OptInSwitch = OptInSwitch::new("BURN_LSTM_FUSION_FLAT_JOIN", false);
+static SWITCH: OptInSwitch = OptInSwitch::new("BURN_LSTM_FUSION_FLAT_JOIN", true);
 
 /// Whether Burn's fused backends (`burn::backend::Cuda`, `Wgpu`) build the flat
-/// parameter buffer, and cut its gradient back, as one fusion operation each way. Off
+/// parameter buffer, and cut its gradient back, as one fusion operation each way. On
 /// by default; `BURN_LSTM_FUSION_FLAT_JOIN` (`1` on, anything else off) decides until
 /// [`set_fusion_flat_join`] is called.
 pub fn fusion_flat_join() -> bool {

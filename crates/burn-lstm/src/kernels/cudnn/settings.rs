@@ -126,15 +126,15 @@ pub fn set_cudnn_half(enabled: bool) {
     HALF.set(enabled);
 }
 
-static BATCH_MAJOR: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_BATCH_MAJOR", false);
+static BATCH_MAJOR: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_BATCH_MAJOR", true);
 
 /// Whether a batch-first module's input reaches cuDNN in its own memory, batch-major
 /// (`CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED`), instead of copied to sequence-major
 /// first (as PyTorch copies it): the output and, in training, the gradients are then
 /// written batch-major too, so a batch-first call with more than one row makes neither
 /// the input's copy nor the output's. A call cuDNN refuses in that layout runs
-/// sequence-major, with the reason logged once. Off by default (not yet verified on a
-/// GPU); `BURN_LSTM_CUDNN_BATCH_MAJOR` (`1` on, anything else off) decides until
+/// sequence-major, with the reason logged once. On by default;
+/// `BURN_LSTM_CUDNN_BATCH_MAJOR` (`1` on, anything else off) decides until
 /// [`set_cudnn_batch_major`] is called.
 pub fn cudnn_batch_major() -> bool {
     BATCH_MAJOR.get()
