@@ -195,8 +195,9 @@ if [ "$phase" = ab ]; then
   # f16, bf16; all but f32 run only the `default`, `none`, `batch-major=0`,
   # `flat-join=0` and `plain` variants. A shape is "B T H layers", "bi" after it for a
   # bidirectional stack; AB_LENGTHS: lstm-bench's --lengths (varied; not with PyTorch).
-  # RAW_ALGOS: cudnn-raw's algorithms ("standard auto"). AB_BASELINE: another build's lstm-bench (an earlier
-  # commit's, run with the settings of AB_BASELINE_ENV), timed as variant `baseline`.
+  # RAW_ALGOS: cudnn-raw's algorithms ("standard auto"). AB_BASELINE: another build's
+  # lstm-bench (an earlier commit's, run with the settings of AB_BASELINE_ENV), timed as
+  # variant `baseline`.
   IFS=';' read -r -a shapes <<<"${AB_SHAPES:-1 100 128 1;16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}"
   variants=(
     "default:"

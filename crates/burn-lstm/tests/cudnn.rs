@@ -620,9 +620,8 @@ fn batch_first_stacks_in_the_batch_major_layout_match_the_fused_cpu_kernel() {
 /// The flat parameter buffer and its gradient as one fusion operation each way
 /// (`BURN_LSTM_FUSION_FLAT_JOIN`, on by default, switched on here whatever the
 /// environment says): every LSTM and GRU golden case through cuDNN on the fused backend,
-/// outputs and every gradient,
-/// and a 4-layer bidirectional LSTMP (40 parameters: two join operations, the second
-/// taking the buffer of the first) against the fused CPU kernel.
+/// outputs and every gradient, and a 4-layer bidirectional LSTMP (40 parameters: two join
+/// operations, the second taking the buffer of the first) against the fused CPU kernel.
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn golden_cases_and_a_deep_stack_with_the_flat_buffer_as_one_operation() {
@@ -645,14 +644,16 @@ fn golden_cases_and_a_deep_stack_with_the_flat_buffer_as_one_operation() {
 
 /// Runs `f` with a path's switch on (its getter `get` and setter `set`), and puts the
 /// switch back as it was after, on a panic too.
-fn with_switch_on(get: fn() -> bool, set: fn(bool), f: impl FnOnce() + std::panic::UnwindSafe) {
-    let before = get();
-    set(true);
-    let result = std::panic::catch_unwind(f);
-    set(before);
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
+fn with_switch_on(get: fn() -> bool, set: fn(bool), f: impl FnOnce()) {
+    struct Restore(fn(bool), bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            (self.0)(self.1);
+        }
     }
+    let _restore = Restore(set, get());
+    set(true);
+    f();
 }
 
 /// 3 layers, bidirectional, LSTMP, input 96, hidden 256, batch-first.
