@@ -139,6 +139,9 @@ pub use op::call::rnn;
 pub use op::choice::{KernelChoice, RnnKernel};
 pub use op::contract::RnnBackend;
 pub use op::flat_weights::{FlatBufferOps, FlatJoinOps, GradientSplit};
+#[cfg(feature = "cubecl")]
+#[doc(hidden)]
+pub use op::fusion::set_one_operation_on_every_fused_backend;
 pub use op::io::{HostResiduals, RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
 pub use op::spec::{CellKind, DirectionLayout, RnnArch, RnnSpec};
 

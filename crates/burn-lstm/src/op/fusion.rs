@@ -7,7 +7,12 @@
 //! is put in a shared slot when the operation executes, and taken by the backward
 //! operation (registered after it on the same stream). If the slot is empty anyway, the
 //! backward recomputes the forward.
+//!
+//! [`set_one_operation_on_every_fused_backend`] routes every fused backend's calls here,
+//! the inner backend's portable kernel running inside: how this file is tested on a CPU
+//! Wgpu adapter, where no fused kernel exists.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use burn::tensor::{Shape, TensorMetadata, backend::Backend, ops::FloatTensor};
@@ -22,6 +27,25 @@ use crate::op::contract::RnnBackend;
 use crate::op::io::{HostResiduals, RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
 use crate::op::shapes::ResultShapes;
 use crate::op::spec::RnnSpec;
+
+/// See [`set_one_operation_on_every_fused_backend`].
+static ON_EVERY_FUSED_BACKEND: AtomicBool = AtomicBool::new(false);
+
+/// Whether the op runs as one custom fusion operation on a fused backend whose inner
+/// kernel for the call is `kernel`: always for a fused kernel (cuDNN), otherwise only when
+/// [`set_one_operation_on_every_fused_backend`] asked for it.
+pub(crate) fn runs_as_one_operation(kernel: RnnKernel) -> bool {
+    kernel == RnnKernel::Cudnn || ON_EVERY_FUSED_BACKEND.load(Ordering::Relaxed)
+}
+
+/// For tests: every fused backend (`Wgpu` too) runs the op as one custom fusion
+/// operation, with the inner backend's kernel (the portable one where there is no fused
+/// kernel) inside, as fused `Cuda` runs cuDNN. Off by default: the portable kernel is
+/// faster as ordinary fusion operations, whose gate math fuses.
+#[doc(hidden)]
+pub fn set_one_operation_on_every_fused_backend(enabled: bool) {
+    ON_EVERY_FUSED_BACKEND.store(enabled, Ordering::Relaxed);
+}
 
 thread_local! {
     /// The fusion id of the flat parameter buffer of the forward operation executing on
@@ -157,11 +181,13 @@ impl<B: FusionBackend + RnnBackend> Operation<B::FusionRuntime> for BackwardOp<B
     }
 }
 
-/// Forward as one fusion operation running `B`'s op.
+/// Forward as one fusion operation running `B`'s op, whose kernel for the call is
+/// `kernel`.
 pub(crate) fn forward<B: FusionBackend + RnnBackend>(
     inputs: RnnInputs<Fusion<B>>,
     spec: &RnnSpec,
     save: bool,
+    kernel: RnnKernel,
 ) -> (RnnOutput<Fusion<B>>, Option<RnnSaved<Fusion<B>>>) {
     let client = inputs.input.client.clone();
     let dtype = inputs.input.dtype;
@@ -190,7 +216,7 @@ pub(crate) fn forward<B: FusionBackend + RnnBackend>(
     let c_n = results.next();
     let saved = slot.map(|slot| RnnSaved {
         spec: spec.clone(),
-        kernel: RnnKernel::Cudnn,
+        kernel,
         inputs,
         residuals: Vec::new(),
         host: Some(HostResiduals(slot)),

@@ -250,7 +250,7 @@ fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
 
 /// The fused backends that `burn::backend::Cuda` and `Wgpu` are by default: when the
 /// inner backend runs a fused kernel (cuDNN), the whole op is one custom fusion
-/// operation; otherwise the portable kernel runs on the fused backend (its gate math
+/// operation (`op/fusion.rs`); otherwise the portable kernel runs on the fused backend (its gate math
 /// fuses into few kernels).
 impl<B: FusionBackend + RnnBackend> RnnBackend for Fusion<B> {
     fn rnn_kernel(device: &Self::Device, spec: &RnnSpec) -> KernelChoice {
@@ -323,8 +323,9 @@ fn fused_forward<B: FusionBackend + RnnBackend>(
     save: bool,
 ) -> ForwardResult<Fusion<B>> {
     let device = <Fusion<B> as FloatTensorOps<Fusion<B>>>::float_device(&inputs.input);
-    if B::rnn_kernel_of_call(&device, spec) == RnnKernel::Cudnn {
-        fusion_op::forward::<B>(inputs, spec, save)
+    let kernel = B::rnn_kernel_of_call(&device, spec);
+    if fusion_op::runs_as_one_operation(kernel) {
+        fusion_op::forward::<B>(inputs, spec, save, kernel)
     } else {
         portable::forward::<Fusion<B>>(inputs, spec, save)
     }
