@@ -250,8 +250,8 @@ fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
 
 /// The fused backends that `burn::backend::Cuda` and `Wgpu` are by default: when the
 /// inner backend runs a fused kernel (cuDNN), the whole op is one custom fusion
-/// operation (`op/fusion.rs`); otherwise the portable kernel runs on the fused backend (its gate math
-/// fuses into few kernels).
+/// operation (`op/fusion.rs`); otherwise the portable kernel runs on the fused backend
+/// (its gate math fuses into few kernels).
 impl<B: FusionBackend + RnnBackend> RnnBackend for Fusion<B> {
     fn rnn_kernel(device: &Self::Device, spec: &RnnSpec) -> KernelChoice {
         B::rnn_kernel(device, spec)
