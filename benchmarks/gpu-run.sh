@@ -27,7 +27,8 @@
 #                                    and function, and the op's phases (PROFILE_SHAPES)
 #   bash .device/gpu-run.sh drift    whether calls slow down over thousands of training
 #                                    calls, with each setting off in turn, then traced
-#                                    and profiled (about 4 minutes)
+#                                    and profiled (4 to 8 minutes: slowing calls take
+#                                    longer)
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): CELL (lstm, or gru: IMPLS="cudnn portable burn-lstm" then,
 # cudnn-raw is LSTM only),
@@ -151,14 +152,17 @@ if [ "$phase" = drift ]; then
   ITERS="${DRIFT_ITERS:-4000}" AB_TIMEOUT=150 AB_LENGTHS=varied AB_MODES=train \
     AB_DTYPES=f32 TORCH=0 AB_SHAPES="${DRIFT_SHAPES:-16 20 64 2 bi}" RAW_ALGOS=auto \
     bash "$0" ab
-  # The default settings twice more at the first shape: with every launch waited for
-  # (CUDA_LAUNCH_BLOCKING=1, as the GPU tests run), and traced and profiled: the op's
-  # phases, first tenth against last (trace_phases.py, in the working tree beside the
-  # kit), and where all threads' host time went ($OUT/profile-drift.txt).
+  # Then at the first shape: the event before each call but the host's wait after it
+  # (context-wait=0: no cuCtxWaitEvent), and the default settings twice more: with every
+  # launch waited for (CUDA_LAUNCH_BLOCKING=1, as the GPU tests run), and traced and
+  # profiled: the op's phases, first tenth against last (trace_phases.py, in the working
+  # tree beside the kit), and where all threads' host time went
+  # ($OUT/profile-drift.txt).
   IFS=';' read -r -a shapes <<<"${DRIFT_SHAPES:-16 20 64 2 bi}"
   read -r b t h l bi <<<"${shapes[0]}"
   flags=(--impl cudnn --device cuda --mode train --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --lengths varied --iters "${DRIFT_ITERS:-4000}")
   [ "${bi:-}" = bi ] && flags+=(--bidirectional)
+  echo "ab f32 context-wait=0 $(BURN_LSTM_CUDNN_CONTEXT_WAIT=0 timeout 150 "$kit/bin/lstm-bench" "${flags[@]}" 2>&1 | tail -1)" | log
   echo "ab f32 launch-blocking $(CUDA_LAUNCH_BLOCKING=1 timeout 150 "$kit/bin/lstm-bench" "${flags[@]}" 2>&1 | tail -1)" | log
   echo "drift trace, the op's phases (ms), first and last tenth of the calls:" | log
   BURN_LSTM_CUDNN_TRACE=1 LSTM_BENCH_PROFILE="${OUT:-/tmp}/profile-drift.txt" timeout 200 \

@@ -31,8 +31,8 @@ pub use cudnn_rnn::MathMode as CudnnMath;
 pub use cudnn_rnn::RnnAlgo as CudnnRnnAlgo;
 pub use device::cudnn_runtime_errors;
 pub use settings::{
-    cudnn_batch_major, cudnn_empty_rows, cudnn_events, cudnn_gru, cudnn_half, cudnn_math,
-    cudnn_reuse, set_cudnn_batch_major, set_cudnn_empty_rows, set_cudnn_events, set_cudnn_gru,
-    set_cudnn_half, set_cudnn_math, set_cudnn_reuse,
+    cudnn_batch_major, cudnn_context_wait, cudnn_empty_rows, cudnn_events, cudnn_gru, cudnn_half,
+    cudnn_math, cudnn_reuse, set_cudnn_batch_major, set_cudnn_context_wait, set_cudnn_empty_rows,
+    set_cudnn_events, set_cudnn_gru, set_cudnn_half, set_cudnn_math, set_cudnn_reuse,
 };
 pub use types::PlainCuda;

@@ -1,7 +1,9 @@
 //! How a cuDNN call is ordered against CubeCL's work on the same GPU: events (the
 //! default: the device orders both sides and the host waits for nothing, see
-//! [`cudnn_events`]) or host synchronisation (`BURN_LSTM_CUDNN_EVENTS=0`: the host waits
-//! for CubeCL before the call and for cuDNN after it).
+//! [`cudnn_events`]), events before the call only (`BURN_LSTM_CUDNN_CONTEXT_WAIT=0`: the
+//! host waits for cuDNN after it, see [`cudnn_context_wait`]) or host synchronisation
+//! (`BURN_LSTM_CUDNN_EVENTS=0`: the host waits for CubeCL before the call and for cuDNN
+//! after it).
 //!
 //! The order of one call: [`Ordering::before`] once the call's buffers are known, its
 //! work queued, then [`Ordering::after`] with what `before` returned. An event step the
@@ -12,7 +14,7 @@ use burn::tensor::backend::Backend;
 use cudnn_rnn::{CudnnHandle, CudnnRnnError};
 
 use crate::kernels::cudnn::device::log_fallback_once;
-use crate::kernels::cudnn::settings::cudnn_events;
+use crate::kernels::cudnn::settings::{cudnn_context_wait, cudnn_events};
 use crate::kernels::cudnn::types::{CudaBackend, CudaTensor};
 
 /// How one call is ordered.
@@ -23,15 +25,23 @@ pub(crate) enum Ordering {
     /// The device waits: cuDNN's stream for the context's earlier work, the context's
     /// later work for cuDNN's stream.
     Events,
+    /// The device waits before the call (cuDNN's stream for the context's earlier work),
+    /// the host after it (for cuDNN's stream).
+    EventsBefore,
 }
 
 impl Ordering {
     /// The ordering the settings ask for.
     pub fn of_settings() -> Self {
-        if cudnn_events() {
-            Self::Events
-        } else {
-            Self::HostSync
+        Self::of(cudnn_events(), cudnn_context_wait())
+    }
+
+    /// The ordering of the settings [`cudnn_events`] and [`cudnn_context_wait`].
+    pub fn of(events: bool, context_wait: bool) -> Self {
+        match (events, context_wait) {
+            (false, _) => Self::HostSync,
+            (true, true) => Self::Events,
+            (true, false) => Self::EventsBefore,
         }
     }
 
@@ -40,8 +50,8 @@ impl Ordering {
     pub fn resolved(self, events_before: Result<(), String>) -> (Self, Option<String>) {
         match (self, events_before) {
             (Self::HostSync, _) => (Self::HostSync, None),
-            (Self::Events, Ok(())) => (Self::Events, None),
-            (Self::Events, Err(reason)) => (
+            (ordering, Ok(())) => (ordering, None),
+            (_, Err(reason)) => (
                 Self::HostSync,
                 Some(format!(
                     "cuDNN event ordering refused ({reason}); synchronising the host instead"
@@ -55,7 +65,7 @@ impl Ordering {
     pub fn before(self, tensor: &CudaTensor, handle: &CudnnHandle) -> Result<Self, String> {
         let events = match self {
             Self::HostSync => Err(String::new()),
-            Self::Events => tensor
+            Self::Events | Self::EventsBefore => tensor
                 .client
                 .flush()
                 .map_err(|e| format!("flushing CubeCL: {e:?}"))
@@ -76,7 +86,7 @@ impl Ordering {
     /// `handle`'s stream.
     pub fn after(self, handle: &CudnnHandle) -> Result<(), CudnnRnnError> {
         match self {
-            Self::HostSync => handle.synchronize(),
+            Self::HostSync | Self::EventsBefore => handle.synchronize(),
             Self::Events => cudnn_rnn::context_waits_for(handle).or_else(|refused| {
                 log_fallback_once(&format!(
                     "cuDNN event ordering refused ({refused}); synchronising the host instead"
@@ -90,14 +100,14 @@ impl Ordering {
     pub fn before_mark(self) -> &'static str {
         match self {
             Self::HostSync => "wait for CubeCL",
-            Self::Events => "order after CubeCL (event)",
+            Self::Events | Self::EventsBefore => "order after CubeCL (event)",
         }
     }
 
     /// The trace's name of the `after` step.
     pub fn after_mark(self) -> &'static str {
         match self {
-            Self::HostSync => "wait for cuDNN",
+            Self::HostSync | Self::EventsBefore => "wait for cuDNN",
             Self::Events => "order CubeCL after cuDNN (event)",
         }
     }
@@ -106,15 +116,13 @@ impl Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::cudnn::settings::set_cudnn_events;
 
     #[test]
-    fn events_are_asked_for_only_when_switched_on() {
-        set_cudnn_events(false);
-        assert_eq!(Ordering::of_settings(), Ordering::HostSync);
-        set_cudnn_events(true);
-        assert_eq!(Ordering::of_settings(), Ordering::Events);
-        set_cudnn_events(false);
+    fn the_settings_pick_the_ordering() {
+        assert_eq!(Ordering::of(false, true), Ordering::HostSync);
+        assert_eq!(Ordering::of(false, false), Ordering::HostSync);
+        assert_eq!(Ordering::of(true, true), Ordering::Events);
+        assert_eq!(Ordering::of(true, false), Ordering::EventsBefore);
     }
 
     #[test]
@@ -124,10 +132,30 @@ mod tests {
             (Ordering::HostSync, None)
         );
         assert_eq!(Ordering::Events.resolved(Ok(())), (Ordering::Events, None));
-        let (after, reason) =
-            Ordering::Events.resolved(Err("cuCtxRecordEvent: CUDA_ERROR_NOT_FOUND".into()));
-        assert_eq!(after, Ordering::HostSync);
-        let reason = reason.expect("a fallback names its reason");
-        assert!(reason.contains("cuCtxRecordEvent"), "{reason}");
+        assert_eq!(
+            Ordering::EventsBefore.resolved(Ok(())),
+            (Ordering::EventsBefore, None)
+        );
+        for asked in [Ordering::Events, Ordering::EventsBefore] {
+            let (after, reason) =
+                asked.resolved(Err("cuCtxRecordEvent: CUDA_ERROR_NOT_FOUND".into()));
+            assert_eq!(after, Ordering::HostSync);
+            let reason = reason.expect("a fallback names its reason");
+            assert!(reason.contains("cuCtxRecordEvent"), "{reason}");
+        }
+    }
+
+    #[test]
+    fn only_full_event_ordering_leaves_the_after_step_to_the_device() {
+        assert_eq!(
+            Ordering::Events.after_mark(),
+            "order CubeCL after cuDNN (event)"
+        );
+        assert_eq!(Ordering::EventsBefore.after_mark(), "wait for cuDNN");
+        assert_eq!(
+            Ordering::EventsBefore.before_mark(),
+            "order after CubeCL (event)"
+        );
+        assert_eq!(Ordering::HostSync.before_mark(), "wait for CubeCL");
     }
 }

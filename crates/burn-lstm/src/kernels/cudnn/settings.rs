@@ -90,6 +90,24 @@ pub fn set_cudnn_events(enabled: bool) {
     EVENTS.set(enabled);
 }
 
+static CONTEXT_WAIT: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_CONTEXT_WAIT", true);
+
+/// With event ordering on ([`cudnn_events`]), whether CubeCL's later work is ordered
+/// after a cuDNN call by the device too (`cuCtxWaitEvent`: everything submitted to the
+/// context afterwards waits for cuDNN's stream). Off, the host waits for cuDNN's stream
+/// after the call instead; the call still waits for CubeCL's earlier work by event. On by
+/// default; `BURN_LSTM_CUDNN_CONTEXT_WAIT` (`1` on, anything else off) decides until
+/// [`set_cudnn_context_wait`] is called.
+pub fn cudnn_context_wait() -> bool {
+    CONTEXT_WAIT.get()
+}
+
+/// Turns the device-side ordering of CubeCL's work after a cuDNN call on or off for calls
+/// that start after this one (see [`cudnn_context_wait`]).
+pub fn set_cudnn_context_wait(enabled: bool) {
+    CONTEXT_WAIT.set(enabled);
+}
+
 static REUSE: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_REUSE", true);
 
 /// Whether each GPU's cuDNN state keeps what a call can reuse (cudnn-rnn's
