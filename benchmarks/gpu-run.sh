@@ -148,7 +148,7 @@ if [ "$phase" = drift ]; then
   # (by default the memory test's stack: 16 rows of up to 20 steps, padded, 64 wide, 2
   # layers, bidirectional) with each of the op's settings off in turn, without fusion
   # (`plain`) and without Burn (`cudnn-raw`); read each line's first_tenth_seconds
-  # beside its last_tenth_seconds (a run over its 150 s prints no line). About 3 minutes.
+  # beside its last_tenth_seconds (a run over its 150 s prints no line).
   ITERS="${DRIFT_ITERS:-4000}" AB_TIMEOUT=150 AB_LENGTHS=varied AB_MODES=train \
     AB_DTYPES=f32 TORCH=0 AB_SHAPES="${DRIFT_SHAPES:-16 20 64 2 bi}" RAW_ALGOS=auto \
     bash "$0" ab
