@@ -45,16 +45,20 @@ use common::{ErrorReport, rel_err, to_f64};
 /// Held by every test whose numbers depend on the process-wide cuDNN math mode.
 static MATH: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Sets a process-wide setting back to a value when dropped (on a panic too): the
+/// setter and the value.
+struct Restore<T: Copy>(fn(T), T);
+
+impl<T: Copy> Drop for Restore<T> {
+    fn drop(&mut self) {
+        (self.0)(self.1);
+    }
+}
+
 /// Runs `f` with cuDNN in `mode`, restoring exact FP32 (FMA) afterwards.
 fn with_math<T>(mode: CudnnMath, f: impl FnOnce() -> T) -> T {
     let _lock = MATH.lock().unwrap_or_else(|e| e.into_inner());
-    struct Restore;
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            set_cudnn_math(CudnnMath::Fma);
-        }
-    }
-    let _restore = Restore;
+    let _restore = Restore(set_cudnn_math, CudnnMath::Fma);
     set_cudnn_math(mode);
     let result = f();
     assert_no_runtime_fallback();
@@ -68,13 +72,7 @@ fn with_math<T>(mode: CudnnMath, f: impl FnOnce() -> T) -> T {
 fn exact_f32<T>(f: impl FnOnce() -> T) -> T {
     use burn_lstm::{CudnnAlgo, set_cudnn_algo};
     with_math(CudnnMath::Fma, || {
-        struct Restore;
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                set_cudnn_algo(CudnnAlgo::Auto);
-            }
-        }
-        let _restore = Restore;
+        let _restore = Restore(set_cudnn_algo, CudnnAlgo::Auto);
         set_cudnn_algo(CudnnAlgo::Standard);
         f()
     })
@@ -645,12 +643,6 @@ fn golden_cases_and_a_deep_stack_with_the_flat_buffer_as_one_operation() {
 /// Runs `f` with a path's switch on (its getter `get` and setter `set`), and puts the
 /// switch back as it was after, on a panic too.
 fn with_switch_on(get: fn() -> bool, set: fn(bool), f: impl FnOnce()) {
-    struct Restore(fn(bool), bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            (self.0)(self.1);
-        }
-    }
     let _restore = Restore(set, get());
     set(true);
     f();
