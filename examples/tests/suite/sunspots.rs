@@ -133,7 +133,7 @@ fn user_errors_name_the_file_and_the_problem() {
 
     let series = sunspots::load_series(&sunspots::default_data_path()).unwrap();
     let good = temp_dir("good");
-    sunspots::train::<Autodiff<NdArray>>(&series, &tiny(), &good, &Default::default()).unwrap();
+    sunspots::train::<Autodiff<Flex>>(&series, &tiny(), &good, &Default::default()).unwrap();
 
     // A corrupt checkpoint.
     let corrupt = temp_dir("corrupt");

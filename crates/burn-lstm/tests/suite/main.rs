@@ -3,12 +3,14 @@
 //!
 //! Each file under `tests/` is its own binary, and each binary links Burn again (every
 //! one was about 500 MB and two minutes of a CI core): one binary for all of these keeps
-//! `cargo test --workspace` within CI's time and disk (docs/ci.md). Tests that need a
-//! process of their own stay apart: the float64 tests (Burn 0.21 keeps one float type
-//! per device for the whole process, so Flex in f32 and Flex in f64 cannot share one;
-//! see `common::flex_f64`), `long_run.rs` (it measures the process's resident
-//! memory and sets cache limits in its environment) and the CUDA tests (`cudnn.rs`,
-//! `cudnn_f64.rs`, built with the `cuda` feature and copied to the GPU machine alone).
+//! `cargo test --workspace` within CI's time and disk (docs/ci.md). A test that needs a
+//! process of its own for a few checks runs this binary again in a child process that
+//! runs only it (`lstm_cpu::rerun_test_with_env`): the import tests' float64 checks and
+//! the long run (it measures the process's resident memory and sets cache limits in its
+//! environment). Apart stay the float64 tests (Burn 0.21 keeps one float type per device
+//! for the whole process, so Flex in f32 and Flex in f64 cannot share one; see
+//! `common::flex_f64`) and the CUDA tests (`cudnn.rs`, `cudnn_f64.rs`, built with the
+//! `cuda` feature and copied to the GPU machine alone).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -22,8 +24,10 @@ mod gru;
 mod gru_golden_f32;
 mod half;
 mod hostile_files;
+mod import;
 mod int8_golden;
 mod int8_models;
 mod layout;
+mod long_run;
 mod model_checkpoint;
 mod nan_policy;

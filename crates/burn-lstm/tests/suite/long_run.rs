@@ -2,12 +2,14 @@
 //! of one module, through NdArray and Flex, keep the resident memory flat after a
 //! warm-up and both caches of the fused CPU kernel within their limits.
 //!
-//! CI runs few calls (seconds) with small cache limits, so that the limits bind. The
-//! full run of issue 19 (10,000 training and 100,000 inference calls per backend, the
-//! default limits) is
+//! The test runs the test binary again in a child process that runs only it: the resident
+//! memory is then this test's alone, and the cache limits are in the child's environment
+//! before its first call. CI runs few calls (seconds) with small cache limits, so that
+//! the limits bind. The full run (10,000 training and 100,000 inference calls per
+//! backend, the default limits) is
 //!
 //! ```text
-//! LSTM_LONG_RUN=full cargo test --release -p burn-lstm --test long_run -- --nocapture
+//! LSTM_LONG_RUN=full cargo test --release -p burn-lstm --test suite long_run -- --nocapture
 //! ```
 //!
 //! with its result in docs/robustness.md. Resident memory is `VmRSS` of
@@ -16,8 +18,6 @@
 //! The batch has an empty row and padded rows (every masking path runs), and the
 //! inference phase changes to a newly initialised module every 500 calls, so the weight
 //! cache keeps meeting new parameters and must evict.
-
-mod common;
 
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn::tensor::backend::AutodiffBackend;
@@ -31,6 +31,9 @@ fn rss_bytes() -> Option<usize> {
     let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
+
+/// Set in the child process that runs the long run (see the module's documentation).
+const CHILD: &str = "BURN_LSTM_LONG_RUN_CHILD";
 
 const LENGTHS: [usize; 6] = [16, 9, 0, 16, 1, 12];
 
@@ -143,14 +146,22 @@ fn long_runs_keep_memory_flat_and_caches_within_limits() {
     } else {
         (300, 3_000)
     };
-    if !full {
-        // Small limits, so that both caches reach them within CI's few calls. Read once
-        // by the process, before its first call: this is the binary's only test.
-        // SAFETY: no other thread of this process reads the environment yet.
-        unsafe {
-            std::env::set_var("LSTM_CPU_BUFFER_CACHE_MIB", "1");
-            std::env::set_var("BURN_LSTM_WEIGHT_CACHE_MIB", "1");
+    if std::env::var_os(CHILD).is_none() {
+        // Small limits, so that both caches reach them within CI's few calls (read once
+        // by a process, before its first call); the full run keeps the defaults.
+        let mut env = vec![(CHILD, "1")];
+        if !full {
+            env.extend([
+                ("LSTM_CPU_BUFFER_CACHE_MIB", "1"),
+                ("BURN_LSTM_WEIGHT_CACHE_MIB", "1"),
+            ]);
         }
+        lstm_cpu::rerun_test_with_env(
+            module_path!(),
+            "long_runs_keep_memory_flat_and_caches_within_limits",
+            &env,
+        );
+        return;
     }
     // Growth allowed after the warm-up: the allocator's arenas settle over the first
     // calls (each thread of the kernel's pool has its own); a leak of one buffer per

@@ -11,8 +11,8 @@ use burn_lstm::{
     RnnError, keras_mask_lengths,
 };
 
-use crate::io::{Loaded, cases, check, fixture};
-use crate::{F32_TOL, F64_TOL};
+use super::io::{Loaded, cases, check, fixture};
+use super::{F32_TOL, F64_TOL};
 
 fn path(name: &str) -> PathBuf {
     fixture("keras", name)
@@ -54,7 +54,7 @@ fn golden<B: RnnBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64
                 case.select = vec![name.to_string()];
             }
             let module = Loaded::<B>::keras(&model, &case, device);
-            let ours = crate::io::run(&module, &case, device);
+            let ours = super::io::run(&module, &case, device);
             let what = format!(
                 "{label} {file}{}",
                 if architecture.is_some() { "+json" } else { "" }
@@ -86,7 +86,7 @@ fn keras_golden_f64() {
         return;
     }
     golden::<NdArray<f64>>("ndarray f64", &Default::default(), "_f64", F64_TOL);
-    golden::<Flex>("flex f64", &crate::onnx::flex_f64(), "_f64", F64_TOL);
+    golden::<Flex>("flex f64", &crate::common::flex_f64(), "_f64", F64_TOL);
 }
 
 #[test]

@@ -9,8 +9,8 @@ use burn_lstm::{
     CellKind, CudnnCompatibleLstm, OnnxModel, RecurrentSelection, RnnBackend, RnnError,
 };
 
-use crate::io::{Loaded, cases, check, fixture};
-use crate::{F32_TOL, F64_TOL};
+use super::io::{Loaded, cases, check, fixture};
+use super::{F32_TOL, F64_TOL};
 
 fn path(name: &str) -> PathBuf {
     fixture("onnx", name)
@@ -29,7 +29,7 @@ fn golden<B: RnnBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64
         let model = OnnxModel::open(path(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         for case in cases(&path(file)) {
             let module = Loaded::<B>::onnx(&model, &case, device);
-            let ours = crate::io::run(&module, &case, device);
+            let ours = super::io::run(&module, &case, device);
             worst = worst.max(check(
                 &format!("{label} {file}"),
                 &case,
@@ -41,20 +41,6 @@ fn golden<B: RnnBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64
         }
     }
     println!("{label}: largest error against the reference {worst:.2e}");
-}
-
-/// Flex's device set to float64 (before any tensor is made in this process).
-pub fn flex_f64() -> burn::backend::flex::FlexDevice {
-    use burn::tensor::{DType, FloatDType, IntDType, get_device_settings, set_default_dtypes};
-    let device = burn::backend::flex::FlexDevice;
-    let _ = set_default_dtypes::<Flex>(&device, DType::F64, IntDType::I64);
-    let float = get_device_settings::<Flex>(&device).float_dtype;
-    assert_eq!(
-        float,
-        FloatDType::F64,
-        "Flex's device was used in another float type first"
-    );
-    device
 }
 
 #[test]
@@ -78,7 +64,7 @@ fn onnx_golden_f64() {
         return;
     }
     golden::<NdArray<f64>>("ndarray f64", &Default::default(), "_f64", F64_TOL);
-    golden::<Flex>("flex f64", &flex_f64(), "_f64", F64_TOL);
+    golden::<Flex>("flex f64", &crate::common::flex_f64(), "_f64", F64_TOL);
 }
 
 #[test]

@@ -3,11 +3,10 @@
 //! `tests/fixtures/keras/` and `tests/fixtures/onnx/`), the settings refused, and
 //! damaged files.
 //!
-//! One binary for both (each test binary links Burn again, docs/ci.md). The float32
-//! checks run on Flex and `NdArray<f32>` here; the float64 checks run this binary again
-//! in a child process (`lstm_cpu::rerun_test_with_env`), whose devices are set to
-//! float64 before any tensor is made (Burn 0.21 keeps one float type per device type
-//! for the whole process).
+//! The float32 checks run on Flex and `NdArray<f32>` in this process; the float64 checks
+//! run the test binary again in a child process that runs only them
+//! (`lstm_cpu::rerun_test_with_env`), whose devices are set to float64 before any tensor
+//! is made (Burn 0.21 keeps one float type per device type for the whole process).
 //!
 //! Bounds (largest absolute difference; every output and state is in (-1, 1)):
 //! - float32, against Keras's and ONNX Runtime's float32 outputs: [`F32_TOL`];
