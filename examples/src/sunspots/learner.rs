@@ -216,3 +216,20 @@ where
             .into(),
     ))
 }
+
+/// [`train`] on the CPU through `Autodiff<Flex>` (the `train` example's default),
+/// compiled once, in this library: with the dev profile's generic sharing (our crates
+/// build at opt-level 1), the `train` example and the examples' tests link this copy of
+/// burn-train's learner for Flex instead of each compiling its own (docs/ci.md).
+pub fn train_on_flex(
+    series: &Series,
+    options: &TrainOptions,
+    out_dir: &Path,
+) -> Result<Evaluation, ExampleError> {
+    train::<burn::backend::Autodiff<burn::backend::Flex>>(
+        series,
+        options,
+        out_dir,
+        &Default::default(),
+    )
+}

@@ -23,7 +23,7 @@ pub use data::{Series, default_data_path, load_series};
 pub use data_parallel::{DataParallel, data_parallel_step};
 pub use error::ExampleError;
 pub use evaluate::{Evaluation, evaluate, forecast_ahead};
-pub use learner::{Progress, TrainOptions, train};
+pub use learner::{Progress, TrainOptions, train, train_on_flex};
 pub use loader::{WindowBatch, WindowLoader};
 pub use metric::HeldBackRmse;
 pub use model::{ForecastConfig, Forecaster, ForecasterRecord, Int8Forecaster, Predict};

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use burn::backend::{Autodiff, Flex, NdArray};
+use burn::backend::{Flex, NdArray};
 use burn::config::Config;
 use lstm_examples::sunspots::{
     self, CONFIG_FILE, ExampleError, ForecastConfig, MODEL_FILE, Progress, TrainOptions,
@@ -42,8 +42,7 @@ fn trains_saves_and_infers_from_the_saved_files() {
     assert_eq!(series.values.len(), 3120);
     assert_eq!(series.dates[0], (1749, 1));
     let dir = temp_dir("roundtrip");
-    let trained =
-        sunspots::train::<Autodiff<Flex>>(&series, &tiny(), &dir, &Default::default()).unwrap();
+    let trained = sunspots::train_on_flex(&series, &tiny(), &dir).unwrap();
     assert!(dir.join(MODEL_FILE).is_file() && dir.join(CONFIG_FILE).is_file());
     // The Learner's checkpoint of the (only) epoch, for resuming.
     assert!(dir.join("checkpoint/model-1.mpk").is_file());
@@ -133,7 +132,7 @@ fn user_errors_name_the_file_and_the_problem() {
 
     let series = sunspots::load_series(&sunspots::default_data_path()).unwrap();
     let good = temp_dir("good");
-    sunspots::train::<Autodiff<Flex>>(&series, &tiny(), &good, &Default::default()).unwrap();
+    sunspots::train_on_flex(&series, &tiny(), &good).unwrap();
 
     // A corrupt checkpoint.
     let corrupt = temp_dir("corrupt");
@@ -189,7 +188,7 @@ fn damaged_checkpoints_are_named_errors_never_panics() {
     let _serial = crate::one_seeded_run_at_a_time();
     let series = sunspots::load_series(&sunspots::default_data_path()).unwrap();
     let good = temp_dir("fuzz-good");
-    sunspots::train::<Autodiff<Flex>>(&series, &tiny(), &good, &Default::default()).unwrap();
+    sunspots::train_on_flex(&series, &tiny(), &good).unwrap();
     let model = std::fs::read(good.join(MODEL_FILE)).unwrap();
     let config = std::fs::read_to_string(good.join(CONFIG_FILE)).unwrap();
     let dir = temp_dir("fuzz");
