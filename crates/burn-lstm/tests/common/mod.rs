@@ -40,6 +40,27 @@ impl GoldenConfig {
     }
 }
 
+/// A safetensors tensor's values (f64, f32 or i64, little-endian) as f64; `name` goes
+/// into the panic for another dtype.
+pub fn values_f64(name: &str, view: &safetensors::tensor::TensorView) -> Vec<f64> {
+    let data = view.data();
+    match view.dtype() {
+        Dtype::F64 => data
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect(),
+        Dtype::F32 => data
+            .chunks_exact(4)
+            .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap())))
+            .collect(),
+        Dtype::I64 => data
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        other => panic!("{name}: unsupported dtype {other:?}"),
+    }
+}
+
 /// One golden case: its config and every tensor as f64 with its shape.
 pub struct GoldenCase {
     pub name: String,
@@ -55,22 +76,7 @@ impl GoldenCase {
         let file = SafeTensors::deserialize(&bytes).expect("safetensors body");
         let mut tensors = HashMap::new();
         for (name, view) in file.tensors() {
-            let data = view.data();
-            let values: Vec<f64> = match view.dtype() {
-                Dtype::F64 => data
-                    .chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-                    .collect(),
-                Dtype::F32 => data
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
-                    .collect(),
-                Dtype::I64 => data
-                    .chunks_exact(8)
-                    .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64)
-                    .collect(),
-                other => panic!("{name}: unsupported dtype {other:?}"),
-            };
+            let values = values_f64(&name, &view);
             tensors.insert(name, (view.shape().to_vec(), values));
         }
         Self {

@@ -10,7 +10,7 @@ use burn_lstm::{
     CudnnCompatibleGru, CudnnCompatibleLstm, GruState, KerasModel, LstmState, OnnxModel,
     RecurrentSelection, RnnBackend,
 };
-use safetensors::{Dtype, SafeTensors};
+use safetensors::SafeTensors;
 
 /// Tensors by name: shape and values.
 type Tensors = HashMap<String, (Vec<usize>, Vec<f64>)>;
@@ -76,22 +76,7 @@ pub fn cases(model: &std::path::Path) -> Vec<Case> {
     let file = SafeTensors::deserialize(&bytes).expect("safetensors body");
     let mut all: HashMap<String, Tensors> = HashMap::new();
     for (name, view) in file.tensors() {
-        let data = view.data();
-        let values: Vec<f64> = match view.dtype() {
-            Dtype::F64 => data
-                .chunks_exact(8)
-                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-            Dtype::F32 => data
-                .chunks_exact(4)
-                .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap())))
-                .collect(),
-            Dtype::I64 => data
-                .chunks_exact(8)
-                .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64)
-                .collect(),
-            other => panic!("{name}: dtype {other:?}"),
-        };
+        let values = crate::common::values_f64(&name, &view);
         let (case, key) = name.split_once('/').expect("case/key");
         all.entry(case.to_string())
             .or_default()
