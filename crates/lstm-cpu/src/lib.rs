@@ -42,8 +42,10 @@ mod cache;
 mod call;
 mod cell;
 mod cell_weights;
+mod compiled;
 pub mod dense;
 mod deprecated;
+mod entry;
 mod forward;
 mod gemm;
 pub mod int8;
@@ -64,14 +66,13 @@ mod test_values;
 mod vector;
 
 pub use arch::{CellKind, DirectionLayout, RnnArch};
-pub use backward::backward;
 pub use buffers::{
     cache_limit_bytes, cached_buffer_bytes, recycle_vec, release_cached_buffers, vec_with_capacity,
 };
 pub use call::{CallError, InputStrides, OutputGrads, RnnCall, RnnGradients, RnnOutputs};
 #[allow(deprecated)]
 pub use deprecated::{LstmArch, LstmCall, LstmGradients, LstmOutputs};
-pub use forward::{forward, forward_packed, forward_train};
+pub use entry::{backward, forward, forward_packed, forward_train};
 pub use isa_runs::instruction_set;
 pub use packed::PackedWeights;
 pub use real::Real;

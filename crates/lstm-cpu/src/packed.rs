@@ -24,7 +24,8 @@ use crate::real::Real;
 
 /// Every (layer, direction)'s weights packed for the forward's GEMMs, and its summed
 /// biases. Made by [`PackedWeights::new`] from the canonical flat parameters; used by
-/// [`forward_packed`]. Holds no reference to the flat parameters it was made from.
+/// [`forward_packed`](crate::forward_packed). Holds no reference to the flat parameters
+/// it was made from.
 #[derive(Debug)]
 pub struct PackedWeights<T: Real> {
     arch: RnnArch,
@@ -48,9 +49,8 @@ pub(crate) struct PackedCell<T: Real> {
 }
 
 impl<T: Real> PackedWeights<T> {
-    /// Packs `weights`, the canonical flat parameters of `arch`
-    /// ([`RnnArch::direction_layout`]).
-    pub fn new(arch: &RnnArch, weights: &[T]) -> Result<Self, CallError> {
+    /// [`PackedWeights::new`], instantiated in this crate only (`crate::compiled`).
+    pub(crate) fn pack(arch: &RnnArch, weights: &[T]) -> Result<Self, CallError> {
         cell_fits(arch)?;
         len_check(
             "weights",

@@ -40,8 +40,8 @@ use crate::tape::Tape;
 use cell_grads::CellGrads;
 use pass::backward_cell;
 
-/// Gradients of the call's inputs from the upstream gradients of its outputs.
-pub fn backward<T: Real>(
+/// [`backward`](crate::backward), instantiated in this crate only (`crate::compiled`).
+pub(crate) fn run<T: Real>(
     call: &RnnCall<'_, T>,
     mut tape: Tape<T>,
     grads: OutputGrads<'_, T>,

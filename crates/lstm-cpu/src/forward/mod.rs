@@ -23,41 +23,17 @@ use crate::real::Real;
 use crate::tape::{CellTape, LayerTape, Tape};
 use crate::team::{Shared, run_team_placed};
 
-/// Inference: outputs only.
-pub fn forward<T: Real>(call: &RnnCall<'_, T>) -> Result<RnnOutputs<T>, CallError> {
-    run(call, false, None).map(|(outputs, _)| outputs)
-}
+/// The output of a forward pass: the outputs, and the tape when asked to keep one.
+pub(crate) type ForwardResult<T> = Result<(RnnOutputs<T>, Option<Tape<T>>), CallError>;
 
-/// Training: outputs and the [`Tape`] that [`backward`](crate::backward) needs.
-pub fn forward_train<T: Real>(
-    call: &RnnCall<'_, T>,
-) -> Result<(RnnOutputs<T>, Tape<T>), CallError> {
-    run(call, true, None)
-        .map(|(outputs, tape)| (outputs, tape.expect("a training run keeps its tape")))
-}
-
-/// Inference with weights packed beforehand: the same results as [`forward`] on the
-/// flat parameters `packed` was made from. `call.weights` is not read (it may be empty);
-/// `packed` must be of `call.arch`.
-pub fn forward_packed<T: Real>(
-    call: &RnnCall<'_, T>,
-    packed: &PackedWeights<T>,
-) -> Result<RnnOutputs<T>, CallError> {
-    if packed.arch() != call.arch {
-        return Err(CallError {
-            argument: "packed",
-            expected: format!("weights packed for {:?}", call.arch),
-            actual: format!("weights packed for {:?}", packed.arch()),
-        });
-    }
-    run(call, false, Some(packed)).map(|(outputs, _)| outputs)
-}
-
-fn run<T: Real>(
+/// The pass behind [`forward`](crate::forward), [`forward_train`](crate::forward_train)
+/// and [`forward_packed`](crate::forward_packed), instantiated in this crate only
+/// (`crate::compiled`).
+pub(crate) fn run<T: Real>(
     call: &RnnCall<'_, T>,
     save: bool,
     packed: Option<&PackedWeights<T>>,
-) -> Result<(RnnOutputs<T>, Option<Tape<T>>), CallError> {
+) -> ForwardResult<T> {
     call.check_with_weights(packed.is_none())?;
     let arch = call.arch;
     let dims = Dims::of(call);
