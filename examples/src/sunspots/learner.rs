@@ -219,7 +219,7 @@ where
 
 /// [`train`] on the CPU through `Autodiff<Flex>` (the `train` example's default),
 /// compiled once, in this library: with the dev profile's generic sharing (our crates
-/// build at opt-level 1), the `train` example and the examples' tests link this copy of
+/// build unoptimised), the `train` example and the examples' tests link this copy of
 /// burn-train's learner for Flex instead of each compiling its own (docs/ci.md).
 pub fn train_on_flex(
     series: &Series,
