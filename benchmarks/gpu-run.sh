@@ -18,7 +18,8 @@
 #   bash .device/gpu-run.sh ab       each cuDNN setting of the op's speed (algorithm
 #                                    policy, event ordering, GPU weight cache, call reuse,
 #                                    batch-major layout, one-operation flat buffer),
-#                                    on (the default) and off, and the op without fusion,
+#                                    on (the default) and off, the opt-in event ordering
+#                                    without CubeCL's flush on, the op without fusion,
 #                                    in the same call, with cudnn-raw and PyTorch beside it:
 #                                    JSON lines prefixed `ab <dtype> <variant>` (AB_SHAPES,
 #                                    AB_DTYPES: f32 tf32 f16 bf16; about 7 minutes with
@@ -205,12 +206,13 @@ fi
 
 if [ "$phase" = ab ]; then
   # Each setting of the op's speed (all on by default), off one at a time and all off,
-  # in one call: same machine, same warm GPU, PyTorch beside it. A variant is a list of
+  # and each opt-in path not yet on by default switched on (`skip-flush=1`), in one
+  # call: same machine, same warm GPU, PyTorch beside it. A variant is a list of
   # settings; `default` sets none. cudnn-raw reads BURN_LSTM_CUDNN_ALGO too (the floor
   # the op through Burn can reach); `plain` is the op on Burn's Cuda backend without
   # fusion. AB_DTYPES: f32, tf32 (f32 data, TF32 math, PyTorch's allow_tf32 likewise),
-  # f16, bf16; all but f32 run only the `default`, `none`, `batch-major=0`,
-  # `flat-join=0` and `plain` variants. A shape is "B T H layers", "bi" after it for a
+  # f16, bf16; all but f32 run only the `default`, `skip-flush=1`, `none`,
+  # `batch-major=0`, `flat-join=0` and `plain` variants. A shape is "B T H layers", "bi" after it for a
   # bidirectional stack; AB_LENGTHS: lstm-bench's --lengths (varied; not with PyTorch).
   # RAW_ALGOS: cudnn-raw's algorithms ("standard auto"). AB_BASELINE: another build's
   # lstm-bench (an earlier commit's, run with the settings of AB_BASELINE_ENV), timed as
@@ -218,6 +220,7 @@ if [ "$phase" = ab ]; then
   IFS=';' read -r -a shapes <<<"${AB_SHAPES:-1 100 128 1;16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}"
   variants=(
     "default:"
+    "skip-flush=1:BURN_LSTM_CUDNN_SKIP_FLUSH=1"
     "batch-major=0:BURN_LSTM_CUDNN_BATCH_MAJOR=0"
     "flat-join=0:BURN_LSTM_FUSION_FLAT_JOIN=0"
     "algo=standard:BURN_LSTM_CUDNN_ALGO=standard"
@@ -239,7 +242,7 @@ if [ "$phase" = ab ]; then
         for variant in "${variants[@]}"; do
           name=${variant%%:*}
           [[ "$name" =~ ^(${AB_VARIANTS:-.*})$ ]] || continue
-          [ "$dtype" != f32 ] && [[ ! "$name" =~ ^(default|none|batch-major=0|flat-join=0)$ ]] && continue
+          [ "$dtype" != f32 ] && [[ ! "$name" =~ ^(default|skip-flush=1|none|batch-major=0|flat-join=0)$ ]] && continue
           read -r -a settings <<<"${variant#*:}"
           echo "ab $dtype $name $(env LSTM_BENCH_TF32=$tf32 "${settings[@]}" timeout "${AB_TIMEOUT:-60}" "$kit/bin/lstm-bench" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
         done

@@ -865,13 +865,82 @@ fn gru_golden_cases_through_cudnn_when_switched_on() {
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn cubecl_work_around_the_op_from_several_threads_sees_every_value_with_the_new_paths_on() {
+    // Read when the GPU's cuDNN state is created: first, in this test's own process
+    // (gpu-run.sh runs each test alone).
+    burn_lstm::set_cudnn_reuse(true);
+    assert!(gpu_usable(), "cuDNN does not run here");
+    cubecl_work_around_the_op_from_several_threads();
+}
+
+/// The event ordering without its flush of CubeCL (`BURN_LSTM_CUDNN_SKIP_FLUSH`, off by
+/// default, switched on here): the several-threads load of
+/// `cubecl_work_around_the_op_from_several_threads_sees_every_value_with_the_new_paths_on`,
+/// then every LSTM and GRU golden case through cuDNN on the fused backend (outputs,
+/// final states, every gradient) and the memory test's stack for 200 training calls
+/// against its first call's gradient.
+#[test]
+#[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
+fn the_event_ordering_without_a_flush_of_cubecl_keeps_every_value() {
+    use common::gru_golden_check::run_all_gru;
+    burn_lstm::set_cudnn_reuse(true);
+    assert!(gpu_usable(), "cuDNN does not run here");
+    with_switch_on(
+        burn_lstm::cudnn_skip_flush,
+        burn_lstm::set_cudnn_skip_flush,
+        || {
+            cubecl_work_around_the_op_from_several_threads();
+            exact_f32(|| {
+                run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-no-flush", 1e-4);
+                run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-no-flush", 3e-4);
+            });
+            repeated_training_calls_keep_their_gradient(200);
+        },
+    );
+    assert_no_runtime_fallback();
+}
+
+/// `calls` training calls of the memory test's stack (2 layers, bidirectional, 16 padded
+/// batch-first rows, no dropout) on one input, nothing read back in between: the
+/// gradient of the first recurrent weight after the last call is the first call's.
+fn repeated_training_calls_keep_their_gradient(calls: usize) {
+    let device = CudaDevice::default();
+    let model = CudnnCompatibleLstmConfig::new(32, 64)
+        .with_num_layers(2)
+        .with_bidirectional(true)
+        .with_batch_first(true)
+        .init::<Autodiff<Cuda>>(&device);
+    let x = tensor::<Autodiff<Cuda>, 3>(&uniform(16 * 20 * 32, 1.0, 11), [16, 20, 32]);
+    let lengths: Vec<usize> = (0..16).map(|r| 20 - r).collect();
+    let grad_of_one_call = || {
+        let (y, _) = model
+            .try_forward(x.clone().require_grad(), None, Some(&lengths))
+            .expect("valid input");
+        let grads = (y.clone() * y).sum().backward();
+        model.layers[0]
+            .forward
+            .weight_hh
+            .grad(&grads)
+            .expect("a gradient")
+    };
+    let first = to_f64(grad_of_one_call());
+    let mut last = None;
+    for _ in 1..calls {
+        last = Some(grad_of_one_call());
+    }
+    let last = to_f64(last.expect("more than one call"));
+    let error = rel_err(&last, &first);
+    assert!(
+        error < 1e-5,
+        "call {calls}'s gradient differs from the first's: {error:e}"
+    );
+}
+
+/// The body of the several-threads test: CubeCL kernels writing the op's input right
+/// before each call and reading its results right after, from 4 threads.
+fn cubecl_work_around_the_op_from_several_threads() {
     use burn_lstm::{
         CudnnAlgo, set_cudnn_algo, set_cudnn_events, set_cudnn_reuse, set_gpu_weight_cache,
     };
-    // Read when the GPU's cuDNN state is created: first, in this test's own process
-    // (gpu-run.sh runs each test alone).
-    set_cudnn_reuse(true);
-    assert!(gpu_usable(), "cuDNN does not run here");
     let _math = MATH.lock().unwrap_or_else(|e| e.into_inner());
     set_cudnn_math(CudnnMath::Fma);
     set_cudnn_events(true);

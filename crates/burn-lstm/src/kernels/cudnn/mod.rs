@@ -8,8 +8,13 @@
 //! - [`layout`]: the memory layout of the tensors cuDNN takes (sequence- or batch-major),
 //!   copied only where the memory is not.
 //! - [`weights`]: the copy plan from the canonical flat parameters to cuDNN's weight space.
+//! - [`pinned`]: the device addresses of a call's tensors, read from CubeCL in one round
+//!   trip, their memory kept allocated while cuDNN uses it.
+//! - [`ordering`]: how a call is ordered against CubeCL's work (events, or the host
+//!   waits).
 //! - [`ops`]: forward and backward on `CubeTensor<CudaRuntime>`: raw device pointers from
-//!   CubeCL, CubeCL synchronised before the cuDNN call and cuDNN's stream after it.
+//!   CubeCL, the call ordered after CubeCL's earlier work and CubeCL's later work after
+//!   it.
 //!
 //! On Burn's fused backend (`burn::backend::Cuda`) the op runs as one custom fusion
 //! operation that calls this one (`op/fusion.rs`).
@@ -20,6 +25,7 @@ pub(crate) mod device;
 mod layout;
 pub(crate) mod ops;
 mod ordering;
+mod pinned;
 pub(crate) mod runtime_cast;
 mod settings;
 mod trace;
@@ -32,7 +38,8 @@ pub use cudnn_rnn::RnnAlgo as CudnnRnnAlgo;
 pub use device::cudnn_runtime_errors;
 pub use settings::{
     cudnn_batch_major, cudnn_context_wait, cudnn_empty_rows, cudnn_events, cudnn_gru, cudnn_half,
-    cudnn_math, cudnn_reuse, set_cudnn_batch_major, set_cudnn_context_wait, set_cudnn_empty_rows,
-    set_cudnn_events, set_cudnn_gru, set_cudnn_half, set_cudnn_math, set_cudnn_reuse,
+    cudnn_math, cudnn_reuse, cudnn_skip_flush, set_cudnn_batch_major, set_cudnn_context_wait,
+    set_cudnn_empty_rows, set_cudnn_events, set_cudnn_gru, set_cudnn_half, set_cudnn_math,
+    set_cudnn_reuse, set_cudnn_skip_flush,
 };
 pub use types::PlainCuda;

@@ -1,17 +1,17 @@
 //! The cuDNN op on `CubeTensor<CudaRuntime>`.
 //!
-//! Interop with CubeCL: the tensors' device addresses come from CubeCL's resources.
-//! CubeCL's stream is not public, so the call is ordered against CubeCL's work by
-//! `ordering.rs`: events on the GPU context (the default), or two host synchronisations
-//! (`BURN_LSTM_CUDNN_EVENTS=0`).
+//! Interop with CubeCL: the tensors' device addresses come from CubeCL's resources
+//! (`pinned.rs`). CubeCL's stream is not public, so the call is ordered against CubeCL's
+//! work by `ordering.rs`: events on the GPU context (the default), or two host
+//! synchronisations (`BURN_LSTM_CUDNN_EVENTS=0`).
 
 use std::sync::Mutex;
 
 use burn::tensor::Shape;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use cudnn_rnn::{
-    BackwardBuffers, DataType, DeviceBuffer, ForwardBuffers, MathMode, ReserveSpace, RnnAlgo,
-    RnnConfig, SeqLayout, SeqShape, refusal_fallbacks,
+    BackwardBuffers, DataType, ForwardBuffers, MathMode, ReserveSpace, RnnAlgo, RnnConfig,
+    SeqLayout, SeqShape, refusal_fallbacks,
 };
 
 use crate::kernels::cubecl::flat_cache::gpu_weight_cache;
@@ -22,7 +22,8 @@ use crate::kernels::cudnn::layout::{
     empty_in_layout, in_layout, input_layout, inputs_in_layout, row_major,
 };
 use crate::kernels::cudnn::ordering::Ordering;
-use crate::kernels::cudnn::settings::cudnn_math;
+use crate::kernels::cudnn::pinned::{Pinned, byte_len};
+use crate::kernels::cudnn::settings::{cudnn_math, cudnn_skip_flush};
 use crate::kernels::cudnn::trace::CallTrace;
 use crate::kernels::cudnn::weights::WeightPlan;
 use crate::op::fusion::executing_weights_id;
@@ -58,11 +59,6 @@ pub(crate) struct UpstreamGrads {
     pub dc_n: Option<CudaTensor>,
 }
 
-/// The buffer addresses of the cell-state tensors of a call, which exist for an LSTM
-/// only. A GRU has none (no CubeCL buffer of zero elements is ever made) and cudnn-rnn
-/// hands cuDNN null pointers in their place.
-const NO_CELL_STATE: DeviceBuffer = DeviceBuffer { ptr: 0, bytes: 0 };
-
 fn empty(like: &CudaTensor, shape: &[usize]) -> CudaTensor {
     empty_device_contiguous_dtype(
         like.client.clone(),
@@ -79,60 +75,6 @@ fn weight_space(plan: &WeightPlan, canonical: &CudaTensor) -> CudaTensor {
         canonical.clone()
     } else {
         empty(canonical, &[plan.space_len])
-    }
-}
-
-fn byte_len(tensor: &CudaTensor) -> usize {
-    tensor.meta.shape().num_elements() * tensor.dtype.size()
-}
-
-/// CubeCL resources whose memory must stay allocated until cuDNN's stream has finished
-/// with it (dropping a resource lets CubeCL reuse the memory).
-struct Pinned {
-    _resources: Vec<Box<dyn core::any::Any>>,
-}
-
-impl Pinned {
-    /// The device addresses and sizes of `tensors` (contiguous, one device), kept alive
-    /// by the returned `Pinned`. Each `get_resource` is a round trip to CubeCL's device
-    /// thread (~50 µs on the H100 machine, 0.3-0.5 ms for a call's 8 to 13 buffers);
-    /// inside `exclusive`, which runs the closure on that thread, they run inline: one
-    /// round trip for all of them.
-    ///
-    /// `tensors` are the `N` a call always has, then `cell_state`, the `M` of an LSTM's
-    /// cell state (`None` for a GRU, whose addresses are then [`NO_CELL_STATE`]).
-    fn addresses<const N: usize, const M: usize>(
-        tensors: [&CudaTensor; N],
-        cell_state: Option<[&CudaTensor; M]>,
-    ) -> Result<(Self, [DeviceBuffer; N], [DeviceBuffer; M]), String> {
-        let tensors: Vec<&CudaTensor> = tensors
-            .into_iter()
-            .chain(cell_state.into_iter().flatten())
-            .collect();
-        let client = &tensors[0].client;
-        let handles: Vec<_> = tensors.iter().map(|t| t.handle.clone()).collect();
-        let resources = client
-            .exclusive(|| {
-                handles
-                    .into_iter()
-                    .map(|handle| client.get_resource(handle))
-                    .collect::<Vec<_>>()
-            })
-            .map_err(|e| format!("reaching CubeCL's device thread: {e:?}"))?;
-        let mut pinned = Vec::with_capacity(tensors.len());
-        let mut buffers = [NO_CELL_STATE; N];
-        let mut cell_buffers = [NO_CELL_STATE; M];
-        let slots = buffers.iter_mut().chain(&mut cell_buffers);
-        for ((resource, tensor), buffer) in resources.into_iter().zip(tensors).zip(slots) {
-            let resource =
-                resource.map_err(|e| format!("reading a CubeCL buffer's address: {e:?}"))?;
-            *buffer = DeviceBuffer {
-                ptr: resource.resource().ptr,
-                bytes: byte_len(tensor),
-            };
-            pinned.push(Box::new(resource) as Box<dyn core::any::Any>);
-        }
-        Ok((Self { _resources: pinned }, buffers, cell_buffers))
     }
 }
 
@@ -268,8 +210,8 @@ fn forward_with(
         weights: space_at,
     };
     trace.mark("buffer addresses");
-    let ordering = Ordering::of_settings().before(&x, handle)?;
-    trace.mark(ordering.before_mark());
+    let ordering = Ordering::of_settings().before(&pinned, &x, handle)?;
+    trace.mark(ordering.before_mark(cudnn_skip_flush()));
     let reserve = (|| {
         // SAFETY: every buffer is a live CubeCL allocation of this device (kept alive by
         // `pinned` until the call's work is ordered) whose CubeCL writes come first
@@ -416,8 +358,8 @@ pub(crate) fn backward(
         dweights: dspace_at,
     };
     trace.mark("buffer addresses");
-    let ordering = Ordering::of_settings().before(&x, handle)?;
-    trace.mark(ordering.before_mark());
+    let ordering = Ordering::of_settings().before(&pinned, &x, handle)?;
+    trace.mark(ordering.before_mark(cudnn_skip_flush()));
     (|| {
         // SAFETY: as in `forward`.
         unsafe {

@@ -5,16 +5,24 @@
 //! (`BURN_LSTM_CUDNN_EVENTS=0`: the host waits for CubeCL before the call and for cuDNN
 //! after it).
 //!
-//! The order of one call: [`Ordering::before`] once the call's buffers are known, its
-//! work queued, then [`Ordering::after`] with what `before` returned. An event step the
-//! driver refuses (a driver older than CUDA 12.5) falls back to the host synchronisation
-//! of that step and of the call's `after`, with the reason logged once.
+//! The order of one call: [`Ordering::before`] once the call's buffer addresses are read
+//! ([`Pinned`]), its work queued, then [`Ordering::after`] with what `before` returned.
+//! An event step the driver refuses (a driver older than CUDA 12.5) falls back to the
+//! host synchronisation of that step and of the call's `after`, with the reason logged
+//! once.
+//!
+//! The event before a call captures only work already submitted to the driver. CubeCL
+//! submits a launch when its device thread runs the task; the address read is a blocking
+//! task that runs after every task queued before it, so by then the call's inputs have
+//! been submitted. [`Ordering::before`] flushes CubeCL all the same unless
+//! [`cudnn_skip_flush`] is on ([`Ordering::flushes`]).
 
 use burn::tensor::backend::Backend;
 use cudnn_rnn::{CudnnHandle, CudnnRnnError};
 
 use crate::kernels::cudnn::device::log_fallback_once;
-use crate::kernels::cudnn::settings::{cudnn_context_wait, cudnn_events};
+use crate::kernels::cudnn::pinned::Pinned;
+use crate::kernels::cudnn::settings::{cudnn_context_wait, cudnn_events, cudnn_skip_flush};
 use crate::kernels::cudnn::types::{CudaBackend, CudaTensor};
 
 /// How one call is ordered.
@@ -60,16 +68,41 @@ impl Ordering {
         }
     }
 
+    /// Whether the `before` step flushes CubeCL first, `skip_flush` being
+    /// [`cudnn_skip_flush`]: with events, unless skipped (the address read has already
+    /// brought CubeCL's earlier launches to the driver); never on the host
+    /// synchronisation, which waits for all of CubeCL's work itself.
+    pub fn flushes(self, skip_flush: bool) -> bool {
+        match self {
+            Self::HostSync => false,
+            Self::Events | Self::EventsBefore => !skip_flush,
+        }
+    }
+
     /// Orders the call after every CubeCL write of `tensor`'s device queued so far.
-    /// Returns the ordering the call's [`Self::after`] must use.
-    pub fn before(self, tensor: &CudaTensor, handle: &CudnnHandle) -> Result<Self, String> {
+    /// `_addresses`, the call's buffers read from CubeCL, is the proof that those writes
+    /// have been submitted to the driver (the module's doc). Returns the ordering the
+    /// call's [`Self::after`] must use.
+    pub fn before(
+        self,
+        _addresses: &Pinned,
+        tensor: &CudaTensor,
+        handle: &CudnnHandle,
+    ) -> Result<Self, String> {
         let events = match self {
             Self::HostSync => Err(String::new()),
-            Self::Events | Self::EventsBefore => tensor
-                .client
-                .flush()
-                .map_err(|e| format!("flushing CubeCL: {e:?}"))
-                .and_then(|()| cudnn_rnn::wait_for_context(handle).map_err(|e| e.to_string())),
+            Self::Events | Self::EventsBefore => {
+                let flushed = if self.flushes(cudnn_skip_flush()) {
+                    tensor
+                        .client
+                        .flush()
+                        .map_err(|e| format!("flushing CubeCL: {e:?}"))
+                } else {
+                    Ok(())
+                };
+                flushed
+                    .and_then(|()| cudnn_rnn::wait_for_context(handle).map_err(|e| e.to_string()))
+            }
         };
         let (after, fallback) = self.resolved(events.clone().map_err(|e| e.to_string()));
         if let Some(reason) = fallback {
@@ -96,11 +129,12 @@ impl Ordering {
         }
     }
 
-    /// The trace's name of the `before` step.
-    pub fn before_mark(self) -> &'static str {
-        match self {
-            Self::HostSync => "wait for CubeCL",
-            Self::Events | Self::EventsBefore => "order after CubeCL (event)",
+    /// The trace's name of the `before` step, `skip_flush` being [`cudnn_skip_flush`].
+    pub fn before_mark(self, skip_flush: bool) -> &'static str {
+        match (self, self.flushes(skip_flush)) {
+            (Self::HostSync, _) => "wait for CubeCL",
+            (Self::Events | Self::EventsBefore, true) => "order after CubeCL (event)",
+            (Self::Events | Self::EventsBefore, false) => "order after CubeCL (event, no flush)",
         }
     }
 
@@ -153,9 +187,30 @@ mod tests {
         );
         assert_eq!(Ordering::EventsBefore.after_mark(), "wait for cuDNN");
         assert_eq!(
-            Ordering::EventsBefore.before_mark(),
+            Ordering::EventsBefore.before_mark(false),
             "order after CubeCL (event)"
         );
-        assert_eq!(Ordering::HostSync.before_mark(), "wait for CubeCL");
+        assert_eq!(Ordering::HostSync.before_mark(false), "wait for CubeCL");
+    }
+
+    #[test]
+    fn only_event_ordering_flushes_cubecl_and_only_unless_skipped() {
+        for skip_flush in [false, true] {
+            assert!(!Ordering::HostSync.flushes(skip_flush));
+            assert_eq!(
+                Ordering::HostSync.before_mark(skip_flush),
+                "wait for CubeCL"
+            );
+        }
+        for ordering in [Ordering::Events, Ordering::EventsBefore] {
+            assert!(ordering.flushes(false), "{ordering:?}");
+            assert!(!ordering.flushes(true), "{ordering:?}");
+            // The trace says which: the default's mark is the one earlier traces carry.
+            assert_eq!(ordering.before_mark(false), "order after CubeCL (event)");
+            assert_eq!(
+                ordering.before_mark(true),
+                "order after CubeCL (event, no flush)"
+            );
+        }
     }
 }

@@ -108,6 +108,27 @@ pub fn set_cudnn_context_wait(enabled: bool) {
     CONTEXT_WAIT.set(enabled);
 }
 
+static SKIP_FLUSH: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_SKIP_FLUSH", false);
+
+/// With event ordering on ([`cudnn_events`]), whether a cuDNN call leaves out its flush of
+/// CubeCL before recording the context's event. The flush is a second round trip to
+/// CubeCL's device thread after the one that reads the call's buffer addresses, and it
+/// makes the host wait for the GPU to reach CubeCL's previous flush (CubeCL 0.10 syncs
+/// that fence in every flush). The address read already ran after every CubeCL task
+/// queued before the call, so those launches have reached the driver when the event is
+/// recorded. Off by default (the flush stays) until a GPU run verifies it;
+/// `BURN_LSTM_CUDNN_SKIP_FLUSH` (`1` on, anything else off) decides until
+/// [`set_cudnn_skip_flush`] is called.
+pub fn cudnn_skip_flush() -> bool {
+    SKIP_FLUSH.get()
+}
+
+/// Turns the flush-free event ordering on or off for calls that start after this one
+/// (see [`cudnn_skip_flush`]).
+pub fn set_cudnn_skip_flush(enabled: bool) {
+    SKIP_FLUSH.set(enabled);
+}
+
 static REUSE: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_REUSE", true);
 
 /// Whether each GPU's cuDNN state keeps what a call can reuse (cudnn-rnn's
