@@ -27,9 +27,14 @@
 #   bash .device/gpu-run.sh profile  a sampling profile of the calls' host time by thread
 #                                    and function, and the op's phases (PROFILE_SHAPES)
 #   bash .device/gpu-run.sh drift    whether calls slow down over thousands of training
-#                                    calls, with each setting off in turn, then traced
-#                                    and profiled (4 to 8 minutes: slowing calls take
+#                                    calls: first in the GPU memory test's conditions,
+#                                    then with each setting off in turn, then traced
+#                                    and profiled (5 to 9 minutes: slowing calls take
 #                                    longer)
+#   bash .device/gpu-run.sh pending  what verifies the op's paths that are still off by
+#                                    default (now BURN_LSTM_CUDNN_SKIP_FLUSH): their GPU
+#                                    tests, a trace that shows the path taken, and ab of
+#                                    the path on and off, PyTorch beside (about 6 minutes)
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): CELL (lstm, or gru: IMPLS="cudnn portable burn-lstm" then,
 # cudnn-raw is LSTM only),
@@ -144,26 +149,45 @@ if [ "$phase" = lm ]; then
   done
 fi
 
+if [ "$phase" = pending ]; then
+  # The paths still off by default, switched on: their GPU tests (each in its process),
+  # a trace line per call that names the ordering's steps, and ab against the default.
+  # Runs the phases below with their knobs set (a knob given by the caller wins).
+  ONLY="${ONLY:-the_event_ordering_without_a_flush|cubecl_work_around_the_op_from_several_threads}" \
+    PARALLEL="${PARALLEL:-2}" bash "$0" tests
+  TRACE_ENV="${TRACE_ENV:-BURN_LSTM_CUDNN_SKIP_FLUSH=1}" \
+    TRACE_SHAPES="${TRACE_SHAPES:-1 100 128 1;16 50 128 1}" ITERS=3 bash "$0" trace
+  AB_VARIANTS="${AB_VARIANTS:-default|skip-flush=1|plain}" AB_DTYPES="${AB_DTYPES:-f32 f16}" \
+    AB_SHAPES="${AB_SHAPES:-1 100 128 1;16 50 128 1;64 100 512 1;20 35 1500 2}" \
+    RAW_ALGOS="${RAW_ALGOS:-auto}" bash "$0" ab
+fi
+
 if [ "$phase" = drift ]; then
   # Whether calls slow down over a long run: DRIFT_ITERS training calls at DRIFT_SHAPES
   # (by default the memory test's stack: 16 rows of up to 20 steps, padded, 64 wide, 2
-  # layers, bidirectional) with each of the op's settings off in turn, without fusion
-  # (`plain`) and without Burn (`cudnn-raw`); read each line's first_tenth_seconds
-  # beside its last_tenth_seconds (a run over its 150 s prints no line).
-  ITERS="${DRIFT_ITERS:-4000}" AB_TIMEOUT=150 AB_LENGTHS=varied AB_MODES=train \
-    AB_DTYPES=f32 TORCH=0 AB_SHAPES="${DRIFT_SHAPES:-16 20 64 2 bi}" RAW_ALGOS=auto \
-    bash "$0" ab
-  # Then at the first shape: the event before each call but the host's wait after it
-  # (context-wait=0: no cuCtxWaitEvent), and the default settings twice more: with every
-  # launch waited for (CUDA_LAUNCH_BLOCKING=1, as the GPU tests run), and traced and
-  # profiled: the op's phases, first tenth against last (trace_phases.py, in the working
-  # tree beside the kit), and where all threads' host time went
-  # ($OUT/profile-drift.txt).
+  # layers, bidirectional); read each line's first_tenth_seconds beside its
+  # last_tenth_seconds (a run over its 150 s prints no line). First the memory test's
+  # own conditions (dropout 0.1 between the layers, every launch waited for:
+  # CUDA_LAUNCH_BLOCKING=1, as `tests` runs it), which say whether lstm-bench shows the
+  # slowdown at all (one difference stays: lstm-bench waits for the device after every
+  # call, the test only every thousand); then each of the op's settings off in turn (and
+  # the opt-in ones on), without fusion (`plain`) and without Burn (`cudnn-raw`).
   IFS=';' read -r -a shapes <<<"${DRIFT_SHAPES:-16 20 64 2 bi}"
   read -r b t h l bi <<<"${shapes[0]}"
   flags=(--impl cudnn --device cuda --mode train --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --lengths varied --iters "${DRIFT_ITERS:-4000}")
   [ "${bi:-}" = bi ] && flags+=(--bidirectional)
+  echo "ab f32 memory-test $(CUDA_LAUNCH_BLOCKING=1 timeout 150 "$kit/bin/lstm-bench" "${flags[@]}" --dropout 0.1 2>&1 | tail -1)" | log
+  ITERS="${DRIFT_ITERS:-4000}" AB_TIMEOUT=150 AB_LENGTHS=varied AB_MODES=train \
+    AB_DTYPES=f32 TORCH=0 AB_SHAPES="${DRIFT_SHAPES:-16 20 64 2 bi}" RAW_ALGOS=auto \
+    bash "$0" ab
+  # Then at the first shape: the event before each call but the host's wait after it
+  # (context-wait=0: no cuCtxWaitEvent), dropout alone, and the default settings twice
+  # more: with every launch waited for (CUDA_LAUNCH_BLOCKING=1), and traced and
+  # profiled: the op's phases, first tenth against last (trace_phases.py, in the working
+  # tree beside the kit), and where all threads' host time went
+  # ($OUT/profile-drift.txt).
   echo "ab f32 context-wait=0 $(BURN_LSTM_CUDNN_CONTEXT_WAIT=0 timeout 150 "$kit/bin/lstm-bench" "${flags[@]}" 2>&1 | tail -1)" | log
+  echo "ab f32 dropout=0.1 $(timeout 150 "$kit/bin/lstm-bench" "${flags[@]}" --dropout 0.1 2>&1 | tail -1)" | log
   echo "ab f32 launch-blocking $(CUDA_LAUNCH_BLOCKING=1 timeout 150 "$kit/bin/lstm-bench" "${flags[@]}" 2>&1 | tail -1)" | log
   echo "drift trace, the op's phases (ms), first and last tenth of the calls:" | log
   BURN_LSTM_CUDNN_TRACE=1 LSTM_BENCH_PROFILE="${OUT:-/tmp}/profile-drift.txt" timeout 200 \

@@ -48,6 +48,11 @@ pub struct Args {
     /// Projected hidden size (LSTMP), 0 for none.
     #[arg(long, default_value_t = 0)]
     pub proj_size: usize,
+    /// Dropout between stacked layers in training (the `dropout` of
+    /// `CudnnCompatibleLstm`/`CudnnCompatibleGru`: `--impl cudnn`, `cudnn-plain`,
+    /// `portable`, `fused-cpu`), 0 for none.
+    #[arg(long, value_parser = probability, default_value_t = 0.0)]
+    pub dropout: f64,
     /// Right-padded rows: `varied` gives row b `T - (b * 7919) % (T / 2 + 1)` valid
     /// steps (the formula of `benchmarks/lstm_variants.py`).
     #[arg(long, default_value = "none")]
@@ -156,6 +161,22 @@ impl Args {
         })
     }
 
+    /// `Err` naming the implementation when `--dropout` is asked of one that is not a
+    /// layer of ours (Burn's `nn::Lstm`, the kernel alone, cuDNN without Burn).
+    pub fn dropout_supported(&self) -> Result<(), String> {
+        let ours = ["cudnn", "cudnn-plain", "portable", "fused-cpu"];
+        if self.dropout == 0.0 || ours.contains(&self.implementation.as_str()) {
+            Ok(())
+        } else {
+            Err(format!(
+                "--dropout {}: only for our layers ({}), not --impl {}",
+                self.dropout,
+                ours.join(", "),
+                self.implementation
+            ))
+        }
+    }
+
     /// `--lengths`'s name.
     pub fn lengths_name(&self) -> &'static str {
         match self.lengths {
@@ -209,10 +230,67 @@ fn positive(value: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("expected a positive integer, got `{value}`"))
 }
 
+fn probability(value: &str) -> Result<f64, String> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|p| (0.0..1.0).contains(p))
+        .ok_or_else(|| format!("expected a dropout probability in [0, 1), got `{value}`"))
+}
+
 /// Whether the command line asks for the list of implementations (`--impl list`, which
 /// needs no shape flags).
 pub fn wants_list() -> bool {
     let argv: Vec<String> = std::env::args().collect();
     argv.windows(2).any(|w| w[0] == "--impl" && w[1] == "list")
         || argv.iter().any(|a| a == "--impl=list")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropout_is_a_probability_below_one() {
+        assert_eq!(probability("0"), Ok(0.0));
+        assert_eq!(probability("0.1"), Ok(0.1));
+        for bad in ["1", "1.5", "-0.1", "NaN", "x"] {
+            let error = probability(bad).unwrap_err();
+            assert!(error.contains("[0, 1)") && error.contains(bad), "{error}");
+        }
+    }
+
+    #[test]
+    fn dropout_is_refused_where_no_layer_of_ours_runs() {
+        let args = |implementation: &str| {
+            Args::try_parse_from([
+                "lstm-bench",
+                "--impl",
+                implementation,
+                "--batch",
+                "2",
+                "--seq",
+                "3",
+                "--input",
+                "4",
+                "--hidden",
+                "5",
+                "--layers",
+                "2",
+                "--dropout",
+                "0.1",
+            ])
+            .expect("valid flags")
+        };
+        for implementation in ["burn-lstm", "lstm-cpu", "cudnn-raw"] {
+            let error = args(implementation).dropout_supported().unwrap_err();
+            assert!(
+                error.contains("--dropout") && error.contains(implementation),
+                "{error}"
+            );
+        }
+        for implementation in ["cudnn", "cudnn-plain", "portable", "fused-cpu"] {
+            assert_eq!(args(implementation).dropout_supported(), Ok(()));
+        }
+    }
 }

@@ -30,6 +30,7 @@ pub const NAMES: &[&str] = &[
 ];
 
 pub fn build(args: &Args) -> Result<Call, String> {
+    args.dropout_supported()?;
     if args.dtype == Dtype::Int8 {
         return match (args.device, args.implementation.as_str(), args.mode) {
             (Device::Cpu, "lstm-cpu", Mode::Infer) => Ok(kernel_int8(args)),

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release -p lstm-bench -- --impl portable --mode infer [--cell lstm|gru] [--backend flex|ndarray] \
-//!     --batch 16 --seq 50 --input 256 --hidden 256 [--layers L] [--bidirectional] [--threads N] [--iters K] [--gap-us U]
+//!     --batch 16 --seq 50 --input 256 --hidden 256 [--layers L] [--bidirectional] [--dropout P] [--threads N] [--iters K] [--gap-us U]
 //! cargo run --release -p lstm-bench -- --impl list
 //! cargo run --release -p lstm-bench -- --help
 //! ```
@@ -116,6 +116,7 @@ fn main() {
         "bidirectional": args.bidirectional,
         "proj_size": args.proj_size,
         "lengths": args.lengths_name(),
+        "dropout": args.dropout,
         "threads": args.threads,
         "gap_us": args.gap_us,
         "seconds": seconds,

@@ -26,6 +26,7 @@ impl<B: RnnBackend> Layer<B> {
                 CudnnCompatibleLstmConfig::new(args.input, args.hidden)
                     .with_num_layers(args.layers)
                     .with_bidirectional(args.bidirectional)
+                    .with_dropout(args.dropout)
                     .with_proj_size(args.proj_size)
                     .init::<B>(&device)
                     .with_kernel(Some(kernel)),
@@ -37,6 +38,7 @@ impl<B: RnnBackend> Layer<B> {
                 CudnnCompatibleGruConfig::new(args.input, args.hidden)
                     .with_num_layers(args.layers)
                     .with_bidirectional(args.bidirectional)
+                    .with_dropout(args.dropout)
                     .init::<B>(&device)
                     .with_kernel(Some(kernel)),
             ),
