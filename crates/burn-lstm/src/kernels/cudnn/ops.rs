@@ -210,8 +210,9 @@ fn forward_with(
         weights: space_at,
     };
     trace.mark("buffer addresses");
-    let ordering = Ordering::of_settings().before(&pinned, &x, handle)?;
-    trace.mark(ordering.before_mark(cudnn_skip_flush()));
+    let skip_flush = cudnn_skip_flush();
+    let ordering = Ordering::of_settings().before(&pinned, &x, handle, skip_flush)?;
+    trace.mark(ordering.before_mark(skip_flush));
     let reserve = (|| {
         // SAFETY: every buffer is a live CubeCL allocation of this device (kept alive by
         // `pinned` until the call's work is ordered) whose CubeCL writes come first
@@ -358,8 +359,9 @@ pub(crate) fn backward(
         dweights: dspace_at,
     };
     trace.mark("buffer addresses");
-    let ordering = Ordering::of_settings().before(&pinned, &x, handle)?;
-    trace.mark(ordering.before_mark(cudnn_skip_flush()));
+    let skip_flush = cudnn_skip_flush();
+    let ordering = Ordering::of_settings().before(&pinned, &x, handle, skip_flush)?;
+    trace.mark(ordering.before_mark(skip_flush));
     (|| {
         // SAFETY: as in `forward`.
         unsafe {

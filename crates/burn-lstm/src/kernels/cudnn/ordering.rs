@@ -14,15 +14,15 @@
 //! The event before a call captures only work already submitted to the driver. CubeCL
 //! submits a launch when its device thread runs the task; the address read is a blocking
 //! task that runs after every task queued before it, so by then the call's inputs have
-//! been submitted. [`Ordering::before`] flushes CubeCL all the same unless
-//! [`cudnn_skip_flush`] is on ([`Ordering::flushes`]).
+//! been submitted. [`Ordering::before`] flushes CubeCL all the same unless the setting
+//! `cudnn_skip_flush` (`settings.rs`) is on ([`Ordering::flushes`]).
 
 use burn::tensor::backend::Backend;
 use cudnn_rnn::{CudnnHandle, CudnnRnnError};
 
 use crate::kernels::cudnn::device::log_fallback_once;
 use crate::kernels::cudnn::pinned::Pinned;
-use crate::kernels::cudnn::settings::{cudnn_context_wait, cudnn_events, cudnn_skip_flush};
+use crate::kernels::cudnn::settings::{cudnn_context_wait, cudnn_events};
 use crate::kernels::cudnn::types::{CudaBackend, CudaTensor};
 
 /// How one call is ordered.
@@ -69,7 +69,7 @@ impl Ordering {
     }
 
     /// Whether the `before` step flushes CubeCL first, `skip_flush` being
-    /// [`cudnn_skip_flush`]: with events, unless skipped (the address read has already
+    /// `cudnn_skip_flush`: with events, unless skipped (the address read has already
     /// brought CubeCL's earlier launches to the driver); never on the host
     /// synchronisation, which waits for all of CubeCL's work itself.
     pub fn flushes(self, skip_flush: bool) -> bool {
@@ -81,18 +81,20 @@ impl Ordering {
 
     /// Orders the call after every CubeCL write of `tensor`'s device queued so far.
     /// `_addresses`, the call's buffers read from CubeCL, is the proof that those writes
-    /// have been submitted to the driver (the module's doc). Returns the ordering the
-    /// call's [`Self::after`] must use.
+    /// have been submitted to the driver (the module's doc); `skip_flush` is
+    /// `cudnn_skip_flush`, read once per call (the trace's [`Self::before_mark`] takes
+    /// the same). Returns the ordering the call's [`Self::after`] must use.
     pub fn before(
         self,
         _addresses: &Pinned,
         tensor: &CudaTensor,
         handle: &CudnnHandle,
+        skip_flush: bool,
     ) -> Result<Self, String> {
         let events = match self {
             Self::HostSync => Err(String::new()),
             Self::Events | Self::EventsBefore => {
-                let flushed = if self.flushes(cudnn_skip_flush()) {
+                let flushed = if self.flushes(skip_flush) {
                     tensor
                         .client
                         .flush()
@@ -129,7 +131,7 @@ impl Ordering {
         }
     }
 
-    /// The trace's name of the `before` step, `skip_flush` being [`cudnn_skip_flush`].
+    /// The trace's name of the `before` step, `skip_flush` being `cudnn_skip_flush`.
     pub fn before_mark(self, skip_flush: bool) -> &'static str {
         match (self, self.flushes(skip_flush)) {
             (Self::HostSync, _) => "wait for CubeCL",
