@@ -10,8 +10,8 @@ use std::sync::Mutex;
 use burn::tensor::Shape;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use cudnn_rnn::{
-    BackwardBuffers, DataType, ForwardBuffers, MathMode, ReserveSpace, RnnAlgo, RnnConfig,
-    SeqLayout, SeqShape, refusal_fallbacks,
+    BackwardBuffers, CudnnHandle, DataType, ForwardBuffers, MathMode, ReserveSpace, RnnAlgo,
+    RnnConfig, SeqLayout, SeqShape, refusal_fallbacks,
 };
 
 use crate::kernels::cubecl::flat_cache::gpu_weight_cache;
@@ -76,6 +76,21 @@ fn weight_space(plan: &WeightPlan, canonical: &CudaTensor) -> CudaTensor {
     } else {
         empty(canonical, &[plan.space_len])
     }
+}
+
+/// Orders a call after CubeCL's earlier work on `x`'s device ([`Ordering::before`], the
+/// settings read once for both the step and its trace mark), and marks the step in
+/// `trace`. Returns the ordering the call's `after` step must use.
+fn order_after_cubecl(
+    addresses: &Pinned,
+    x: &CudaTensor,
+    handle: &CudnnHandle,
+    trace: &mut CallTrace,
+) -> Result<Ordering, String> {
+    let skip_flush = cudnn_skip_flush();
+    let ordering = Ordering::of_settings().before(addresses, x, handle, skip_flush)?;
+    trace.mark(ordering.before_mark(skip_flush));
+    Ok(ordering)
 }
 
 /// Forward through cuDNN; `save` keeps what [`backward`] needs. The algorithm is the
@@ -210,9 +225,7 @@ fn forward_with(
         weights: space_at,
     };
     trace.mark("buffer addresses");
-    let skip_flush = cudnn_skip_flush();
-    let ordering = Ordering::of_settings().before(&pinned, &x, handle, skip_flush)?;
-    trace.mark(ordering.before_mark(skip_flush));
+    let ordering = order_after_cubecl(&pinned, &x, handle, &mut trace)?;
     let reserve = (|| {
         // SAFETY: every buffer is a live CubeCL allocation of this device (kept alive by
         // `pinned` until the call's work is ordered) whose CubeCL writes come first
@@ -359,9 +372,7 @@ pub(crate) fn backward(
         dweights: dspace_at,
     };
     trace.mark("buffer addresses");
-    let skip_flush = cudnn_skip_flush();
-    let ordering = Ordering::of_settings().before(&pinned, &x, handle, skip_flush)?;
-    trace.mark(ordering.before_mark(skip_flush));
+    let ordering = order_after_cubecl(&pinned, &x, handle, &mut trace)?;
     (|| {
         // SAFETY: as in `forward`.
         unsafe {
