@@ -18,8 +18,9 @@
 #   bash .device/gpu-run.sh ab       each cuDNN setting of the op's speed (algorithm
 #                                    policy, event ordering, GPU weight cache, call reuse,
 #                                    batch-major layout, one-operation flat buffer),
-#                                    on (the default) and off, the opt-in event ordering
-#                                    without CubeCL's flush on, the op without fusion,
+#                                    on (the default) and off, the opt-in paths on (the
+#                                    event ordering without CubeCL's flush, the
+#                                    reserve-space pool), the op without fusion,
 #                                    in the same call, with cudnn-raw and PyTorch beside it:
 #                                    JSON lines prefixed `ab <dtype> <variant>` (AB_SHAPES,
 #                                    AB_DTYPES: f32 tf32 f16 bf16; about 7 minutes with
@@ -32,9 +33,11 @@
 #                                    and profiled (5 to 9 minutes: slowing calls take
 #                                    longer)
 #   bash .device/gpu-run.sh pending  what verifies the op's paths that are still off by
-#                                    default (now BURN_LSTM_CUDNN_SKIP_FLUSH): their GPU
-#                                    tests, a trace that shows the path taken, and ab of
-#                                    the path on and off, PyTorch beside (about 6 minutes)
+#                                    default (now BURN_LSTM_CUDNN_SKIP_FLUSH and
+#                                    BURN_LSTM_CUDNN_RESERVE_POOL): their GPU tests, a
+#                                    trace with both on, and ab of each on and off,
+#                                    PyTorch beside (about 8 minutes; AB_DTYPES=f32 for
+#                                    about 5)
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): CELL (lstm, or gru: IMPLS="cudnn portable burn-lstm" then,
 # cudnn-raw is LSTM only),
@@ -153,13 +156,13 @@ if [ "$phase" = pending ]; then
   # The paths still off by default, switched on: their GPU tests (each in its process),
   # a trace line per call that names the ordering's steps, and ab against the default.
   # Runs the phases below with their knobs set (a knob given by the caller wins).
-  ONLY="${ONLY:-the_event_ordering_without_a_flush|cubecl_work_around_the_op_from_several_threads}" \
-    PARALLEL="${PARALLEL:-2}" bash "$0" tests
-  TRACE_ENV="${TRACE_ENV:-BURN_LSTM_CUDNN_SKIP_FLUSH=1}" \
+  ONLY="${ONLY:-the_event_ordering_without_a_flush|the_reserve_space_pool|cubecl_work_around_the_op_from_several_threads}" \
+    PARALLEL="${PARALLEL:-3}" bash "$0" tests
+  TRACE_ENV="${TRACE_ENV:-BURN_LSTM_CUDNN_SKIP_FLUSH=1 BURN_LSTM_CUDNN_RESERVE_POOL=1}" \
     TRACE_SHAPES="${TRACE_SHAPES:-1 100 128 1;16 50 128 1}" ITERS=3 bash "$0" trace
-  AB_VARIANTS="${AB_VARIANTS:-default|skip-flush=1|plain}" AB_DTYPES="${AB_DTYPES:-f32 f16}" \
+  AB_VARIANTS="${AB_VARIANTS:-default|skip-flush=1|reserve-pool=1|plain}" AB_DTYPES="${AB_DTYPES:-f32 f16}" \
     AB_SHAPES="${AB_SHAPES:-1 100 128 1;16 50 128 1;64 100 512 1;20 35 1500 2}" \
-    RAW_ALGOS="${RAW_ALGOS:-auto}" bash "$0" ab
+    RAW_ALGOS="${RAW_ALGOS:-auto}" RAW_ENV="${RAW_ENV-BURN_LSTM_CUDNN_RESERVE_POOL=1}" bash "$0" ab
 fi
 
 if [ "$phase" = drift ]; then
@@ -233,21 +236,24 @@ fi
 
 if [ "$phase" = ab ]; then
   # Each setting of the op's speed (all on by default), off one at a time and all off,
-  # and each opt-in path not yet on by default switched on (`skip-flush=1`), in one
+  # and each opt-in path not yet on by default switched on (`skip-flush=1`,
+  # `reserve-pool=1`), in one
   # call: same machine, same warm GPU, PyTorch beside it. A variant is a list of
   # settings; `default` sets none. cudnn-raw reads BURN_LSTM_CUDNN_ALGO too (the floor
   # the op through Burn can reach); `plain` is the op on Burn's Cuda backend without
   # fusion. AB_DTYPES: f32, tf32 (f32 data, TF32 math, PyTorch's allow_tf32 likewise),
-  # f16, bf16; all but f32 run only the `default`, `skip-flush=1`, `none`,
+  # f16, bf16; all but f32 run only the `default`, `skip-flush=1`, `reserve-pool=1`, `none`,
   # `batch-major=0`, `flat-join=0` and `plain` variants. A shape is "B T H layers", "bi" after it for a
   # bidirectional stack; AB_LENGTHS: lstm-bench's --lengths (varied; not with PyTorch).
-  # RAW_ALGOS: cudnn-raw's algorithms ("standard auto"). AB_BASELINE: another build's
+  # RAW_ALGOS: cudnn-raw's algorithms ("standard auto"); RAW_ENV: settings cudnn-raw
+  # runs with ("NAME=value ...", appended to its variant's name with `+`). AB_BASELINE: another build's
   # lstm-bench (an earlier commit's, run with the settings of AB_BASELINE_ENV), timed as
   # variant `baseline`.
   IFS=';' read -r -a shapes <<<"${AB_SHAPES:-1 100 128 1;16 50 128 1;64 100 512 1;20 35 1500 2;256 50 512 1}"
   variants=(
     "default:"
     "skip-flush=1:BURN_LSTM_CUDNN_SKIP_FLUSH=1"
+    "reserve-pool=1:BURN_LSTM_CUDNN_RESERVE_POOL=1"
     "batch-major=0:BURN_LSTM_CUDNN_BATCH_MAJOR=0"
     "flat-join=0:BURN_LSTM_FUSION_FLAT_JOIN=0"
     "algo=standard:BURN_LSTM_CUDNN_ALGO=standard"
@@ -269,7 +275,9 @@ if [ "$phase" = ab ]; then
         for variant in "${variants[@]}"; do
           name=${variant%%:*}
           [[ "$name" =~ ^(${AB_VARIANTS:-.*})$ ]] || continue
-          [ "$dtype" != f32 ] && [[ ! "$name" =~ ^(default|skip-flush=1|none|batch-major=0|flat-join=0)$ ]] && continue
+          [ "$dtype" != f32 ] && [[ ! "$name" =~ ^(default|skip-flush=1|reserve-pool=1|none|batch-major=0|flat-join=0)$ ]] && continue
+          # The reserve-space pool serves training calls only.
+          [ "$mode" = infer ] && [ "$name" = reserve-pool=1 ] && continue
           read -r -a settings <<<"${variant#*:}"
           echo "ab $dtype $name $(env LSTM_BENCH_TF32=$tf32 "${settings[@]}" timeout "${AB_TIMEOUT:-60}" "$kit/bin/lstm-bench" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
         done
@@ -281,8 +289,10 @@ if [ "$phase" = ab ]; then
           echo "ab $dtype plain $(LSTM_BENCH_TF32=$tf32 timeout "${AB_TIMEOUT:-60}" "$kit/bin/lstm-bench" --impl cudnn-plain "${flags[@]}" 2>&1 | tail -1)" | log
         fi
         if [ "$data" = f32 ]; then
+          read -r -a raw_env <<<"${RAW_ENV:-}"
+          raw_label=${RAW_ENV:++${RAW_ENV// /+}}
           for algo in ${RAW_ALGOS:-standard auto}; do
-            echo "ab $dtype raw-algo=$algo $(LSTM_BENCH_TF32=$tf32 BURN_LSTM_CUDNN_ALGO=$algo timeout "${AB_TIMEOUT:-60}" "$kit/bin/lstm-bench" --impl cudnn-raw "${flags[@]}" 2>&1 | tail -1)" | log
+            echo "ab $dtype raw-algo=$algo$raw_label $(env "${raw_env[@]}" LSTM_BENCH_TF32=$tf32 BURN_LSTM_CUDNN_ALGO=$algo timeout "${AB_TIMEOUT:-60}" "$kit/bin/lstm-bench" --impl cudnn-raw "${flags[@]}" 2>&1 | tail -1)" | log
           done
         fi
         [ "${TORCH:-1}" = 1 ] && echo "ab $dtype torch $(torch_peer "$tf32" --impl torch "${flags[@]}" 2>&1 | tail -1)" | log

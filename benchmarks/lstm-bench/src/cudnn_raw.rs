@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use cudnn_rnn::{
-    AlgoCall, BackwardBuffers, CallReuse, CudnnHandle, DataType, DeviceBuffer, DeviceProps,
-    DropoutState, ForwardBuffers, MathMode, Rnn, RnnAlgo, RnnConfig, SeqShape, choose_algo,
+    AlgoCall, BackwardBuffers, CudnnHandle, DataType, DeviceBuffer, DeviceProps, DropoutState,
+    ForwardBuffers, MathMode, Rnn, RnnAlgo, RnnConfig, SeqShape, choose_algo,
 };
 
 use crate::args::{Args, Mode};
@@ -38,10 +38,11 @@ fn buffer(stream: &Arc<CudaStream>, slice: &CudaSlice<f32>) -> DeviceBuffer {
 /// shape in `args`, f32, on device 0.
 pub fn build(args: &Args) -> Result<Call, String> {
     // The op's per-call reuse (work-space pool, cached descriptors, no device lengths
-    // for full rows), so that this stays the floor the op can reach.
+    // for full rows, the reserve-space pool when switched on), so that this stays the
+    // floor the op can reach.
     let handle = CudnnHandle::for_device(0)
         .map_err(|e| e.to_string())?
-        .with_call_reuse(CallReuse::all_if(burn_lstm::cudnn_reuse()));
+        .with_call_reuse(burn_lstm::cudnn_call_reuse());
     let math = if std::env::var("LSTM_BENCH_TF32").is_ok_and(|v| v == "1") {
         MathMode::Tf32
     } else {

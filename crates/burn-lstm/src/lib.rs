@@ -120,11 +120,12 @@ pub use kernels::cubecl::flat_join::{fusion_flat_join, set_fusion_flat_join};
 pub use kernels::cudnn::PlainCuda;
 #[cfg(feature = "cuda")]
 pub use kernels::cudnn::{
-    CudnnAlgo, CudnnMath, CudnnRnnAlgo, cudnn_algo, cudnn_batch_major, cudnn_context_wait,
-    cudnn_empty_rows, cudnn_events, cudnn_gru, cudnn_half, cudnn_math, cudnn_reuse,
-    cudnn_runtime_errors, cudnn_skip_flush, set_cudnn_algo, set_cudnn_batch_major,
-    set_cudnn_context_wait, set_cudnn_empty_rows, set_cudnn_events, set_cudnn_gru, set_cudnn_half,
-    set_cudnn_math, set_cudnn_reuse, set_cudnn_skip_flush,
+    CudnnAlgo, CudnnMath, CudnnPoolUsage, CudnnRnnAlgo, cudnn_algo, cudnn_batch_major,
+    cudnn_call_reuse, cudnn_context_wait, cudnn_empty_rows, cudnn_events, cudnn_gru, cudnn_half,
+    cudnn_math, cudnn_pool_usage, cudnn_reserve_pool, cudnn_reuse, cudnn_runtime_errors,
+    cudnn_skip_flush, set_cudnn_algo, set_cudnn_batch_major, set_cudnn_context_wait,
+    set_cudnn_empty_rows, set_cudnn_events, set_cudnn_gru, set_cudnn_half, set_cudnn_math,
+    set_cudnn_reserve_pool, set_cudnn_reuse, set_cudnn_skip_flush,
 };
 pub use kernels::fused_cpu::{
     CpuCacheUsage, cpu_cache_usage, cpu_threads, release_cpu_buffers, set_cpu_threads,

@@ -145,6 +145,8 @@ fn without_a_gpu_the_choice_names_the_reason() {
                 reason.contains("libcuda") || reason.contains("libcudnn"),
                 "{reason}"
             );
+            // No cuDNN state, so nothing pooled to report.
+            assert_eq!(burn_lstm::cudnn_pool_usage(0), None);
         }
     }
 }
@@ -710,6 +712,14 @@ fn larger_stack_against_the_fused_cpu_kernel<B: AutodiffBackend + RnnBackend>(
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn device_memory_stays_flat_over_10000_training_calls() {
     assert!(gpu_usable(), "cuDNN does not run here");
+    device_memory_stays_flat(10_000);
+}
+
+/// `calls` training calls of the memory test's stack (2 layers, bidirectional, dropout
+/// 0.1, 16 padded batch-first rows) on one module: the device memory in use must grow by
+/// less than 16 MiB from call 100 to the last. Prints the readings (after calls 100,
+/// 1,000, 2,000, 5,000 and the last) with what the op's cuDNN state pools.
+fn device_memory_stays_flat(calls: usize) {
     let probe = cudnn_rnn::CudnnHandle::for_device(0).expect("a handle on device 0");
     let used = || {
         let (free, total) = probe.memory_info().expect("cuMemGetInfo");
@@ -728,7 +738,7 @@ fn device_memory_stays_flat_over_10000_training_calls() {
     let lengths: Vec<usize> = (0..16).map(|r| 20 - r).collect();
     let mut readings = Vec::new();
     let started = std::time::Instant::now();
-    for step in 1..=10_000 {
+    for step in 1..=calls {
         let (y, _) = model
             .try_forward(x.clone().require_grad(), None, Some(&lengths))
             .expect("valid input");
@@ -741,11 +751,14 @@ fn device_memory_stays_flat_over_10000_training_calls() {
         if step % 1000 == 0 {
             eprintln!("  {step} calls, {:.1} s", started.elapsed().as_secs_f64());
         }
-        if matches!(step, 100 | 1000 | 2000 | 5000 | 10_000) {
+        if step == calls || matches!(step, 100 | 1000 | 2000 | 5000) {
             assert!(grad.into_data().iter::<f32>().all(f32::is_finite));
             let mib = used();
             // As they come: a run cut short by a time limit still shows them.
-            println!("device memory in use after {step} training calls: {mib:.1} MiB");
+            println!(
+                "device memory in use after {step} training calls: {mib:.1} MiB ({:?})",
+                burn_lstm::cudnn_pool_usage(0)
+            );
             readings.push((step, mib));
         }
     }
@@ -753,7 +766,7 @@ fn device_memory_stays_flat_over_10000_training_calls() {
     let growth = readings.last().unwrap().1 - readings[0].1;
     assert!(
         growth < 16.0,
-        "device memory grew by {growth:.1} MiB from call 100 to 10,000"
+        "device memory grew by {growth:.1} MiB from call 100 to {calls}"
     );
 }
 
@@ -894,6 +907,46 @@ fn the_event_ordering_without_a_flush_of_cubecl_keeps_every_value() {
                 run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-no-flush", 3e-4);
             });
             repeated_training_calls_keep_their_gradient(200);
+        },
+    );
+    assert_no_runtime_fallback();
+}
+
+/// The reserve-space pool (`BURN_LSTM_CUDNN_RESERVE_POOL`, off by default; switched on
+/// here before this process's first cuDNN call, which reads it): every LSTM and GRU
+/// golden case through cuDNN on the fused backend (each backward reads a reserve space
+/// the pool lent), 200 training calls on two inputs in turn, each call's gradient against
+/// its input's alone (a reserve space lent to the next forward before the backward
+/// reading it had finished would show), the several-threads load, and the device memory
+/// flat over 2,000 training calls of the memory test's stack, the pool within its bound.
+#[test]
+#[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
+fn the_reserve_space_pool_keeps_every_value_and_the_memory_flat() {
+    use common::gru_golden_check::run_all_gru;
+    burn_lstm::set_cudnn_reuse(true);
+    with_switch_on(
+        burn_lstm::cudnn_reserve_pool,
+        burn_lstm::set_cudnn_reserve_pool,
+        || {
+            assert!(gpu_usable(), "cuDNN does not run here");
+            exact_f32(|| {
+                run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-reserve-pool", 1e-4);
+                run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-reserve-pool", 3e-4);
+            });
+            let pooled = || burn_lstm::cudnn_pool_usage(0).expect("device 0's cuDNN state");
+            let usage = pooled();
+            assert!(
+                usage.reserve_pool,
+                "this process's cuDNN state was made without the reserve pool (run this test \
+                 in its own process): {usage:?}"
+            );
+            let bound = 1..=cudnn_rnn::RESERVE_POOL_MAX_IDLE;
+            assert!(bound.contains(&usage.idle_reserve_spaces), "{usage:?}");
+            repeated_training_calls_keep_their_gradient(200);
+            cubecl_work_around_the_op_from_several_threads();
+            device_memory_stays_flat(2_000);
+            let usage = pooled();
+            assert!(bound.contains(&usage.idle_reserve_spaces), "{usage:?}");
         },
     );
     assert_no_runtime_fallback();

@@ -1,14 +1,15 @@
 //! A cuDNN handle bound to one CUDA stream, freed on drop, with the per-call reuse
-//! switches ([`CallReuse`]) and the work-space pool they may turn on.
+//! switches ([`CallReuse`]) and the work-space and reserve-space pools they may turn on.
 
 use std::cell::{RefCell, RefMut};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cudarc::cudnn::sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 
 use crate::error::{CudnnRnnError, Result};
 use crate::library::{check_cudnn, driver_present};
+use crate::reserve_pool::{FreeList, Lent, RESERVE_POOL_MAX_IDLE, SharedFreeList, lend, locked};
 use crate::reuse::{CallReuse, next_capacity};
 use crate::status::check;
 
@@ -43,6 +44,31 @@ use crate::status::check;
 ///
 /// The pool is dropped when the switch is turned off ([`CudnnHandle::set_call_reuse`]),
 /// by [`CudnnHandle::release_work_pool`], and with the handle.
+///
+/// # Reserve-space pool
+///
+/// With [`CallReuse::reserve_pool`] on, a training forward's reserve space is lent from
+/// the handle's idle reserve spaces (the smallest large enough; a new one, rounded up to
+/// [`RESERVE_POOL_GRANULE`](crate::RESERVE_POOL_GRANULE), when none is), and its
+/// [`ReserveSpace`](crate::ReserveSpace) gives it back when dropped, after its backward;
+/// at most [`RESERVE_POOL_MAX_IDLE`] stay idle, the smallest freed first. Reuse is sound
+/// because:
+///
+/// - a reserve space is touched only by cuDNN calls queued on this handle's stream: the
+///   forward that writes it and the backward that reads it (a backward on a handle of
+///   another stream is refused), and cuDNN writes a reserve space in the forward before
+///   reading it in the backward;
+/// - it is given back only when its `ReserveSpace` is dropped, after every call that uses
+///   it was queued (the backward borrows it), so a forward that takes it next is queued
+///   after them on the same stream, and its kernels start after theirs have finished
+///   (stream order), whether or not the host has synchronised;
+/// - the idle list is behind its own lock (a `ReserveSpace` may be dropped on any
+///   thread, without the handle), and idle buffers are freed with cudarc's
+///   `cuMemFreeAsync` on this stream, after the work queued on them.
+///
+/// The idle reserve spaces are freed when the switch is turned off, by
+/// [`CudnnHandle::release_reserve_pool`], when an allocation fails (then it is tried once
+/// more), and with the handle; a `ReserveSpace` that outlives its handle frees its buffer.
 #[derive(Debug)]
 pub struct CudnnHandle {
     raw: sys::cudnnHandle_t,
@@ -50,6 +76,8 @@ pub struct CudnnHandle {
     reuse: CallReuse,
     /// The pooled work space ([`CallReuse::work_pool`]); `None` until a call needs it.
     work_pool: RefCell<Option<CudaSlice<u8>>>,
+    /// The idle reserve spaces ([`CallReuse::reserve_pool`]).
+    reserve_pool: SharedFreeList<CudaSlice<u8>>,
 }
 
 /// A work space lent to one call: allocated for it, or the handle's pool.
@@ -72,8 +100,8 @@ impl WorkSpace<'_> {
 
 // SAFETY: a cuDNN handle may be used from any thread as long as it is used by one thread
 // at a time, which `&mut`/`!Sync` and the callers' locks guarantee. The other fields are
-// `Send` themselves (the stream, and the pooled `CudaSlice` inside a `RefCell`, which
-// keeps the handle `!Sync`).
+// `Send` themselves (the stream, the pooled `CudaSlice` inside a `RefCell`, which keeps
+// the handle `!Sync`, and the reserve spaces behind an `Arc<Mutex<_>>`).
 unsafe impl Send for CudnnHandle {}
 
 impl CudnnHandle {
@@ -114,6 +142,7 @@ impl CudnnHandle {
             stream,
             reuse: CallReuse::OFF,
             work_pool: RefCell::new(None),
+            reserve_pool: Arc::new(Mutex::new(FreeList::new(RESERVE_POOL_MAX_IDLE))),
         };
         // SAFETY: both the handle and the stream are alive.
         check("cudnnSetStream", unsafe {
@@ -128,11 +157,17 @@ impl CudnnHandle {
     }
 
     /// Sets the per-call reuse switches for every later call made with this handle.
-    /// Turning [`CallReuse::work_pool`] off frees the pooled work space (stream-ordered).
+    /// Turning [`CallReuse::work_pool`] off frees the pooled work space, turning
+    /// [`CallReuse::reserve_pool`] off the idle reserve spaces (stream-ordered); reserve
+    /// spaces lent before still come back to the pool when dropped (freed with the
+    /// handle, or by [`Self::release_reserve_pool`]).
     pub fn set_call_reuse(&mut self, reuse: CallReuse) {
         self.reuse = reuse;
         if !reuse.work_pool {
             self.release_work_pool();
+        }
+        if !reuse.reserve_pool {
+            self.release_reserve_pool();
         }
     }
 
@@ -153,6 +188,38 @@ impl CudnnHandle {
     /// allocates it again.
     pub fn release_work_pool(&mut self) {
         *self.work_pool.get_mut() = None;
+    }
+
+    /// Bytes and number of the idle pooled reserve spaces (those lent to an outstanding
+    /// forward are not counted).
+    pub fn reserve_pool_idle(&self) -> (usize, usize) {
+        let list = locked(&self.reserve_pool);
+        (list.idle_bytes(), list.idle_count())
+    }
+
+    /// Frees the idle pooled reserve spaces (stream-ordered).
+    pub fn release_reserve_pool(&self) {
+        let idle = locked(&self.reserve_pool).drain();
+        drop(idle);
+    }
+
+    /// A reserve space of at least `bytes` bytes (at least 1) for one training forward
+    /// and its backward on this handle's stream: lent from the pool when
+    /// [`CallReuse::reserve_pool`] is on, otherwise allocated for the call.
+    /// Uninitialised: cuDNN's forward writes it before its backward reads it.
+    pub(crate) fn reserve_space(&self, bytes: usize) -> Result<Lent<CudaSlice<u8>>> {
+        let alloc = |bytes: usize| {
+            // SAFETY: cuDNN writes the reserve space before reading it; the memory is not
+            // read from the host.
+            unsafe { self.stream.alloc::<u8>(bytes.max(1)) }
+        };
+        if !self.reuse.reserve_pool {
+            let buffer =
+                alloc(bytes).map_err(|e| CudnnRnnError::driver("cuMemAlloc (reserve space)", e))?;
+            return Ok(Lent::own(buffer));
+        }
+        lend(&self.reserve_pool, bytes, alloc)
+            .map_err(|e| CudnnRnnError::driver("cuMemAlloc (reserve-space pool)", e))
     }
 
     /// A work space of at least `bytes` bytes (at least 1) for one call on this handle's

@@ -21,8 +21,9 @@
 //! - [`CopyPlan`]: merged device copies between the weight space and another layout.
 //! - [`CallReuse`]: per-call host work a handle and its RNNs may keep between calls (a
 //!   grow-only work-space pool, [`next_capacity`]; call descriptors and temp-space sizes
-//!   cached per [`CallKey`]; a null `devSeqLengths` for full-length rows), each switch
-//!   off by default.
+//!   cached per [`CallKey`]; a null `devSeqLengths` for full-length rows; a pool of
+//!   reserve spaces given back by dropped [`ReserveSpace`]s, [`reserve_capacity`]), each
+//!   switch off by default.
 //!
 //! libcuda and libcudnn are loaded at run time (cudarc's dynamic loading): the crate
 //! builds without CUDA, and a missing library is an error, never a panic.
@@ -35,6 +36,7 @@ mod error;
 mod handle;
 mod library;
 mod ordering;
+mod reserve_pool;
 mod reuse;
 mod rnn;
 mod rnn_algo;
@@ -58,6 +60,7 @@ pub use rnn::{BackwardBuffers, DeviceBuffer, ForwardBuffers, ReserveSpace, Rnn};
 #[deprecated(since = "0.2.0", note = "renamed `Rnn` (it holds GRUs too)")]
 pub type Lstm = Rnn;
 pub use ordering::{context_waits_for, wait_for_context};
+pub use reserve_pool::{RESERVE_POOL_GRANULE, RESERVE_POOL_MAX_IDLE, reserve_capacity};
 pub use reuse::{
     CALL_CACHE_CAPACITY, CallKey, CallReuse, WORK_POOL_GRANULE, needs_dev_lengths, next_capacity,
 };

@@ -1,11 +1,12 @@
 //! Per-call host work that can be kept between calls ([`CallReuse`]), as pure logic:
 //! the growth of the work-space pool ([`next_capacity`]), the bounded cache of call
 //! descriptors and temp-space sizes ([`CallCache`], keyed by [`CallKey`]), and when cuDNN
-//! gets a null `devSeqLengths` ([`needs_dev_lengths`]).
+//! gets a null `devSeqLengths` ([`needs_dev_lengths`]). The reserve-space pool's policy
+//! is in `reserve_pool.rs`.
 //!
 //! Everything here is off by default: with [`CallReuse::OFF`] every call builds its
-//! descriptors, queries its temp-space sizes, allocates its work space and uploads its
-//! row lengths, as before.
+//! descriptors, queries its temp-space sizes, allocates its work space and reserve space
+//! and uploads its row lengths, as before.
 
 use crate::shape::SeqShape;
 
@@ -19,8 +20,9 @@ use crate::shape::SeqShape;
 pub struct CallReuse {
     /// One grow-only work-space buffer per handle, used by every call in stream order,
     /// instead of a `cuMemAllocAsync` / `cuMemFreeAsync` pair per call. Sized by
-    /// [`next_capacity`]. The reserve space of a training forward is still allocated per
-    /// call (it lives until its backward, and several may be outstanding).
+    /// [`next_capacity`]. The reserve space of a training forward is not in it (it lives
+    /// until its backward, and several may be outstanding): see
+    /// [`reserve_pool`](Self::reserve_pool).
     pub work_pool: bool,
     /// The call descriptors (`cudnnSetRNNDataDescriptor`, `cudnnSetTensorNdDescriptor`)
     /// and the `cudnnGetRNNTempSpaceSizes` result kept per [`CallKey`] on each
@@ -30,6 +32,12 @@ pub struct CallReuse {
     /// A null `devSeqLengths` (as PyTorch passes it) when every row is full length, instead
     /// of uploading the lengths on each forward; see [`needs_dev_lengths`].
     pub null_dev_lengths: bool,
+    /// Training forwards take their reserve space from the buffers earlier forwards'
+    /// [`ReserveSpace`](crate::ReserveSpace)s gave back to the handle when dropped (best
+    /// fit, at most [`RESERVE_POOL_MAX_IDLE`](crate::RESERVE_POOL_MAX_IDLE) idle, new ones
+    /// rounded up to [`RESERVE_POOL_GRANULE`](crate::RESERVE_POOL_GRANULE)), instead of a
+    /// `cuMemAllocAsync` per forward and a `cuMemFreeAsync` per backward.
+    pub reserve_pool: bool,
 }
 
 impl CallReuse {
@@ -38,6 +46,7 @@ impl CallReuse {
         work_pool: false,
         descriptor_cache: false,
         null_dev_lengths: false,
+        reserve_pool: false,
     };
 
     /// Every switch on.
@@ -45,6 +54,7 @@ impl CallReuse {
         work_pool: true,
         descriptor_cache: true,
         null_dev_lengths: true,
+        reserve_pool: true,
     };
 
     /// [`CallReuse::ALL`] when `enabled`, else [`CallReuse::OFF`]: one setting for every

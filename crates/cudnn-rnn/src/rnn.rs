@@ -6,12 +6,13 @@
 //! Tensors are given as raw device addresses ([`DeviceBuffer`]) because they belong to
 //! someone else's allocator (CubeCL's in burn-lstm); every size is checked against the
 //! shape before cuDNN sees it. Work space, reserve space and the device copy of the
-//! lengths are allocated here on the handle's stream.
+//! lengths are allocated here on the handle's stream (or lent by its pools).
 //!
 //! The handle's [`CallReuse`](crate::CallReuse) switches (all off by default) let a call
-//! take its work space from the handle's pool, its descriptors and temp-space sizes from
-//! this `Rnn`'s cache ([`Rnn::cached_calls`]), and give cuDNN a null `devSeqLengths`
-//! for full-length rows.
+//! take its work space from the handle's pool, a training forward its reserve space from
+//! the handle's reserve pool, its descriptors and temp-space sizes from this `Rnn`'s
+//! cache ([`Rnn::cached_calls`]), and give cuDNN a null `devSeqLengths` for full-length
+//! rows.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -23,6 +24,7 @@ use crate::descriptor::{RnnDataDescriptor, RnnDescriptor, TensorDescriptor};
 use crate::dropout::DropoutState;
 use crate::error::{CudnnRnnError, Result};
 use crate::handle::CudnnHandle;
+use crate::reserve_pool::Lent;
 use crate::reuse::{CALL_CACHE_CAPACITY, CallCache, CallKey, needs_dev_lengths};
 use crate::shape::SeqShape;
 use crate::status::check;
@@ -107,12 +109,14 @@ pub struct BackwardBuffers {
 /// [`CallReuse::null_dev_lengths`](crate::CallReuse::null_dev_lengths); a backward that
 /// needs them uploads them then), and the shape.
 ///
-/// The reserve space is allocated per training forward, never pooled: it lives from the
-/// forward to its backward, several forwards may be outstanding at once, and it is freed
-/// (stream-ordered) with this value.
+/// The reserve space lives from the forward to its backward, and several forwards may be
+/// outstanding at once. It is allocated for its forward and freed (stream-ordered) with
+/// this value, or, with [`CallReuse::reserve_pool`](crate::CallReuse::reserve_pool) on,
+/// lent from its handle's pool and given back to it with this value (see
+/// [`CudnnHandle`]'s documentation). Its backward must run on the handle of its forward.
 #[derive(Debug)]
 pub struct ReserveSpace {
-    reserve: CudaSlice<u8>,
+    reserve: Lent<CudaSlice<u8>>,
     dev_lengths: Option<CudaSlice<i32>>,
     shape: SeqShape,
 }
@@ -123,9 +127,9 @@ impl ReserveSpace {
         &self.shape
     }
 
-    /// Bytes of the reserve space.
+    /// Bytes of the reserve space (a pooled one may be larger than its forward needed).
     pub fn bytes(&self) -> usize {
-        self.reserve.len()
+        self.reserve.get().len()
     }
 }
 
@@ -250,11 +254,7 @@ impl Rnn {
         let stream = handle.stream();
         let mut work = handle.work_space(work_bytes)?;
         let mut reserve = if training {
-            Some(scratch(
-                handle,
-                reserve_bytes,
-                "cuMemAlloc (reserve space)",
-            )?)
+            Some(handle.reserve_space(reserve_bytes)?)
         } else {
             None
         };
@@ -269,6 +269,7 @@ impl Rnn {
             let (work_ptr, _s2) = work.slice_mut().device_ptr_mut(stream);
             let (reserve_ptr, reserve_len) = match reserve.as_mut() {
                 Some(r) => {
+                    let r = r.get_mut();
                     let len = r.len();
                     (r.device_ptr_mut(stream).0, len)
                 }
@@ -347,11 +348,19 @@ impl Rnn {
         handle.bind_to_thread()?;
         let plan = self.call_plan(handle, &shape, true)?;
         let (descs, work_bytes, reserve_bytes) = (&plan.descs, plan.work_bytes, plan.reserve_bytes);
-        if reserve_bytes > reserve.reserve.len() {
+        if reserve_bytes > reserve.bytes() {
             return Err(CudnnRnnError::invalid(
                 "reserve",
                 format!("a reserve space of at least {reserve_bytes} bytes"),
-                format!("{} bytes", reserve.reserve.len()),
+                format!("{} bytes", reserve.bytes()),
+            ));
+        }
+        // The reserve space is ordered by its stream only (pooled or freed there).
+        if !Arc::ptr_eq(reserve.reserve.get().stream(), handle.stream()) {
+            return Err(CudnnRnnError::invalid(
+                "handle",
+                "the handle (stream) of the forward that made `reserve`",
+                "a handle on another stream",
             ));
         }
         let stream = handle.stream();
@@ -370,7 +379,7 @@ impl Rnn {
             // The forward passed a null pointer, and this call may not.
             reserve.dev_lengths = Some(upload_lengths(stream, &shape)?);
         }
-        let reserve_len = reserve.reserve.len();
+        let reserve_len = reserve.bytes();
         let lengths = reserve
             .dev_lengths
             .as_ref()
@@ -378,7 +387,7 @@ impl Rnn {
             .map(|l| l.device_ptr(stream));
         let lengths_ptr = lengths.as_ref().map_or(0, |(ptr, _)| *ptr);
         let (work_ptr, _s2) = work.slice_mut().device_ptr_mut(stream);
-        let (reserve_ptr, _s3) = reserve.reserve.device_ptr_mut(stream);
+        let (reserve_ptr, _s3) = reserve.reserve.get_mut().device_ptr_mut(stream);
         // SAFETY: as in `forward`; the reserve space comes from the matching forward, and
         // the work space is held until both backward calls are queued.
         check("cudnnRNNBackwardData_v8", unsafe {

@@ -8,8 +8,9 @@ use cudarc::cudnn::sys;
 use crate::error::{CudnnRnnError, Result};
 
 /// cuDNN's RNN algorithm (`cudnnRNNAlgo_t`), fixed per RNN descriptor
-/// ([`RnnConfig::algo`]). `CUDNN_RNN_ALGO_PERSIST_DYNAMIC` is not offered: it needs a
-/// run-time compiled plan (`cudnnBuildRNNDynamic`) and PyTorch does not use it.
+/// ([`RnnConfig::algo`](crate::RnnConfig::algo)). `CUDNN_RNN_ALGO_PERSIST_DYNAMIC` is not
+/// offered: it needs a run-time compiled plan (`cudnnBuildRNNDynamic`) and PyTorch does
+/// not use it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum RnnAlgo {
     /// `CUDNN_RNN_ALGO_STANDARD`: each layer as a sequence of GEMMs and pointwise kernels.

@@ -7,14 +7,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudnn_rnn::{
-    CallReuse, CudnnHandle, CudnnRnnError, DataType, DeviceProps, DropoutState, MathMode, Rnn,
-    RnnAlgo, RnnCell, RnnConfig,
+    CudnnHandle, CudnnRnnError, DataType, DeviceProps, DropoutState, MathMode, Rnn, RnnAlgo,
+    RnnCell, RnnConfig,
 };
 
 use burn_ir::TensorId;
 
 use crate::kernels::cubecl::flat_cache::{MAX_ENTRIES, limit_bytes};
-use crate::kernels::cudnn::settings::cudnn_reuse;
+use crate::kernels::cudnn::settings::cudnn_call_reuse;
 use crate::kernels::cudnn::types::CudaTensor;
 use crate::kernels::cudnn::weights::WeightPlan;
 use crate::kernels::identity_cache::IdentityCache;
@@ -54,8 +54,7 @@ pub(crate) struct DeviceCudnn {
 
 impl DeviceCudnn {
     fn new(ordinal: usize) -> Result<Self, CudnnRnnError> {
-        let handle =
-            CudnnHandle::for_device(ordinal)?.with_call_reuse(CallReuse::all_if(cudnn_reuse()));
+        let handle = CudnnHandle::for_device(ordinal)?.with_call_reuse(cudnn_call_reuse());
         let dropout = DropoutState::new(&handle, 0.0, DEFAULT_DROPOUT_SEED)?;
         let props = DeviceProps::of(&handle).ok();
         Ok(Self {
@@ -160,6 +159,50 @@ pub(crate) fn device(ordinal: usize) -> Slot {
                 .map_err(|e| format!("cuDNN is not usable on CUDA device {ordinal}: {e}"))
         })
         .clone()
+}
+
+/// What one GPU's cuDNN state keeps between calls (see [`cudnn_pool_usage`]). For
+/// monitoring a long-running process and for tests: the work space grows to the largest
+/// call's need and stays; idle reserve spaces are at most
+/// [`cudnn_rnn::RESERVE_POOL_MAX_IDLE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudnnPoolUsage {
+    /// Whether the state was created with the work-space pool (call reuse,
+    /// [`crate::cudnn_reuse`]).
+    pub work_pool: bool,
+    /// Bytes of the pooled work space (0 without the pool, or before a call needed it).
+    pub work_space_bytes: usize,
+    /// Whether the state was created with the reserve-space pool
+    /// ([`crate::cudnn_reserve_pool`]).
+    pub reserve_pool: bool,
+    /// Reserve spaces held idle for later training calls (those lent to a training
+    /// call whose backward has not run are not counted).
+    pub idle_reserve_spaces: usize,
+    /// Their bytes.
+    pub idle_reserve_bytes: usize,
+}
+
+/// What the cuDNN state of CUDA device `ordinal` keeps between calls; `None` when no
+/// call has created that state in this process (this call creates nothing), or cuDNN is
+/// not usable there.
+pub fn cudnn_pool_usage(ordinal: usize) -> Option<CudnnPoolUsage> {
+    let slot = devices()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&ordinal)?
+        .clone()
+        .ok()?;
+    let device = slot.lock().unwrap_or_else(|e| e.into_inner());
+    let handle = &device.handle;
+    let reuse = handle.call_reuse();
+    let (idle_reserve_bytes, idle_reserve_spaces) = handle.reserve_pool_idle();
+    Some(CudnnPoolUsage {
+        work_pool: reuse.work_pool,
+        work_space_bytes: handle.work_pool_bytes(),
+        reserve_pool: reuse.reserve_pool,
+        idle_reserve_spaces,
+        idle_reserve_bytes,
+    })
 }
 
 /// cuDNN calls that failed at run time in this process, each reason once.

@@ -35,11 +35,12 @@ pub(crate) mod weights;
 pub use algo::{CudnnAlgo, cudnn_algo, set_cudnn_algo};
 pub use cudnn_rnn::MathMode as CudnnMath;
 pub use cudnn_rnn::RnnAlgo as CudnnRnnAlgo;
-pub use device::cudnn_runtime_errors;
+pub use device::{CudnnPoolUsage, cudnn_pool_usage, cudnn_runtime_errors};
 pub use settings::{
-    cudnn_batch_major, cudnn_context_wait, cudnn_empty_rows, cudnn_events, cudnn_gru, cudnn_half,
-    cudnn_math, cudnn_reuse, cudnn_skip_flush, set_cudnn_batch_major, set_cudnn_context_wait,
-    set_cudnn_empty_rows, set_cudnn_events, set_cudnn_gru, set_cudnn_half, set_cudnn_math,
-    set_cudnn_reuse, set_cudnn_skip_flush,
+    cudnn_batch_major, cudnn_call_reuse, cudnn_context_wait, cudnn_empty_rows, cudnn_events,
+    cudnn_gru, cudnn_half, cudnn_math, cudnn_reserve_pool, cudnn_reuse, cudnn_skip_flush,
+    set_cudnn_batch_major, set_cudnn_context_wait, set_cudnn_empty_rows, set_cudnn_events,
+    set_cudnn_gru, set_cudnn_half, set_cudnn_math, set_cudnn_reserve_pool, set_cudnn_reuse,
+    set_cudnn_skip_flush,
 };
 pub use types::PlainCuda;

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::kernels::switch::OptInSwitch;
 
-use cudnn_rnn::MathMode;
+use cudnn_rnn::{CallReuse, MathMode};
 
 /// 0: unset (read `BURN_LSTM_CUDNN_TF32`), 1: FMA, 2: TF32.
 static MATH: AtomicU8 = AtomicU8::new(0);
@@ -147,6 +147,40 @@ pub fn set_cudnn_reuse(enabled: bool) {
     REUSE.set(enabled);
 }
 
+static RESERVE_POOL: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_RESERVE_POOL", false);
+
+/// Whether each GPU's cuDNN state keeps the reserve spaces of finished training calls for
+/// later ones (cudnn-rnn's [`CallReuse::reserve_pool`]: a training forward takes the
+/// smallest idle one that is large enough, its backward's end gives it back, at most four
+/// stay idle), instead of a device allocation per training forward and a free per
+/// backward. Read when a GPU's cuDNN state is created (its first call). Off by default
+/// until a GPU run verifies it; `BURN_LSTM_CUDNN_RESERVE_POOL` (`1` on, anything else
+/// off) decides until [`set_cudnn_reserve_pool`] is called.
+pub fn cudnn_reserve_pool() -> bool {
+    RESERVE_POOL.get()
+}
+
+/// Turns the reserve-space pool on or off for GPUs whose cuDNN state is created after
+/// this call (see [`cudnn_reserve_pool`]).
+pub fn set_cudnn_reserve_pool(enabled: bool) {
+    RESERVE_POOL.set(enabled);
+}
+
+/// The per-call reuse a GPU's cuDNN handle is created with: call reuse
+/// ([`cudnn_reuse`]: work-space pool, descriptor cache, no device lengths for full rows)
+/// and the reserve-space pool ([`cudnn_reserve_pool`]), each as its setting says now.
+pub fn cudnn_call_reuse() -> CallReuse {
+    call_reuse(cudnn_reuse(), cudnn_reserve_pool())
+}
+
+/// [`cudnn_call_reuse`] from the two settings' values.
+fn call_reuse(reuse: bool, reserve_pool: bool) -> CallReuse {
+    CallReuse {
+        reserve_pool,
+        ..CallReuse::all_if(reuse)
+    }
+}
+
 static HALF: OptInSwitch = OptInSwitch::new("BURN_LSTM_CUDNN_HALF", true);
 
 /// Whether f16 and bf16 models (`Cuda<f16>`, `Cuda<bf16>`) run on cuDNN (half data,
@@ -183,4 +217,27 @@ pub fn cudnn_batch_major() -> bool {
 /// after this one (see [`cudnn_batch_major`]).
 pub fn set_cudnn_batch_major(enabled: bool) {
     BATCH_MAJOR.set(enabled);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reserve_pool_is_its_own_switch() {
+        let reuse_only = call_reuse(true, false);
+        assert!(reuse_only.work_pool && reuse_only.descriptor_cache);
+        assert!(reuse_only.null_dev_lengths && !reuse_only.reserve_pool);
+        assert_eq!(call_reuse(true, true), CallReuse::ALL);
+        assert_eq!(call_reuse(false, false), CallReuse::OFF);
+        let pool_only = call_reuse(false, true);
+        assert!(pool_only.reserve_pool);
+        assert_eq!(
+            pool_only,
+            CallReuse {
+                reserve_pool: true,
+                ..CallReuse::OFF
+            }
+        );
+    }
 }
