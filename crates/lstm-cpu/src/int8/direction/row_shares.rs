@@ -131,12 +131,15 @@ pub(crate) mod test_skew {
     pub(crate) static SKEWED: AtomicBool = AtomicBool::new(false);
     pub(crate) static MOVES: AtomicUsize = AtomicUsize::new(0);
 
-    /// `seconds` as measured, or, while [`SKEWED`] is set, with member `chunk % members`
-    /// seeming four times slower at the start of the `chunk`-th chunk.
+    /// `seconds` as measured, or, while [`SKEWED`] is set, replaced at the start of the
+    /// `chunk`-th chunk by fixed timings: 1 s for every member but `chunk % members`,
+    /// 4 s for it. Fixed, not scaled: a loaded machine's real timings can differ by more
+    /// than any factor, and the rows must change hands whatever the load.
     pub(crate) fn skewed(mut seconds: Vec<f64>, chunk: usize) -> Vec<f64> {
         if SKEWED.load(Ordering::Relaxed) {
             let members = seconds.len();
-            seconds[chunk % members] *= 4.0;
+            seconds.fill(1.0);
+            seconds[chunk % members] = 4.0;
         }
         seconds
     }
