@@ -267,12 +267,10 @@ impl Rnn {
             let lengths = dev_lengths.as_ref().map(|l| l.device_ptr(stream));
             let lengths_ptr = lengths.as_ref().map_or(0, |(ptr, _)| *ptr);
             let (work_ptr, _s2) = work.slice_mut().device_ptr_mut(stream);
+            // cuDNN gets the size the call needs (as for the work space), which a pooled
+            // buffer may exceed.
             let (reserve_ptr, reserve_len) = match reserve.as_mut() {
-                Some(r) => {
-                    let r = r.get_mut();
-                    let len = r.len();
-                    (r.device_ptr_mut(stream).0, len)
-                }
+                Some(r) => (r.get_mut().device_ptr_mut(stream).0, reserve_bytes),
                 None => (0, 0),
             };
             // SAFETY: descriptors match the shape (built for it, or cached under a key
@@ -379,7 +377,8 @@ impl Rnn {
             // The forward passed a null pointer, and this call may not.
             reserve.dev_lengths = Some(upload_lengths(stream, &shape)?);
         }
-        let reserve_len = reserve.bytes();
+        // The size this shape needs, as the forward gave it (checked above to fit).
+        let reserve_len = reserve_bytes;
         let lengths = reserve
             .dev_lengths
             .as_ref()
