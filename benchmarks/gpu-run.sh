@@ -171,17 +171,18 @@ if [ "$phase" = drift ]; then
   # layers, bidirectional); read each line's first_tenth_seconds beside its
   # last_tenth_seconds (a run over its 150 s prints no line). First the memory test's
   # own conditions (dropout 0.1 between the layers, every launch waited for:
-  # CUDA_LAUNCH_BLOCKING=1, as `tests` runs it), which say whether lstm-bench shows the
-  # slowdown at all (two differences stay: lstm-bench waits for the device after every
-  # call, the test only every thousand, and the rows' lengths follow lstm-bench's
-  # formula); then each of the op's settings off in turn (and the opt-in ones on),
-  # without fusion (`plain`) and without Burn (`cudnn-raw`).
+  # CUDA_LAUNCH_BLOCKING=1, as `tests` runs it; the device waited for every 250 calls
+  # only, `--sync-every 250`, where the test reads a value every thousand), which say
+  # whether lstm-bench shows the slowdown at all (one difference stays: the rows' lengths
+  # follow lstm-bench's formula); then each of the op's settings off in turn (and the
+  # opt-in ones on), without fusion (`plain`) and without Burn (`cudnn-raw`), every call
+  # waited for.
   IFS=';' read -r -a shapes <<<"${DRIFT_SHAPES:-16 20 64 2 bi}"
   read -r b t h l bi <<<"${shapes[0]}"
   flags=(--impl cudnn --device cuda --mode train --batch "$b" --seq "$t" --input "$h" --hidden "$h" --layers "$l" --lengths varied --iters "${DRIFT_ITERS:-4000}")
   [ "${bi:-}" = bi ] && flags+=(--bidirectional)
   # The test's stack: input 32, hidden 64, 2 layers, bidirectional, 16 padded rows.
-  memory_test=(--impl cudnn --device cuda --mode train --batch 16 --seq 20 --input 32 --hidden 64 --layers 2 --bidirectional --lengths varied --dropout 0.1 --iters "${DRIFT_ITERS:-4000}")
+  memory_test=(--impl cudnn --device cuda --mode train --batch 16 --seq 20 --input 32 --hidden 64 --layers 2 --bidirectional --lengths varied --dropout 0.1 --sync-every 250 --iters "$(( (${DRIFT_ITERS:-4000} + 249) / 250 ))")
   echo "ab f32 memory-test $(CUDA_LAUNCH_BLOCKING=1 timeout 150 "$kit/bin/lstm-bench" "${memory_test[@]}" 2>&1 | tail -1)" | log
   ITERS="${DRIFT_ITERS:-4000}" AB_TIMEOUT=150 AB_LENGTHS=varied AB_MODES=train \
     AB_DTYPES=f32 TORCH=0 AB_SHAPES="${DRIFT_SHAPES:-16 20 64 2 bi}" RAW_ALGOS=auto \

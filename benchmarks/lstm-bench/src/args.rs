@@ -63,6 +63,14 @@ pub struct Args {
     /// Timed calls (after 3 untimed ones); the median is reported.
     #[arg(long, value_parser = positive, default_value_t = 10)]
     pub iters: usize,
+    /// Steps per wait for the device, for our layers (`--impl cudnn`, `cudnn-plain`,
+    /// `portable`, `fused-cpu`): each call runs this many steps back to back and waits
+    /// for the device after the last one only, as a training loop that reads a value
+    /// every so many steps does. Every time reported is per step (a call's time divided
+    /// by this); `--iters` counts calls, and the untimed ones are as many as make at
+    /// least 3 steps. 1: every step waits.
+    #[arg(long, value_parser = positive, default_value_t = 1)]
+    pub sync_every: usize,
     /// Idle microseconds before each timed call (not timed), like a server's spaced
     /// requests: the kernel's worker threads fall asleep between calls (docs/fused-cpu.md,
     /// "Team placement"). 0: calls back to back.
@@ -161,20 +169,35 @@ impl Args {
         })
     }
 
-    /// `Err` naming the implementation when `--dropout` is asked of one that is not a
-    /// layer of ours (Burn's `nn::Lstm`, the kernel alone, cuDNN without Burn).
-    pub fn dropout_supported(&self) -> Result<(), String> {
+    /// `Err` naming the flag and the implementation when `--dropout` or `--sync-every`
+    /// is asked of one that is not a layer of ours (Burn's `nn::Lstm`, the kernel alone,
+    /// cuDNN without Burn).
+    pub fn layer_flags_supported(&self) -> Result<(), String> {
         let ours = ["cudnn", "cudnn-plain", "portable", "fused-cpu"];
-        if self.dropout == 0.0 || ours.contains(&self.implementation.as_str()) {
-            Ok(())
-        } else {
-            Err(format!(
-                "--dropout {}: only for our layers ({}), not --impl {}",
-                self.dropout,
+        if ours.contains(&self.implementation.as_str()) {
+            return Ok(());
+        }
+        let asked = [
+            ("--dropout", self.dropout.to_string(), self.dropout != 0.0),
+            (
+                "--sync-every",
+                self.sync_every.to_string(),
+                self.sync_every != 1,
+            ),
+        ];
+        match asked.into_iter().find(|(_, _, asked)| *asked) {
+            None => Ok(()),
+            Some((flag, value, _)) => Err(format!(
+                "{flag} {value}: only for our layers ({}), not --impl {}",
                 ours.join(", "),
                 self.implementation
-            ))
+            )),
         }
+    }
+
+    /// Untimed calls before the timed ones: enough for at least 3 steps.
+    pub fn warmup_calls(&self) -> usize {
+        3usize.div_ceil(self.sync_every)
     }
 
     /// `--lengths`'s name.
@@ -260,37 +283,65 @@ mod tests {
         }
     }
 
+    /// The flags of `implementation` on a small stack, with `extra` after them.
+    fn args(implementation: &str, extra: &[&str]) -> Args {
+        let flags = [
+            "lstm-bench",
+            "--impl",
+            implementation,
+            "--batch",
+            "2",
+            "--seq",
+            "3",
+            "--input",
+            "4",
+            "--hidden",
+            "5",
+            "--layers",
+            "2",
+        ];
+        Args::try_parse_from(flags.iter().chain(extra)).expect("valid flags")
+    }
+
     #[test]
-    fn dropout_is_refused_where_no_layer_of_ours_runs() {
-        let args = |implementation: &str| {
-            Args::try_parse_from([
-                "lstm-bench",
-                "--impl",
-                implementation,
-                "--batch",
-                "2",
-                "--seq",
-                "3",
-                "--input",
-                "4",
-                "--hidden",
-                "5",
-                "--layers",
-                "2",
-                "--dropout",
-                "0.1",
-            ])
-            .expect("valid flags")
-        };
-        for implementation in ["burn-lstm", "lstm-cpu", "cudnn-raw"] {
-            let error = args(implementation).dropout_supported().unwrap_err();
-            assert!(
-                error.contains("--dropout") && error.contains(implementation),
-                "{error}"
-            );
+    fn layer_flags_are_refused_where_no_layer_of_ours_runs() {
+        for (extra, flag) in [
+            (["--dropout", "0.1"], "--dropout 0.1"),
+            (["--sync-every", "250"], "--sync-every 250"),
+        ] {
+            for implementation in ["burn-lstm", "lstm-cpu", "cudnn-raw"] {
+                let error = args(implementation, &extra)
+                    .layer_flags_supported()
+                    .unwrap_err();
+                assert!(
+                    error.contains(flag) && error.contains(implementation),
+                    "{error}"
+                );
+            }
+            for implementation in ["cudnn", "cudnn-plain", "portable", "fused-cpu"] {
+                assert_eq!(args(implementation, &extra).layer_flags_supported(), Ok(()));
+            }
         }
-        for implementation in ["cudnn", "cudnn-plain", "portable", "fused-cpu"] {
-            assert_eq!(args(implementation).dropout_supported(), Ok(()));
-        }
+        // Their defaults are for every implementation.
+        assert_eq!(args("burn-lstm", &[]).layer_flags_supported(), Ok(()));
+    }
+
+    #[test]
+    fn sync_every_is_positive_and_sets_the_untimed_calls() {
+        assert_eq!(args("cudnn", &[]).sync_every, 1);
+        assert_eq!(args("cudnn", &[]).warmup_calls(), 3);
+        assert_eq!(args("cudnn", &["--sync-every", "2"]).warmup_calls(), 2);
+        assert_eq!(args("cudnn", &["--sync-every", "250"]).warmup_calls(), 1);
+        let flags = [
+            "lstm-bench",
+            "--impl",
+            "cudnn",
+            "--batch",
+            "1",
+            "--seq",
+            "1",
+        ];
+        let more = ["--input", "1", "--hidden", "1", "--sync-every", "0"];
+        assert!(Args::try_parse_from(flags.iter().chain(&more)).is_err());
     }
 }

@@ -30,7 +30,7 @@ pub const NAMES: &[&str] = &[
 ];
 
 pub fn build(args: &Args) -> Result<Call, String> {
-    args.dropout_supported()?;
+    args.layer_flags_supported()?;
     if args.dtype == Dtype::Int8 {
         return match (args.device, args.implementation.as_str(), args.mode) {
             (Device::Cpu, "lstm-cpu", Mode::Infer) => Ok(kernel_int8(args)),
@@ -185,6 +185,15 @@ fn train_done<B: AutodiffBackend>(y: Tensor<B, 3>) {
     B::sync(&device).expect("device sync");
 }
 
+/// `steps` calls of `step` (at least one), of which only the last goes to `done` (the
+/// others' results are dropped, their work left queued): `--sync-every`.
+fn steps_then<T>(steps: usize, step: impl Fn() -> T, done: impl Fn(T), drop_one: impl Fn(T)) {
+    for _ in 1..steps {
+        drop_one(step());
+    }
+    done(step());
+}
+
 /// `CudnnCompatibleLstm` or `CudnnCompatibleGru` (`--cell`) on `B` (on `Autodiff<B>` for
 /// `--mode train`) with `kernel` asked for (refused if another would run).
 fn ours<B: RnnBackend + 'static>(args: &Args, kernel: RnnKernel) -> Result<Call, String> {
@@ -195,16 +204,21 @@ fn ours<B: RnnBackend + 'static>(args: &Args, kernel: RnnKernel) -> Result<Call,
             let model = Layer::<B>::new(args, kernel)?;
             check_kernel(model.kernel(args), kernel)?;
             let x = input::<B>(args);
+            let steps = args.sync_every;
             Ok(Box::new(move || {
-                infer_done(model.forward(x.clone(), lengths.as_deref()))
+                let step = || model.forward(x.clone(), lengths.as_deref());
+                steps_then(steps, step, infer_done, drop);
             }))
         }
         Mode::Train => {
             let model = Layer::<Autodiff<B>>::new(args, kernel)?;
             check_kernel(model.kernel(args), kernel)?;
             let x = input::<Autodiff<B>>(args);
+            let steps = args.sync_every;
             Ok(Box::new(move || {
-                train_done(model.forward(x.clone(), lengths.as_deref()))
+                let step = || model.forward(x.clone(), lengths.as_deref());
+                let backward = |y: Tensor<Autodiff<B>, 3>| drop(y.sum().backward());
+                steps_then(steps, step, train_done, backward);
             }))
         }
     }

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release -p lstm-bench -- --impl portable --mode infer [--cell lstm|gru] [--backend flex|ndarray] \
-//!     --batch 16 --seq 50 --input 256 --hidden 256 [--layers L] [--bidirectional] [--dropout P] [--threads N] [--iters K] [--gap-us U]
+//!     --batch 16 --seq 50 --input 256 --hidden 256 [--layers L] [--bidirectional] [--dropout P] [--threads N] [--iters K] [--sync-every S] [--gap-us U]
 //! cargo run --release -p lstm-bench -- --impl list
 //! cargo run --release -p lstm-bench -- --help
 //! ```
@@ -41,11 +41,13 @@ fn flops(a: &Args) -> f64 {
 }
 
 /// The timings of `iters` timed calls after `warmup` untimed ones, each timed call after
-/// `gap` of sleep; the timed calls are profiled when `LSTM_BENCH_PROFILE` asks.
+/// `gap` of sleep, per step of the `steps` each call runs; the timed calls are profiled
+/// when `LSTM_BENCH_PROFILE` asks.
 fn timed_calls(
     mut call: impl FnMut(),
     warmup: usize,
     iters: usize,
+    steps: usize,
     gap: Duration,
 ) -> Result<Timings, String> {
     for _ in 0..warmup {
@@ -59,7 +61,7 @@ fn timed_calls(
             }
             let start = Instant::now();
             call();
-            start.elapsed().as_secs_f64()
+            start.elapsed().as_secs_f64() / steps as f64
         })
         .collect();
     profile.finish()?;
@@ -96,7 +98,14 @@ fn main() {
         }
     };
     let gap = Duration::from_micros(args.gap_us);
-    let timings = timed_calls(&mut *call, 3, args.iters, gap).unwrap_or_else(|message| {
+    let timings = timed_calls(
+        &mut *call,
+        args.warmup_calls(),
+        args.iters,
+        args.sync_every,
+        gap,
+    )
+    .unwrap_or_else(|message| {
         eprintln!("lstm-bench: {message}");
         std::process::exit(2);
     });
@@ -119,6 +128,7 @@ fn main() {
         "dropout": args.dropout,
         "threads": args.threads,
         "gap_us": args.gap_us,
+        "sync_every": args.sync_every,
         "seconds": seconds,
         "first_tenth_seconds": timings.first_tenth,
         "last_tenth_seconds": timings.last_tenth,
