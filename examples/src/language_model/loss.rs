@@ -13,7 +13,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
 
 /// Mean negative log-likelihood (natural log) of `targets [n]` under `logits [n, vocab]`:
-/// the value of Burn's `CrossEntropyLoss` (see [`nll_and_softmax`]).
+/// the value of Burn's `CrossEntropyLoss` (computed with the softmax by `nll_and_softmax`).
 pub fn nll_loss<B: Backend>(logits: Tensor<B, 2>, targets: Tensor<B, 1, Int>) -> Tensor<B, 1> {
     let [n] = targets.dims();
     nll_and_softmax(logits, targets.reshape([n, 1])).0

@@ -202,8 +202,8 @@ pub fn repackage<B: AutodiffBackend>(state: LstmState<B>) -> LstmState<B> {
 
 /// The loss of one window (`data [len, batch]`, `targets [len * batch]`) starting from
 /// `state` (detached first; zeros when `None`), and the window's final state, detached.
-/// `fused`: the loss as one autodiff op ([`fused_nll_loss`]), else Burn's
-/// `CrossEntropyLoss`.
+/// `fused`: the loss as one autodiff op ([`fused_nll_loss`](super::fused_nll_loss)), else
+/// Burn's `CrossEntropyLoss`.
 pub fn window_loss<B: RnnBackend>(
     model: &WordLm<Autodiff<B>>,
     data: Tensor<Autodiff<B>, 2, Int>,
