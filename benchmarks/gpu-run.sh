@@ -22,7 +22,8 @@
 #                                    event ordering without CubeCL's flush, the
 #                                    reserve-space pool), the op without fusion,
 #                                    in the same call, with cudnn-raw and PyTorch beside it:
-#                                    JSON lines prefixed `ab <dtype> <variant>` (AB_SHAPES,
+#                                    JSON lines prefixed `ab <dtype> <variant>`, which
+#                                    benchmarks/ab_table.py lays out as tables (AB_SHAPES,
 #                                    AB_DTYPES: f32 tf32 f16 bf16; about 7 minutes with
 #                                    the defaults)
 #   bash .device/gpu-run.sh profile  a sampling profile of the calls' host time by thread
@@ -300,6 +301,9 @@ if [ "$phase" = ab ]; then
       done
     done
   done
+  # The call's ab lines so far as markdown tables (benchmarks/ab_table.py, in the working
+  # tree beside the kit), a file that comes back with the results.
+  python3 benchmarks/ab_table.py "$results" >"${OUT:-/tmp}/ab-tables.md" 2>&1
 fi
 
 if [ "$phase" = profile ]; then
