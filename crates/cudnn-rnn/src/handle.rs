@@ -208,18 +208,22 @@ impl CudnnHandle {
     /// [`CallReuse::reserve_pool`] is on, otherwise allocated for the call.
     /// Uninitialised: cuDNN's forward writes it before its backward reads it.
     pub(crate) fn reserve_space(&self, bytes: usize) -> Result<Lent<CudaSlice<u8>>> {
-        let alloc = |bytes: usize| {
-            // SAFETY: cuDNN writes the reserve space before reading it; the memory is not
-            // read from the host.
-            unsafe { self.stream.alloc::<u8>(bytes.max(1)) }
-        };
         if !self.reuse.reserve_pool {
-            let buffer =
-                alloc(bytes).map_err(|e| CudnnRnnError::driver("cuMemAlloc (reserve space)", e))?;
+            let buffer = self.scratch(bytes, "cuMemAlloc (reserve space)")?;
             return Ok(Lent::own(buffer));
         }
-        lend(&self.reserve_pool, bytes, alloc)
-            .map_err(|e| CudnnRnnError::driver("cuMemAlloc (reserve-space pool)", e))
+        lend(&self.reserve_pool, bytes, |capacity| {
+            self.scratch(capacity, "cuMemAlloc (reserve-space pool)")
+        })
+    }
+
+    /// `bytes` (at least 1) of uninitialised device memory on this handle's stream, `call`
+    /// naming the allocation in an error. For memory cuDNN writes before it reads it (work
+    /// and reserve spaces), or whose address alone is used (the weight-space probe).
+    pub(crate) fn scratch(&self, bytes: usize, call: &'static str) -> Result<CudaSlice<u8>> {
+        // SAFETY: every caller gives cuDNN memory it writes before reading, or uses only
+        // its address; the memory is not read from the host.
+        unsafe { self.stream.alloc::<u8>(bytes.max(1)) }.map_err(|e| CudnnRnnError::driver(call, e))
     }
 
     /// A work space of at least `bytes` bytes (at least 1) for one call on this handle's
@@ -228,10 +232,7 @@ impl CudnnHandle {
     /// reading it.
     pub(crate) fn work_space(&self, bytes: usize) -> Result<WorkSpace<'_>> {
         if !self.reuse.work_pool {
-            // SAFETY: cuDNN writes its work space before reading it; the memory is not
-            // read from the host.
-            let buffer = unsafe { self.stream.alloc::<u8>(bytes.max(1)) }
-                .map_err(|e| CudnnRnnError::driver("cuMemAlloc (work space)", e))?;
+            let buffer = self.scratch(bytes, "cuMemAlloc (work space)")?;
             return Ok(WorkSpace::Call(buffer));
         }
         let mut pool = self.work_pool.try_borrow_mut().map_err(|_| {
@@ -246,9 +247,7 @@ impl CudnnHandle {
             // Free the old buffer first (stream-ordered, after the calls queued on it) so
             // that its memory can serve the new one.
             *pool = None;
-            // SAFETY: as above; the pool is only ever used as cuDNN work space.
-            let buffer = unsafe { self.stream.alloc::<u8>(capacity) }
-                .map_err(|e| CudnnRnnError::driver("cuMemAlloc (work-space pool)", e))?;
+            let buffer = self.scratch(capacity, "cuMemAlloc (work-space pool)")?;
             log::debug!("cuDNN work-space pool: {current} -> {capacity} bytes");
             *pool = Some(buffer);
         }

@@ -171,7 +171,7 @@ impl Rnn {
             sys::cudnnGetRNNWeightSpaceSize(handle.raw(), desc.raw(), &mut bytes)
         })?;
         // cudnnGetRNNWeightParams computes addresses inside a real weight space.
-        let probe = scratch(handle, bytes, "cuMemAlloc (weight-space probe)")?;
+        let probe = handle.scratch(bytes, "cuMemAlloc (weight-space probe)")?;
         let layout = {
             let (base, _sync) = probe.device_ptr(handle.stream());
             // SAFETY: `probe` holds `bytes` bytes on this device; the descriptor is set.
@@ -660,13 +660,6 @@ fn upload_lengths(stream: &Arc<CudaStream>, shape: &SeqShape) -> Result<CudaSlic
     stream
         .clone_htod(shape.lengths())
         .map_err(|e| CudnnRnnError::driver("cuMemcpyHtoD (lengths)", e))
-}
-
-/// Uninitialised device memory of `bytes` bytes (at least 1) on the handle's stream.
-fn scratch(handle: &CudnnHandle, bytes: usize, call: &'static str) -> Result<CudaSlice<u8>> {
-    // SAFETY: every caller gives cuDNN memory it writes before reading, or uses only its
-    // address (the weight-space probe).
-    unsafe { handle.stream().alloc::<u8>(bytes.max(1)) }.map_err(|e| CudnnRnnError::driver(call, e))
 }
 
 /// Checks that `buffer` holds `bytes` bytes at a device address. A null buffer where no
