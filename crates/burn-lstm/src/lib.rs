@@ -116,6 +116,8 @@ pub use int8::models::{Int8Gru, Int8Lstm};
 pub use kernels::cubecl::flat_cache::{gpu_weight_cache, set_gpu_weight_cache};
 #[cfg(feature = "cubecl")]
 pub use kernels::cubecl::flat_join::{fusion_flat_join, set_fusion_flat_join};
+#[cfg(feature = "cubecl")]
+pub use kernels::cubecl::keep_awake::{keep_awake, set_keep_awake};
 #[cfg(feature = "cuda")]
 pub use kernels::cudnn::PlainCuda;
 #[cfg(feature = "cuda")]

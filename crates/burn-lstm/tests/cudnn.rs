@@ -912,6 +912,29 @@ fn the_event_ordering_without_a_flush_of_cubecl_keeps_every_value() {
     assert_no_runtime_fallback();
 }
 
+/// The runner threads kept awake (`BURN_LSTM_KEEP_AWAKE`, off by default, switched on
+/// here: Burn's fusion thread and CubeCL's device thread get their queues flushed every
+/// 50 µs while the op is called), with the work of the other tests of new paths: the
+/// several-threads load, every LSTM and GRU golden case through cuDNN on the fused
+/// backend (outputs, final states, every gradient), and 200 training calls on two inputs
+/// in turn, each call's gradient against its input's alone.
+#[test]
+#[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
+fn the_runner_threads_kept_awake_keep_every_value() {
+    use common::gru_golden_check::run_all_gru;
+    burn_lstm::set_cudnn_reuse(true);
+    assert!(gpu_usable(), "cuDNN does not run here");
+    with_switch_on(burn_lstm::keep_awake, burn_lstm::set_keep_awake, || {
+        cubecl_work_around_the_op_from_several_threads();
+        exact_f32(|| {
+            run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-keep-awake", 1e-4);
+            run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-keep-awake", 3e-4);
+        });
+        repeated_training_calls_keep_their_gradient(200);
+    });
+    assert_no_runtime_fallback();
+}
+
 /// The reserve-space pool (`BURN_LSTM_CUDNN_RESERVE_POOL`, off by default; switched on
 /// here before this process's first cuDNN call, which reads it): every LSTM and GRU
 /// golden case through cuDNN on the fused backend (each backward reads a reserve space

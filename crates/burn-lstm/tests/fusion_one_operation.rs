@@ -15,9 +15,9 @@
 mod common;
 
 use burn::backend::{Autodiff, Wgpu};
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::{Distribution, Tensor, TensorPrimitive};
 use burn_lstm::{
-    CudnnCompatibleLstmConfig, RnnBackend, RnnKernel, RnnSpec,
+    CudnnCompatibleLstmConfig, RnnBackend, RnnKernel, RnnSpec, set_keep_awake,
     set_one_operation_on_every_fused_backend,
 };
 use common::golden_check::run_all;
@@ -80,4 +80,55 @@ fn the_switch_routes_a_training_forward_through_the_fusion_operation() {
         values.iter().all(|v| v.is_finite() && *v > 0.0),
         "{values:?}"
     );
+}
+
+/// Keeping the runner threads awake (`set_keep_awake`: the fusion thread's queue flushed
+/// every 50 µs while the op's operations are registered) changes no value: four training
+/// steps of a two-layer stack through the fusion operations, each step's output and
+/// every gradient equal with it off and on.
+#[test]
+#[ignore = "needs a Wgpu adapter (lavapipe serves)"]
+fn keeping_the_runner_threads_awake_changes_no_value() {
+    set_one_operation_on_every_fused_backend(true);
+    type B = Autodiff<Wgpu>;
+    let device = Default::default();
+    let model = CudnnCompatibleLstmConfig::new(3, 4)
+        .with_num_layers(2)
+        .init::<B>(&device);
+    let x = Tensor::<B, 3>::random([2, 5, 3], Distribution::Normal(0.0, 1.0), &device);
+    let steps = |keep_awake: bool| {
+        set_keep_awake(keep_awake);
+        let values: Vec<Vec<f32>> = (0..4)
+            .flat_map(|_| {
+                let x = x.clone().require_grad();
+                let (y, _) = model
+                    .try_forward(x.clone(), None, None)
+                    .expect("a valid call");
+                let grads = (y.clone() * y.clone()).sum().backward();
+                let weight_grad = model.layers[1]
+                    .forward
+                    .weight_hh
+                    .grad(&grads)
+                    .expect("tracked");
+                let input_grad = x.grad(&grads).expect("tracked");
+                [
+                    y.into_data().to_vec::<f32>().unwrap(),
+                    weight_grad.into_data().to_vec::<f32>().unwrap(),
+                    input_grad.into_data().to_vec::<f32>().unwrap(),
+                ]
+            })
+            .collect();
+        set_keep_awake(false);
+        values
+    };
+    let off = steps(false);
+    let on = steps(true);
+    assert_eq!(off.len(), on.len());
+    for (step, (off, on)) in off.iter().zip(&on).enumerate() {
+        assert!(
+            off.iter().all(|v| v.is_finite()),
+            "value set {step}: {off:?}"
+        );
+        assert_eq!(off, on, "value set {step}: keep-awake off, then on");
+    }
 }

@@ -21,7 +21,9 @@ use burn_fusion::{
     stream::{Operation, OperationStreams},
 };
 use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorId, TensorIr};
+use cubecl_common::device::Device as _;
 
+use crate::kernels::cubecl::keep_awake::{self, Flush, Runner, Stage};
 use crate::op::choice::RnnKernel;
 use crate::op::contract::RnnBackend;
 use crate::op::io::{HostResiduals, RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
@@ -181,6 +183,22 @@ impl<B: FusionBackend + RnnBackend> Operation<B::FusionRuntime> for BackwardOp<B
     }
 }
 
+/// Keeps Burn's fusion thread of `client`'s device polling for a while: it runs the
+/// op's operations (`BURN_LSTM_KEEP_AWAKE`, `kernels/cubecl/keep_awake.rs`; the op
+/// keeps CubeCL's device thread awake itself).
+fn keep_fusion_thread_awake<B: FusionBackend>(
+    client: &burn_fusion::client::GlobalFusionClient<B::FusionRuntime>,
+) {
+    let runner = Runner {
+        device: client.device().to_id(),
+        stage: Stage::Fusion,
+    };
+    keep_awake::note(runner, || {
+        let client = client.clone();
+        Some(Box::new(move || client.flush_queue()) as Flush)
+    });
+}
+
 /// Forward as one fusion operation running `B`'s op, whose kernel for the call is
 /// `kernel`.
 pub(crate) fn forward<B: FusionBackend + RnnBackend>(
@@ -190,6 +208,7 @@ pub(crate) fn forward<B: FusionBackend + RnnBackend>(
     kernel: RnnKernel,
 ) -> (RnnOutput<Fusion<B>>, Option<RnnSaved<Fusion<B>>>) {
     let client = inputs.input.client.clone();
+    keep_fusion_thread_awake::<B>(&client);
     let dtype = inputs.input.dtype;
     let shapes = ResultShapes::of(spec);
     let out = |shape: [usize; 3]| {
@@ -249,6 +268,7 @@ pub(crate) fn backward<B: FusionBackend + RnnBackend>(
         c0,
     } = saved.inputs;
     let client = input.client.clone();
+    keep_fusion_thread_awake::<B>(&client);
     let grad_ir = |t: &FloatTensor<Fusion<B>>| {
         TensorIr::uninit(client.create_empty_handle(), t.shape(), t.dtype)
     };

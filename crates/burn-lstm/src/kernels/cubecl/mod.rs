@@ -8,6 +8,7 @@ use burn_fusion::{Fusion, FusionBackend};
 
 pub(crate) mod flat_cache;
 pub(crate) mod flat_join;
+pub(crate) mod keep_awake;
 
 use crate::kernels::portable;
 use crate::op::choice::{KernelChoice, RnnKernel};

@@ -9,12 +9,14 @@ use std::sync::Mutex;
 
 use burn::tensor::Shape;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
+use cubecl_common::device::Device as _;
 use cudnn_rnn::{
     BackwardBuffers, CudnnHandle, DataType, ForwardBuffers, MathMode, ReserveSpace, RnnAlgo,
     RnnConfig, SeqLayout, SeqShape, refusal_fallbacks,
 };
 
 use crate::kernels::cubecl::flat_cache::gpu_weight_cache;
+use crate::kernels::cubecl::keep_awake::{self, Runner, Stage};
 use crate::kernels::cudnn::algo::{AlgoPick, cudnn_algo, pick};
 use crate::kernels::cudnn::choice::data_type;
 use crate::kernels::cudnn::device::{device, log_fallback_once, rnn_config};
@@ -57,6 +59,22 @@ pub(crate) struct UpstreamGrads {
     pub dy: CudaTensor,
     pub dh_n: CudaTensor,
     pub dc_n: Option<CudaTensor>,
+}
+
+/// Keeps CubeCL's device thread of `tensor`'s GPU polling for a while
+/// (`BURN_LSTM_KEEP_AWAKE`, `kernels/cubecl/keep_awake.rs`).
+fn keep_device_thread_awake(tensor: &CudaTensor) {
+    let device = tensor.device.to_id();
+    let runner = Runner {
+        device,
+        stage: Stage::Device,
+    };
+    keep_awake::note(runner, || {
+        tensor
+            .client
+            .exclusive(keep_awake::device_thread_flusher(device))
+            .ok()
+    });
 }
 
 fn empty(like: &CudaTensor, shape: &[usize]) -> CudaTensor {
@@ -159,6 +177,7 @@ fn forward_with(
         h0,
         c0,
     } = inputs_in_layout(inputs, layout);
+    keep_device_thread_awake(&x);
     let data_type = data_type(x.dtype).ok_or_else(|| format!("cuDNN cannot run {:?}", x.dtype))?;
     let elem = data_type.size();
     let arch = &spec.arch;
@@ -254,6 +273,8 @@ fn forward_with(
     })()
     .map_err(|e| e.to_string())?;
     drop(pinned);
+    // The window runs from the end of cuDNN's host work, up to the next call.
+    keep_device_thread_awake(&x);
     trace.finish(plan, &pick.reason, layout);
     if let (Some(key), true) = (space_key, copy_weights) {
         let bytes = byte_len(&space);
@@ -310,6 +331,7 @@ pub(crate) fn backward(
     let dy = in_layout(upstream.dy, layout);
     let dh_n = row_major(upstream.dh_n);
     let dc_n = upstream.dc_n.map(row_major);
+    keep_device_thread_awake(&x);
     let elem = tape.data_type.size();
     let dx = empty_in_layout(&x, x.meta.shape(), layout);
     let dh0 = empty(&h0, h0.meta.shape());
@@ -394,6 +416,8 @@ pub(crate) fn backward(
     })()
     .map_err(|e| e.to_string())?;
     drop(pinned);
+    // The window runs from the end of cuDNN's host work, up to the next call.
+    keep_device_thread_awake(&x);
     trace.finish(plan, tape.algo.name(), layout);
     Ok(RnnInputs {
         input: dx,
