@@ -20,11 +20,13 @@
 #                                    batch-major layout, one-operation flat buffer),
 #                                    on (the default) and off, the opt-in paths on (the
 #                                    event ordering without CubeCL's flush, the
-#                                    reserve-space pool), the op without fusion,
+#                                    reserve-space pool, the runner threads kept
+#                                    awake), the op without fusion (also with them kept
+#                                    awake),
 #                                    in the same call, with cudnn-raw and PyTorch beside it:
 #                                    JSON lines prefixed `ab <dtype> <variant>`, which
 #                                    benchmarks/ab_table.py lays out as tables (AB_SHAPES,
-#                                    AB_DTYPES: f32 tf32 f16 bf16; about 7 minutes with
+#                                    AB_DTYPES: f32 tf32 f16 bf16; about 9 minutes with
 #                                    the defaults)
 #   bash .device/gpu-run.sh profile  a sampling profile of the calls' host time by thread
 #                                    and function, and the op's phases (PROFILE_SHAPES)
@@ -34,11 +36,12 @@
 #                                    and profiled (5 to 9 minutes: slowing calls take
 #                                    longer)
 #   bash .device/gpu-run.sh pending  what verifies the op's paths that are still off by
-#                                    default (now BURN_LSTM_CUDNN_SKIP_FLUSH and
-#                                    BURN_LSTM_CUDNN_RESERVE_POOL): their GPU tests, a
-#                                    trace with both on, and ab of each on and off,
-#                                    PyTorch beside (about 8 minutes; AB_DTYPES=f32 for
-#                                    about 5)
+#                                    default (now BURN_LSTM_CUDNN_SKIP_FLUSH,
+#                                    BURN_LSTM_CUDNN_RESERVE_POOL and BURN_LSTM_KEEP_AWAKE):
+#                                    this machine's runner wake-ups (runner-wake), their
+#                                    GPU tests, traces with each on, and ab of each on
+#                                    and off, PyTorch beside, in f32 (about 7
+#                                    minutes; AB_DTYPES='f32 f16' for about 9)
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): CELL (lstm, or gru: IMPLS="cudnn portable burn-lstm" then,
 # cudnn-raw is LSTM only),
@@ -154,15 +157,24 @@ if [ "$phase" = lm ]; then
 fi
 
 if [ "$phase" = pending ]; then
-  # The paths still off by default, switched on: their GPU tests (each in its process),
-  # a trace line per call that names the ordering's steps, and ab against the default.
-  # Runs the phases below with their knobs set (a knob given by the caller wins).
-  ONLY="${ONLY:-the_event_ordering_without_a_flush|the_reserve_space_pool|cubecl_work_around_the_op_from_several_threads}" \
-    PARALLEL="${PARALLEL:-3}" bash "$0" tests
-  TRACE_ENV="${TRACE_ENV:-BURN_LSTM_CUDNN_SKIP_FLUSH=1 BURN_LSTM_CUDNN_RESERVE_POOL=1}" \
-    TRACE_SHAPES="${TRACE_SHAPES:-1 100 128 1;16 50 128 1}" ITERS=3 bash "$0" trace
-  AB_VARIANTS="${AB_VARIANTS:-default|skip-flush=1|reserve-pool=1|plain}" AB_DTYPES="${AB_DTYPES:-f32 f16}" \
-    AB_SHAPES="${AB_SHAPES:-1 100 128 1;16 50 128 1;64 100 512 1;20 35 1500 2}" \
+  # The paths still off by default, switched on: this machine's round trip to a CubeCL
+  # runner thread against its idle time (what BURN_LSTM_KEEP_AWAKE is about), without
+  # and with a thread flushing its queue every 50 µs as that setting does; the paths'
+  # GPU tests (each in its process);
+  # trace lines per call that name the ordering's steps and time the address read
+  # (default, keep-awake, the other two); and ab against the default. Runs the phases
+  # below with their knobs set (a knob given by the caller wins).
+  for poke in "" --poke-every-us=50; do
+    timeout 60 "$kit/bin/runner-wake" --calls 100 $poke 2>&1 | sed 's/^/runner-wake /' | log
+  done
+  ONLY="${ONLY:-the_event_ordering_without_a_flush|the_reserve_space_pool|the_runner_threads_kept_awake|cubecl_work_around_the_op_from_several_threads}" \
+    PARALLEL="${PARALLEL:-4}" bash "$0" tests
+  for trace_env in "" "BURN_LSTM_KEEP_AWAKE=1" "BURN_LSTM_CUDNN_SKIP_FLUSH=1 BURN_LSTM_CUDNN_RESERVE_POOL=1"; do
+    TRACE_ENV="${TRACE_ENV-$trace_env}" \
+      TRACE_SHAPES="${TRACE_SHAPES:-1 100 128 1;16 50 128 1}" ITERS=3 bash "$0" trace
+  done
+  AB_VARIANTS="${AB_VARIANTS:-default|skip-flush=1|reserve-pool=1|keep-awake=1|plain|plain-keep-awake=1}" \
+    AB_DTYPES="${AB_DTYPES:-f32}" AB_SHAPES="${AB_SHAPES:-1 100 128 1;16 50 128 1;20 35 1500 2}" \
     RAW_ALGOS="${RAW_ALGOS:-auto}" RAW_ENV="${RAW_ENV-BURN_LSTM_CUDNN_RESERVE_POOL=1}" bash "$0" ab
 fi
 
@@ -185,7 +197,9 @@ if [ "$phase" = drift ]; then
   # The test's stack: input 32, hidden 64, 2 layers, bidirectional, 16 padded rows.
   memory_test=(--impl cudnn --device cuda --mode train --batch 16 --seq 20 --input 32 --hidden 64 --layers 2 --bidirectional --lengths varied --dropout 0.1 --sync-every 250 --iters "$(( (${DRIFT_ITERS:-4000} + 249) / 250 ))")
   echo "ab f32 memory-test $(CUDA_LAUNCH_BLOCKING=1 timeout 150 "$kit/bin/lstm-bench" "${memory_test[@]}" 2>&1 | tail -1)" | log
-  ITERS="${DRIFT_ITERS:-4000}" AB_TIMEOUT=150 AB_LENGTHS=varied AB_MODES=train \
+  # (The runner threads kept awake are left to `pending`: a host-latency path.)
+  AB_VARIANTS="${AB_VARIANTS:-default|skip-flush=1|reserve-pool=1|batch-major=0|flat-join=0|algo=standard|events=0|cache=0|reuse=0|none|plain}" \
+    ITERS="${DRIFT_ITERS:-4000}" AB_TIMEOUT=150 AB_LENGTHS=varied AB_MODES=train \
     AB_DTYPES=f32 TORCH=0 AB_SHAPES="${DRIFT_SHAPES:-16 20 64 2 bi}" RAW_ALGOS=auto \
     bash "$0" ab
   # Then at the first shape: the event before each call but the host's wait after it
@@ -256,6 +270,7 @@ if [ "$phase" = ab ]; then
     "default:"
     "skip-flush=1:BURN_LSTM_CUDNN_SKIP_FLUSH=1"
     "reserve-pool=1:BURN_LSTM_CUDNN_RESERVE_POOL=1"
+    "keep-awake=1:BURN_LSTM_KEEP_AWAKE=1"
     "batch-major=0:BURN_LSTM_CUDNN_BATCH_MAJOR=0"
     "flat-join=0:BURN_LSTM_FUSION_FLAT_JOIN=0"
     "algo=standard:BURN_LSTM_CUDNN_ALGO=standard"
@@ -289,6 +304,10 @@ if [ "$phase" = ab ]; then
         fi
         if [[ plain =~ ^(${AB_VARIANTS:-.*})$ ]]; then
           echo "ab $dtype plain $(LSTM_BENCH_TF32=$tf32 timeout "${AB_TIMEOUT:-60}" "$kit/bin/lstm-bench" --impl cudnn-plain "${flags[@]}" 2>&1 | tail -1)" | log
+        fi
+        # The op without fusion, its caller's and CubeCL's threads kept awake (f32 only).
+        if [ "$dtype" = f32 ] && [[ plain-keep-awake=1 =~ ^(${AB_VARIANTS:-.*})$ ]]; then
+          echo "ab $dtype plain-keep-awake=1 $(BURN_LSTM_KEEP_AWAKE=1 LSTM_BENCH_TF32=$tf32 timeout "${AB_TIMEOUT:-60}" "$kit/bin/lstm-bench" --impl cudnn-plain "${flags[@]}" 2>&1 | tail -1)" | log
         fi
         if [ "$data" = f32 ]; then
           read -r -a raw_env <<<"${RAW_ENV:-}"

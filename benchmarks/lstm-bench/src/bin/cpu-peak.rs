@@ -33,7 +33,7 @@ fn main() {
         emit(json!({"what": "fma-peak", "threads": t, "gflops": gflops}));
     }
     // How far apart a team's two threads are: ~100 ns in the shared machine's quiet
-    // periods, ~400 in its slow spells (docs/benchmarks.md, session 22).
+    // periods, ~400 in its slow spells (docs/dev/benchmarking.md).
     if threads >= 2
         && let Some(ns) = lstm_cpu::peak::team_round_trip_ns(0.2)
     {
