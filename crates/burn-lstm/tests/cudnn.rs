@@ -886,49 +886,45 @@ fn cubecl_work_around_the_op_from_several_threads_sees_every_value_with_the_new_
 }
 
 /// The event ordering without its flush of CubeCL (`BURN_LSTM_CUDNN_SKIP_FLUSH`, off by
-/// default, switched on here): the several-threads load of
-/// `cubecl_work_around_the_op_from_several_threads_sees_every_value_with_the_new_paths_on`,
-/// then every LSTM and GRU golden case through cuDNN on the fused backend (outputs,
-/// final states, every gradient) and 200 training calls of the memory test's stack on
-/// two inputs in turn, each call's gradient against its input's alone.
+/// default, switched on here): [`a_new_path_keeps_every_value`].
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn the_event_ordering_without_a_flush_of_cubecl_keeps_every_value() {
-    use common::gru_golden_check::run_all_gru;
-    burn_lstm::set_cudnn_reuse(true);
-    assert!(gpu_usable(), "cuDNN does not run here");
-    with_switch_on(
+    a_new_path_keeps_every_value(
         burn_lstm::cudnn_skip_flush,
         burn_lstm::set_cudnn_skip_flush,
-        || {
-            cubecl_work_around_the_op_from_several_threads();
-            exact_f32(|| {
-                run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-no-flush", 1e-4);
-                run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-no-flush", 3e-4);
-            });
-            repeated_training_calls_keep_their_gradient(200);
-        },
+        "f32-no-flush",
     );
-    assert_no_runtime_fallback();
 }
 
 /// The runner threads kept awake (`BURN_LSTM_KEEP_AWAKE`, off by default, switched on
 /// here: Burn's fusion thread and CubeCL's device thread get their queues flushed every
-/// 50 µs while the op is called), with the work of the other tests of new paths: the
-/// several-threads load, every LSTM and GRU golden case through cuDNN on the fused
-/// backend (outputs, final states, every gradient), and 200 training calls on two inputs
-/// in turn, each call's gradient against its input's alone.
+/// 50 µs while the op is called): [`a_new_path_keeps_every_value`].
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn the_runner_threads_kept_awake_keep_every_value() {
+    a_new_path_keeps_every_value(
+        burn_lstm::keep_awake,
+        burn_lstm::set_keep_awake,
+        "f32-keep-awake",
+    );
+}
+
+/// With a path's switch on (its getter `get` and setter `set`; `label` names the golden
+/// runs): the several-threads load of
+/// `cubecl_work_around_the_op_from_several_threads_sees_every_value_with_the_new_paths_on`,
+/// then every LSTM and GRU golden case through cuDNN on the fused backend (outputs,
+/// final states, every gradient) and 200 training calls of the memory test's stack on
+/// two inputs in turn, each call's gradient against its input's alone.
+fn a_new_path_keeps_every_value(get: fn() -> bool, set: fn(bool), label: &str) {
     use common::gru_golden_check::run_all_gru;
     burn_lstm::set_cudnn_reuse(true);
     assert!(gpu_usable(), "cuDNN does not run here");
-    with_switch_on(burn_lstm::keep_awake, burn_lstm::set_keep_awake, || {
+    with_switch_on(get, set, || {
         cubecl_work_around_the_op_from_several_threads();
         exact_f32(|| {
-            run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-keep-awake", 1e-4);
-            run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-keep-awake", 3e-4);
+            run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, label, 1e-4);
+            run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, label, 3e-4);
         });
         repeated_training_calls_keep_their_gradient(200);
     });
