@@ -7,10 +7,11 @@
 //! then sleeps in steps of 150 µs, and a task sent to it waits for the end of the current
 //! step. So a blocking call that reaches a sleeping runner (the op's read of its buffer
 //! addresses, a flush, a synchronisation) first waits up to a step plus the kernel's
-//! timer slack. Between two of the op's calls the device thread is often idle for longer
-//! than its spin and yield phases (cuDNN's host work for one call takes that long), so
-//! the next call's address read finds it asleep. `lstm-bench`'s `runner-wake` measures a
-//! machine's round trip to a runner against the time it was idle.
+//! timer slack. Between two of the op's calls the device thread can be idle for longer
+//! than its spin and yield phases (cuDNN's host work for one call can take that long),
+//! and the next call's address read then finds it asleep; a GPU run says how often.
+//! `lstm-bench`'s `runner-wake` measures a machine's round trip to a runner against the
+//! time it was idle.
 //!
 //! While the setting is on, each call of the op (and, on a fused backend, each
 //! registration of its fusion operations) names its runner ([`note`]) and opens a
@@ -29,6 +30,7 @@
 //! thread holds CubeCL's global channel lock while it waits for the runner, and a runner
 //! busy with a task that needs that lock (Burn's fusion thread loading a CubeCL client,
 //! for one) would never answer.
+
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
