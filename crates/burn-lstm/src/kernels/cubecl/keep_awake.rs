@@ -242,7 +242,8 @@ fn waker() -> &'static Waker {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    // By its full path: the layout test reads `super` as this file's parent module.
+    use crate::kernels::cubecl::keep_awake::*;
     use std::sync::atomic::{AtomicU64, Ordering};
 
     fn runner(index: u16, stage: Stage) -> Runner {
