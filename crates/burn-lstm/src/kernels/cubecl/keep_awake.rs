@@ -188,16 +188,18 @@ impl Waker {
     }
 
     fn note(&self, runner: Runner, flusher: impl FnOnce() -> Option<Flush>) {
-        let known = self.schedule().runners.contains(&runner);
-        // Made without the lock: making it may wait for the runner.
-        let flush = if known { None } else { flusher() };
-        let was_closed = {
-            let mut schedule = self.schedule();
+        let mut schedule = self.schedule();
+        if !schedule.runners.contains(&runner) {
+            // Made without the lock: making it may wait for the runner.
+            drop(schedule);
+            let flush = flusher();
+            schedule = self.schedule();
             if let Some(flush) = flush {
                 schedule.add(runner, flush);
             }
-            schedule.extend(Instant::now())
-        };
+        }
+        let was_closed = schedule.extend(Instant::now());
+        drop(schedule);
         if was_closed {
             self.wake.notify_one();
         }
