@@ -302,13 +302,15 @@ if [ "$phase" = ab ]; then
           read -r -a baseline_env <<<"${AB_BASELINE_ENV:-}"
           echo "ab $dtype baseline $(env LSTM_BENCH_TF32=$tf32 "${baseline_env[@]}" timeout "${AB_TIMEOUT:-60}" "$AB_BASELINE" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
         fi
-        if [[ plain =~ ^(${AB_VARIANTS:-.*})$ ]]; then
-          echo "ab $dtype plain $(LSTM_BENCH_TF32=$tf32 timeout "${AB_TIMEOUT:-60}" "$kit/bin/lstm-bench" --impl cudnn-plain "${flags[@]}" 2>&1 | tail -1)" | log
-        fi
-        # The op without fusion, its caller's and CubeCL's threads kept awake (f32 only).
-        if [ "$dtype" = f32 ] && [[ plain-keep-awake=1 =~ ^(${AB_VARIANTS:-.*})$ ]]; then
-          echo "ab $dtype plain-keep-awake=1 $(BURN_LSTM_KEEP_AWAKE=1 LSTM_BENCH_TF32=$tf32 timeout "${AB_TIMEOUT:-60}" "$kit/bin/lstm-bench" --impl cudnn-plain "${flags[@]}" 2>&1 | tail -1)" | log
-        fi
+        # The op without fusion: as it is, and with CubeCL's device thread kept awake
+        # (f32 only).
+        for variant in "plain:" "plain-keep-awake=1:BURN_LSTM_KEEP_AWAKE=1"; do
+          name=${variant%%:*}
+          [[ "$name" =~ ^(${AB_VARIANTS:-.*})$ ]] || continue
+          [ "$dtype" != f32 ] && [ "$name" != plain ] && continue
+          read -r -a settings <<<"${variant#*:}"
+          echo "ab $dtype $name $(env LSTM_BENCH_TF32=$tf32 "${settings[@]}" timeout "${AB_TIMEOUT:-60}" "$kit/bin/lstm-bench" --impl cudnn-plain "${flags[@]}" 2>&1 | tail -1)" | log
+        done
         if [ "$data" = f32 ]; then
           read -r -a raw_env <<<"${RAW_ENV:-}"
           raw_label=${RAW_ENV:++${RAW_ENV// /+}}
