@@ -24,18 +24,46 @@ impl OptInSwitch {
     }
 
     pub(crate) fn get(&self) -> bool {
+        self.explicit().unwrap_or(self.default_on)
+    }
+
+    /// What the API or the environment variable asked for; `None` where neither did
+    /// (the switch is at its default).
+    pub(crate) fn explicit(&self) -> Option<bool> {
         match self.state.load(Ordering::Relaxed) {
-            1 => false,
-            2 => true,
-            _ => match std::env::var(self.variable) {
-                Ok(value) => value == "1",
-                Err(_) => self.default_on,
-            },
+            1 => Some(false),
+            2 => Some(true),
+            _ => std::env::var(self.variable).ok().map(|value| value == "1"),
         }
+    }
+
+    /// The switch's value where nothing asked for one.
+    pub(crate) fn default_on(&self) -> bool {
+        self.default_on
     }
 
     pub(crate) fn set(&self, enabled: bool) {
         self.state
             .store(if enabled { 2 } else { 1 }, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kernels::switch::OptInSwitch;
+
+    #[test]
+    fn the_api_overrides_the_default_and_says_it_did() {
+        for default_on in [false, true] {
+            let switch = OptInSwitch::new("BURN_LSTM_SWITCH_TEST_NEVER_SET", default_on);
+            assert_eq!(switch.explicit(), None, "nothing asked");
+            assert_eq!(switch.get(), default_on);
+            assert_eq!(switch.default_on(), default_on);
+            for asked in [!default_on, default_on] {
+                switch.set(asked);
+                assert_eq!(switch.explicit(), Some(asked));
+                assert_eq!(switch.get(), asked);
+            }
+        }
     }
 }

@@ -50,13 +50,43 @@ pub(crate) const POKE_EVERY: Duration = Duration::from_micros(50);
 
 static SWITCH: OptInSwitch = OptInSwitch::new("BURN_LSTM_KEEP_AWAKE", false);
 
+/// The fewest hardware threads on which keeping the runners awake is on by default:
+/// while calls come, the two runners spin (a core each) and the waker wakes every
+/// [`POKE_EVERY`], beside the thread that calls the op and whatever else the program
+/// runs (data loading, for one). With fewer, the spinning threads take the cores the
+/// work needs (on a 2-core machine, `runner-wake`'s 90th percentile grew to 3-4 ms with
+/// pokes); asking for it explicitly still turns it on.
+pub(crate) const MIN_HARDWARE_THREADS: usize = 8;
+
 /// Whether the op keeps its GPU's runner threads (Burn's fusion thread, CubeCL's device
 /// thread) polling while it is being called, so that its blocking calls to them do not
 /// wait for a sleeping thread to wake. Off by default: it costs about a core per runner
 /// while calls come, and is not yet measured on a GPU; `BURN_LSTM_KEEP_AWAKE` (`1` on,
-/// anything else off) decides until [`set_keep_awake`] is called.
+/// anything else off) decides until [`set_keep_awake`] is called. Where it is on by
+/// default, it is so only on machines with at least [`MIN_HARDWARE_THREADS`] hardware
+/// threads.
 pub fn keep_awake() -> bool {
-    SWITCH.get()
+    resolved(SWITCH.explicit(), SWITCH.default_on(), hardware_threads())
+}
+
+/// Whether keeping the runners awake is on: as asked (`explicit`), else the default,
+/// which applies only with at least [`MIN_HARDWARE_THREADS`] hardware threads
+/// (`hardware_threads`, `None` where unknown).
+fn resolved(explicit: Option<bool>, default_on: bool, hardware_threads: Option<usize>) -> bool {
+    explicit.unwrap_or_else(|| {
+        default_on && hardware_threads.is_some_and(|threads| threads >= MIN_HARDWARE_THREADS)
+    })
+}
+
+/// The hardware threads this process may run on, read once (the read can open cgroup
+/// files).
+fn hardware_threads() -> Option<usize> {
+    static THREADS: OnceLock<Option<usize>> = OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .ok()
+            .map(std::num::NonZero::get)
+    })
 }
 
 /// Turns keeping the runner threads awake on or off for calls that start after this one
@@ -271,6 +301,32 @@ mod tests {
         assert_eq!(schedule.step(start + WINDOW / 2 + WINDOW), Step::Park);
         assert_eq!(schedule.until, None, "closed");
         assert!(schedule.extend(start + 3 * WINDOW), "reopened");
+    }
+
+    #[test]
+    fn the_default_applies_only_on_machines_with_cores_to_spare() {
+        let few = Some(MIN_HARDWARE_THREADS - 1);
+        let enough = Some(MIN_HARDWARE_THREADS);
+        // (asked, default on, hardware threads) -> on
+        let cases = [
+            (None, false, enough, false),
+            (None, true, enough, true),
+            (None, true, Some(64), true),
+            (None, true, few, false),
+            (None, true, Some(2), false),
+            (None, true, None, false),
+            (Some(true), false, Some(2), true),
+            (Some(true), true, None, true),
+            (Some(false), true, enough, false),
+            (Some(false), false, few, false),
+        ];
+        for (asked, default_on, threads, on) in cases {
+            assert_eq!(
+                resolved(asked, default_on, threads),
+                on,
+                "asked {asked:?}, default on {default_on}, {threads:?} hardware threads"
+            );
+        }
     }
 
     #[test]
