@@ -12,6 +12,9 @@
 //! and the next call's address read then finds it asleep; a GPU run says how often.
 //! `lstm-bench`'s `runner-wake` measures a machine's round trip to a runner against the
 //! time it was idle.
+//! CubeCL 0.11 parks an idle runner instead and unparks it when a client fills its
+//! queue (`cubecl-common` 0.11.3, `custom_channel::Server::park`): this module is for
+//! CubeCL 0.10.
 //!
 //! While the setting is on, each call of the op (and, on a fused backend, each
 //! registration of its fusion operations) names its runner ([`note`]) and opens a
