@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 out=target/gpu-kit
 rm -rf "$out" .device && mkdir -p "$out/bin" "$out/golden" .device
 cargo build --release -p lstm-bench --features cuda,profile
-cp target/release/lstm-bench target/release/runner-wake "$out/bin/"
+cp target/release/lstm-bench target/release/runner-wake target/release/event-drift "$out/bin/"
 for test in cudnn cudnn_f64; do
   exe=$(cargo test --release -p burn-lstm --features cuda --test "$test" --no-run \
           --message-format=json 2>/dev/null |

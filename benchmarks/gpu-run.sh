@@ -30,15 +30,20 @@
 #                                    the defaults)
 #   bash .device/gpu-run.sh profile  a sampling profile of the calls' host time by thread
 #                                    and function, and the op's phases (PROFILE_SHAPES)
+#   bash .device/gpu-run.sh event-drift  whether the driver slows down over 10,000 calls
+#                                    ordered as the op orders them, without Burn
+#                                    (event-drift, each ordering; under a minute)
 #   bash .device/gpu-run.sh drift    whether calls slow down over thousands of training
-#                                    calls: first in the GPU memory test's conditions,
-#                                    then with each setting off in turn, then traced
+#                                    calls: event-drift, then in the GPU memory
+#                                    test's conditions, then with each setting off
+#                                    in turn, then traced
 #                                    and profiled (5 to 9 minutes: slowing calls take
 #                                    longer)
 #   bash .device/gpu-run.sh pending  what verifies the op's paths that are still off by
 #                                    default (now BURN_LSTM_CUDNN_SKIP_FLUSH,
 #                                    BURN_LSTM_CUDNN_RESERVE_POOL and BURN_LSTM_KEEP_AWAKE):
-#                                    this machine's runner wake-ups (runner-wake), their
+#                                    this machine's runner wake-ups (runner-wake), the
+#                                    driver's drift under each ordering (event-drift), their
 #                                    GPU tests, traces with each on, and ab of each on
 #                                    and off, PyTorch beside, in f32 (about 7
 #                                    minutes; AB_DTYPES='f32 f16' for about 9)
@@ -167,6 +172,7 @@ if [ "$phase" = pending ]; then
   for poke in "" --poke-every-us=50; do
     timeout 60 "$kit/bin/runner-wake" --calls 100 $poke 2>&1 | sed 's/^/runner-wake /' | log
   done
+  bash "$0" event-drift
   ONLY="${ONLY:-the_event_ordering_without_a_flush|the_reserve_space_pool|the_runner_threads_kept_awake|cubecl_work_around_the_op_from_several_threads}" \
     PARALLEL="${PARALLEL:-4}" bash "$0" tests
   for trace_env in "" "BURN_LSTM_KEEP_AWAKE=1" "BURN_LSTM_CUDNN_SKIP_FLUSH=1 BURN_LSTM_CUDNN_RESERVE_POOL=1"; do
@@ -178,7 +184,23 @@ if [ "$phase" = pending ]; then
     RAW_ALGOS="${RAW_ALGOS:-auto}" RAW_ENV="${RAW_ENV-BURN_LSTM_CUDNN_RESERVE_POOL=1}" bash "$0" ab
 fi
 
+if [ "$phase" = event-drift ]; then
+  # Whether the driver slows down over 10,000 calls ordered as the op orders them
+  # (event-drift.rs: no Burn, no cuDNN RNN; seconds a run): each ordering in a process
+  # of its own, the event orderings also with every launch waited for
+  # (CUDA_LAUNCH_BLOCKING=1, as the GPU memory test runs). Read each summary's
+  # last_over_first.
+  for variant in unordered host-sync events-before context-events; do
+    timeout 60 "$kit/bin/event-drift" --variant "$variant" 2>&1 | sed "s/^/event-drift $variant /" | log
+  done
+  for variant in events-before context-events; do
+    CUDA_LAUNCH_BLOCKING=1 timeout 60 "$kit/bin/event-drift" --variant "$variant" 2>&1 |
+      sed "s/^/event-drift launch-blocking $variant /" | log
+  done
+fi
+
 if [ "$phase" = drift ]; then
+  bash "$0" event-drift
   # Whether calls slow down over a long run: DRIFT_ITERS training calls at DRIFT_SHAPES
   # (by default the memory test's stack: 16 rows of up to 20 steps, padded, 64 wide, 2
   # layers, bidirectional); read each line's first_tenth_seconds beside its
