@@ -12,7 +12,7 @@
 mod stdout_line;
 
 use clap::Parser;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The machine's multiply-add peak and lstm-cpu's GEMM on the benchmark shapes.
 #[derive(Parser, Debug)]
@@ -30,14 +30,14 @@ fn main() {
     );
     for t in [1, threads] {
         let gflops = lstm_cpu::peak::fma_gflops(t, 1.0);
-        emit(json!({"what": "fma-peak", "threads": t, "gflops": gflops}));
+        stdout_line::print_line_or_end(json!({"what": "fma-peak", "threads": t, "gflops": gflops}));
     }
     // How far apart a team's two threads are: ~100 ns in the shared machine's quiet
     // periods, ~400 in its slow spells (docs/dev/benchmarking.md).
     if threads >= 2
         && let Some(ns) = lstm_cpu::peak::team_round_trip_ns(0.2)
     {
-        emit(json!({"what": "team-round-trip", "threads": 2, "ns": ns}));
+        stdout_line::print_line_or_end(json!({"what": "team-round-trip", "threads": 2, "ns": ns}));
     }
     // (m, n, k, what): a large square product, then the recurrent step
     // [B, H] x [H, 4H] of the benchmark shapes (B, T, I=H) 16,50,256; 64,100,512;
@@ -52,17 +52,9 @@ fn main() {
         let flops_per_round = 2.0 * (m * n * k) as f64;
         let rounds = ((20e9 / flops_per_round) as usize).clamp(3, 20_000);
         let gflops = lstm_cpu::peak::gemm_gflops(m, n, k, threads, rounds);
-        emit(
+        stdout_line::print_line_or_end(
             json!({"what": format!("gemm {what}"), "m": m, "n": n, "k": k,
                     "threads": threads, "rounds": rounds, "gflops": gflops}),
         );
-    }
-}
-
-/// Prints one JSON line. A reader that has gone (`cpu-peak | head -2`) ends the run
-/// quietly.
-fn emit(line: Value) {
-    if stdout_line::print_line(line).is_err() {
-        std::process::exit(0);
     }
 }

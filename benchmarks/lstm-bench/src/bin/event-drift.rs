@@ -229,7 +229,7 @@ fn run(args: &Args) -> Result<(), String> {
         handle.synchronize().map_err(|e| e.to_string())?;
         let wall_us = per_call_us(start.elapsed(), calls);
         let host_us = per_call_us(host, calls);
-        emit(json!({
+        stdout_line::print_line_or_end(json!({
             "what": "event-drift", "variant": variant, "work": work.name(),
             "launches": args.launches, "first_call": done, "calls": calls,
             "wall_us_per_call": wall_us, "host_us_per_call": host_us,
@@ -238,7 +238,7 @@ fn run(args: &Args) -> Result<(), String> {
         done += calls;
     }
     let (first, last) = (blocks[0], blocks[blocks.len() - 1]);
-    emit(json!({
+    stdout_line::print_line_or_end(json!({
         "what": "event-drift-summary", "variant": variant, "work": work.name(),
         "launches": args.launches, "calls": args.calls, "block": args.block,
         "first_block_us_per_call": first, "last_block_us_per_call": last,
@@ -250,15 +250,9 @@ fn run(args: &Args) -> Result<(), String> {
 fn main() {
     let args = Args::parse();
     if let Err(e) = run(&args) {
-        emit(json!({"what": "event-drift", "variant": variant_name(args.variant), "error": e}));
+        stdout_line::print_line_or_end(
+            json!({"what": "event-drift", "variant": variant_name(args.variant), "error": e}),
+        );
         std::process::exit(1);
-    }
-}
-
-/// Prints one JSON line. A reader that has gone (`event-drift | head -2`) ends the run
-/// quietly.
-fn emit(line: Value) {
-    if stdout_line::print_line(line).is_err() {
-        std::process::exit(0);
     }
 }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use cubecl_common::device::{DeviceId, DeviceService, DeviceServiceStage, ServerUtilitiesHandle};
 use cubecl_common::device_handle::DeviceHandle;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Round trips to a CubeCL runner thread against its idle time.
 #[derive(Parser, Debug)]
@@ -116,19 +116,11 @@ fn main() {
                 timed(args.calls, idle, through_fusion),
             ),
         ] {
-            emit(json!({
+            stdout_line::print_line_or_end(json!({
                 "what": "runner-wake", "path": path, "idle_us": idle_us,
                 "poke_every_us": args.poke_every_us, "calls": args.calls,
                 "median_us": median, "p90_us": p90,
             }));
         }
-    }
-}
-
-/// Prints one JSON line. A reader that has gone (`runner-wake | head -2`) ends the run
-/// quietly.
-fn emit(line: Value) {
-    if stdout_line::print_line(line).is_err() {
-        std::process::exit(0);
     }
 }
