@@ -7,12 +7,13 @@ use std::path::PathBuf;
 use burn::backend::{Flex, NdArray};
 use burn::tensor::{Tensor, TensorData};
 use burn_lstm::{
-    CellKind, CudnnCompatibleGru, CudnnCompatibleLstm, KerasModel, RecurrentSelection, RnnBackend,
-    RnnError, keras_mask_lengths,
+    CellKind, CudnnCompatibleGru, CudnnCompatibleLstm, KerasModel, KerasRecurrentLayer,
+    RecurrentSelection, RnnBackend, RnnError, keras_mask_lengths,
 };
 
 use super::io::{Loaded, cases, check, fixture};
 use super::{F32_TOL, F64_TOL};
+use crate::common::to_f64;
 
 fn path(name: &str) -> PathBuf {
     fixture("keras", name)
@@ -270,7 +271,12 @@ fn stacks_must_be_one_module() {
         )
         .unwrap_err()
         .to_string();
-    assert!(e.contains("input size") || e.contains("input"), "{e}");
+    assert!(
+        e.ends_with(
+            "Keras layer 'fine' input size (stacked on 'fine')`: expected 2 (the output of 'fine'), got 3"
+        ),
+        "{e}"
+    );
     // An LSTM under a GRU: one module has one cell.
     let mixed = KerasModel::open(path("k2_lstm_gru.h5")).unwrap();
     let e = mixed
@@ -283,7 +289,8 @@ fn stacks_must_be_one_module() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("load it with KerasModel::lstm"), "{e}");
-    // A layer that returns only its last step cannot feed another.
+    // Layers named upside down: the upper one reads the model's input, not the lower's
+    // output.
     let masked = KerasModel::open(path("k3_gru_masked.h5")).unwrap();
     let e = masked
         .gru::<NdArray<f32>>(
@@ -293,7 +300,9 @@ fn stacks_must_be_one_module() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("return_sequences") || e.contains("input size"),
+        e.ends_with(
+            "Keras layer 'gru_a' input size (stacked on 'gru_b')`: expected 4 (the output of 'gru_b'), got 3"
+        ),
         "{e}"
     );
     // Names and indices that are not there.
@@ -353,6 +362,43 @@ fn missing_and_misshapen_weights_are_named() {
 }
 
 /// A copy of `file` cut to `len` bytes (or replaced by `bytes`) in a temporary folder.
+/// A layer that returns only its last step cannot feed another: `k3_lstm_stack.keras`
+/// with its architecture edited so that the lower LSTM returns its last step only.
+#[test]
+fn a_layer_without_return_sequences_feeds_no_other() {
+    let archive = std::fs::File::open(path("k3_lstm_stack.keras")).unwrap();
+    let mut archive = zip::ZipArchive::new(archive).unwrap();
+    let config: serde_json::Value =
+        serde_json::from_reader(archive.by_name("config.json").unwrap()).unwrap();
+    let mut edited = config.clone();
+    let layers = edited["config"]["layers"].as_array_mut().unwrap();
+    let lower = layers
+        .iter_mut()
+        .find(|l| l["config"]["name"] == "lstm_a")
+        .expect("k3_lstm_stack.keras has the layer lstm_a");
+    lower["config"]["return_sequences"] = false.into();
+    let architecture = damaged(
+        "lstm_stack_last_step_only.json",
+        edited.to_string().as_bytes(),
+    );
+    let model = KerasModel::open_with_architecture(path("k3_lstm_stack.keras"), architecture)
+        .expect("the edited architecture describes the file");
+    let e = model
+        .lstm::<NdArray<f32>>(RecurrentSelection::All, &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.ends_with("Keras layer 'lstm_a' return_sequences`: expected true (it feeds 'lstm_b' in the stack), got false"),
+        "{e}"
+    );
+    // The same file with its own architecture loads.
+    let intact = damaged("lstm_stack.json", config.to_string().as_bytes());
+    KerasModel::open_with_architecture(path("k3_lstm_stack.keras"), intact)
+        .unwrap()
+        .lstm::<NdArray<f32>>(RecurrentSelection::All, &Default::default())
+        .expect("the stack as saved");
+}
+
 fn damaged(name: &str, bytes: &[u8]) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("burn-lstm-import-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -373,8 +419,19 @@ fn damaged_files_are_errors_never_panics() {
     assert!(e.to_string().contains("empty file"), "{e}");
     let e = KerasModel::open(path("does_not_exist.keras")).unwrap_err();
     assert!(matches!(e, RnnError::Io { .. }), "{e}");
+    // A layer's parameters in the canonical order, or why it does not load.
+    let weights = |model: &KerasModel, layer: &KerasRecurrentLayer| match layer.cell {
+        CellKind::Lstm => model
+            .lstm::<NdArray<f32>>(layer.name.as_str(), &device)
+            .map(|(m, _)| to_f64(m.flat_weights())),
+        CellKind::Gru => model
+            .gru::<NdArray<f32>>(layer.name.as_str(), &device)
+            .map(|(m, _)| to_f64(m.flat_weights())),
+    };
     for file in ["k2_lstm_gru.h5", "k3_lstm_stack.keras", "k3_gru_masked.h5"] {
         let bytes = std::fs::read(path(file)).unwrap();
+        let intact = KerasModel::open(path(file)).unwrap();
+        let mut refused = 0;
         let mut cuts: Vec<usize> = vec![
             7,
             100,
@@ -387,26 +444,35 @@ fn damaged_files_are_errors_never_panics() {
         cuts.extend((1..16).map(|k| bytes.len() * k / 16));
         for cut in cuts {
             let copy = damaged(&format!("cut-{cut}-{file}"), &bytes[..cut]);
-            // Either the file is refused, or every layer says why it cannot load (or
-            // loads the very weights of the whole file).
+            // Either the file is refused, or every layer says why it cannot load, or
+            // loads the very weights of the whole file.
             let Ok(model) = KerasModel::open(&copy) else {
+                refused += 1;
                 continue;
             };
             for layer in model.layers() {
-                let loaded = match layer.cell {
-                    CellKind::Lstm => model
-                        .lstm::<NdArray<f32>>(layer.name.as_str(), &device)
-                        .map(|_| ()),
-                    CellKind::Gru => model
-                        .gru::<NdArray<f32>>(layer.name.as_str(), &device)
-                        .map(|_| ()),
-                };
+                let loaded = weights(&model, layer);
                 assert_eq!(
                     loaded.is_err(),
                     layer.refusal.is_some(),
                     "{file} cut at {cut}"
                 );
+                let Ok(loaded) = loaded else {
+                    continue;
+                };
+                let original = intact
+                    .layers()
+                    .into_iter()
+                    .find(|l| l.name == layer.name)
+                    .unwrap_or_else(|| panic!("{file} cut at {cut}: no layer {}", layer.name));
+                assert_eq!(
+                    Ok(loaded),
+                    weights(&intact, original),
+                    "{file} cut at {cut}: layer {}",
+                    layer.name
+                );
             }
         }
+        assert!(refused > 0, "{file}: no cut refused");
     }
 }
