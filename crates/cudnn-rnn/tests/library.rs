@@ -39,10 +39,14 @@ fn a_handle_without_a_gpu_is_an_error_not_a_panic() {
     }
 }
 
+/// A device that no machine has: the first thing missing on this machine, named (no
+/// driver, no usable cuDNN, or the driver's refusal of the ordinal).
 #[test]
 fn a_missing_device_is_an_error() {
-    if driver_present() && check_cudnn().is_ok() {
-        let err = CudnnHandle::for_device(10_000).unwrap_err();
-        assert!(matches!(err, CudnnRnnError::Driver { .. }), "{err}");
+    let err = CudnnHandle::for_device(10_000).unwrap_err();
+    match (driver_present(), check_cudnn()) {
+        (false, _) => assert_eq!(err, CudnnRnnError::DriverMissing),
+        (true, Err(library)) => assert_eq!(err, library),
+        (true, Ok(_)) => assert!(matches!(err, CudnnRnnError::Driver { .. }), "{err}"),
     }
 }

@@ -369,9 +369,28 @@ where
         "{kernel}: dc0"
     );
     for cell in model.directions() {
-        let g = to_f64(cell.weight_ih.grad(&grads).expect("weight_ih gradient"));
-        assert!(g.iter().all(|&v| v == 0.0), "{kernel}: d weight_ih");
-        let g = to_f64(cell.weight_hh.grad(&grads).expect("weight_hh gradient"));
-        assert!(g.iter().all(|&v| v == 0.0), "{kernel}: d weight_hh");
+        let matrices = [
+            Some(&cell.weight_ih),
+            Some(&cell.weight_hh),
+            cell.weight_hr.as_ref(),
+        ];
+        let biases = [cell.bias_ih.as_ref(), cell.bias_hh.as_ref()];
+        let gradients = matrices
+            .into_iter()
+            .flatten()
+            .map(|w| w.grad(&grads).map(to_f64))
+            .chain(
+                biases
+                    .into_iter()
+                    .flatten()
+                    .map(|b| b.grad(&grads).map(to_f64)),
+            );
+        for (k, g) in gradients.enumerate() {
+            let g = g.unwrap_or_else(|| panic!("{kernel}: no gradient of parameter {k}"));
+            assert!(
+                g.iter().all(|&v| v == 0.0),
+                "{kernel}: parameter {k}'s gradient"
+            );
+        }
     }
 }

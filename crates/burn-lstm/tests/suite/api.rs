@@ -208,13 +208,54 @@ fn burn_nn_lstm_converts_with_identical_outputs() {
     let err = CudnnCompatibleLstm::from_burn_lstm(&reversed).unwrap_err();
     assert!(err.to_string().contains("reverse"), "{err}");
 
-    // A model being trained (an `Autodiff` backend) converts too, into trainable leaves.
-    let trained = LstmConfig::new(5, 6, true).init::<burn::backend::Autodiff<B>>(&device);
+    // A model being trained (an `Autodiff` backend) converts too, into trainable leaves
+    // whose gradients are Burn's: PyTorch's gate order is i, f, g, o, and Burn's
+    // `Linear` stores its weight transposed (`[in, out]`).
+    let trained = LstmConfig::new(5, 6, true).init::<AD>(&device);
     let ours = CudnnCompatibleLstm::from_burn_lstm(&trained).unwrap();
-    let x = burn::tensor::Tensor::from_inner(input::<B>([2, 3, 5]));
-    let grads = ours.forward(x, None).0.sum().backward();
-    let first = ours.directions().next().unwrap();
-    assert!(first.weight_ih.grad(&grads).is_some());
+    let x = Tensor::<AD, 3>::from_inner(input::<B>([2, 3, 5])).require_grad();
+    // Weighted, so that every output element counts differently.
+    let weights = Tensor::<AD, 3>::from_inner(input::<B>([2, 3, 6]));
+    let g_burn = (trained.forward(x.clone(), None).0 * weights.clone())
+        .sum()
+        .backward();
+    let g_ours = (ours.forward(x.clone(), None).0 * weights).sum().backward();
+    let dx = |grads| to_f64(x.grad(grads).expect("the input's gradient"));
+    assert!(rel_err(&dx(&g_ours), &dx(&g_burn)) < 1e-5);
+    let cell = ours.directions().next().unwrap();
+    let gates = [
+        &trained.input_gate,
+        &trained.forget_gate,
+        &trained.cell_gate,
+        &trained.output_gate,
+    ];
+    for (k, gate) in gates.into_iter().enumerate() {
+        let rows = k * 6..(k + 1) * 6;
+        let matrices = [
+            (&cell.weight_ih, &gate.input_transform.weight),
+            (&cell.weight_hh, &gate.hidden_transform.weight),
+        ];
+        for (m, (ours_w, burn_w)) in matrices.into_iter().enumerate() {
+            let got = ours_w.grad(&g_ours).unwrap().slice([rows.clone()]);
+            let want = burn_w.grad(&g_burn).unwrap().transpose();
+            assert!(
+                rel_err(&to_f64(got), &to_f64(want)) < 1e-5,
+                "gate {k}, matrix {m}"
+            );
+        }
+        let biases = [
+            (&cell.bias_ih, &gate.input_transform.bias),
+            (&cell.bias_hh, &gate.hidden_transform.bias),
+        ];
+        for (m, (ours_b, burn_b)) in biases.into_iter().enumerate() {
+            let got = ours_b.as_ref().unwrap().grad(&g_ours).unwrap();
+            let want = burn_b.as_ref().unwrap().grad(&g_burn).unwrap();
+            assert!(
+                rel_err(&to_f64(got.slice([rows.clone()])), &to_f64(want)) < 1e-5,
+                "gate {k}, bias {m}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -323,6 +364,13 @@ fn padded_rows_are_zero_past_their_length_and_keep_their_final_state() {
     assert!(row1[8..].iter().all(|v| *v == 0.0));
     let hidden = to_f64(state.hidden);
     assert!(rel_err(&hidden[4..], &to_f64(state_short.hidden)) < 1e-6);
+    let cell = to_f64(state.cell);
+    assert!(rel_err(&cell[4..], &to_f64(state_short.cell)) < 1e-6);
+    // Row 0, at full length, equals a run of its own.
+    let (y_full, state_full) = model.forward(x.narrow(0, 0, 1), None);
+    assert!(rel_err(&y[..5 * 4], &to_f64(y_full)) < 1e-6);
+    assert!(rel_err(&hidden[..4], &to_f64(state_full.hidden)) < 1e-6);
+    assert!(rel_err(&cell[..4], &to_f64(state_full.cell)) < 1e-6);
 }
 
 #[test]
@@ -340,11 +388,15 @@ fn dropout_only_while_training() {
         to_f64(train_b),
         "training draws fresh masks"
     );
+    // In inference the dropout rate changes nothing: the same weights without dropout
+    // give the same numbers.
     let inference = model.valid();
+    let mut without_dropout = inference.clone();
+    without_dropout.dropout = 0.0;
     let x = x.inner();
     assert_eq!(
         to_f64(inference.forward(x.clone(), None).0),
-        to_f64(inference.forward(x, None).0)
+        to_f64(without_dropout.forward(x, None).0)
     );
 }
 

@@ -477,6 +477,12 @@ mod tests {
         // The tensor read in place is unchanged and still usable.
         let again: Tensor<B, 3> = wide.slice([0..t, 0..b, 2..2 + i]);
         assert_eq!(again.dims(), [t, b, i]);
+        let built = values(t * b * (i + 3), 2);
+        let expected: Vec<f32> = built
+            .chunks(i + 3)
+            .flat_map(|row| row[2..2 + i].to_vec())
+            .collect();
+        assert_eq!(again.to_data().to_vec::<f32>().unwrap(), expected);
     }
 
     #[test]
