@@ -129,11 +129,19 @@ fn without_a_gpu_the_choice_names_the_reason() {
         Autodiff::<Cuda>::rnn_kernel(&CudaDevice::default(), &spec),
     ] {
         if cudnn_rnn::driver_present() && cudnn_rnn::check_cudnn().is_ok() {
-            // A machine with a driver and cuDNN: either it runs, or it says why not.
-            assert!(
-                choice.kernel == RnnKernel::Cudnn || choice.fallback_reason.is_some(),
-                "{choice}"
-            );
+            // A machine with a driver and cuDNN: cuDNN runs where a handle on device 0
+            // can be made; where it cannot, the fallback says why.
+            match cudnn_rnn::CudnnHandle::for_device(0) {
+                Ok(_) => assert_eq!(choice.kernel, RnnKernel::Cudnn, "{choice}"),
+                Err(e) => {
+                    assert_eq!(choice.kernel, RnnKernel::Portable, "{choice}");
+                    let reason = choice.fallback_reason.expect("a fallback names its reason");
+                    assert!(
+                        reason.contains("cuDNN is not usable on CUDA device 0"),
+                        "{reason} (the handle: {e})"
+                    );
+                }
+            }
         } else {
             assert_eq!(choice.kernel, RnnKernel::Portable, "{choice}");
             let reason = choice.fallback_reason.expect("a fallback names its reason");

@@ -432,20 +432,21 @@ mod tests {
     fn a_failed_allocation_frees_the_idle_buffers_and_tries_again() {
         let mut device = Device::new(10 * MIB);
         let list: SharedFreeList<Fake> = Arc::new(Mutex::new(FreeList::new(4)));
-        let live = Arc::new(AtomicUsize::new(0));
-        // Live bytes: what is lent or idle (the fakes' frees are counted apart).
         let small = lend(&list, 4 * MIB, |bytes| device.alloc(bytes, 0)).unwrap();
         drop(small);
-        live.store(4 * MIB, Ordering::Relaxed);
         // 8 MiB do not fit beside the 4 MiB idle: they are freed, the second try fits.
+        // The bytes in use are the idle buffer's until its free is counted, so the
+        // second try fits only if the pool freed it before trying again.
+        let frees = device.frees.clone();
         let mut tries = 0;
         let big = lend(&list, 8 * MIB, |bytes| {
             tries += 1;
-            let live_now = live.load(Ordering::Relaxed);
-            let result = device.alloc(bytes, live_now);
-            // After the first failure the idle buffer has been freed.
-            live.store(0, Ordering::Relaxed);
-            result
+            let idle = if frees.load(Ordering::Relaxed) == 0 {
+                4 * MIB
+            } else {
+                0
+            };
+            device.alloc(bytes, idle)
         })
         .unwrap();
         assert_eq!((tries, big.get().bytes), (2, 8 * MIB));
