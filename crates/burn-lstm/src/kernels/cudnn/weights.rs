@@ -137,6 +137,7 @@ mod tests {
         assert_eq!(plan.to_cudnn.runs().len(), 1);
 
         // Biases first, gates of the recurrent matrix swapped, padding at the end: copies.
+        let canonical_regions = regions.clone();
         let mut shuffled = regions;
         for r in shuffled.iter_mut() {
             r.offset = match r.kind {
@@ -157,6 +158,27 @@ mod tests {
         assert_eq!(plan.to_cudnn.runs().len(), 6, "{:?}", plan.to_cudnn);
         assert_eq!(plan.to_cudnn.covered(), 56);
         assert_eq!(plan.from_cudnn.covered(), 56);
+        // Applied to the canonical buffer 0..56, every region of cuDNN's space holds its
+        // canonical values, the padding nothing; the way back restores the buffer.
+        let apply = |plan: &CopyPlan, from: &[f32], to: &mut [f32]| {
+            for run in plan.runs() {
+                to[run.dst..run.dst + run.len].copy_from_slice(&from[run.src..run.src + run.len]);
+            }
+        };
+        let canonical: Vec<f32> = (0..56).map(|v| v as f32).collect();
+        let mut space = vec![-1.0; 64];
+        apply(&plan.to_cudnn, &canonical, &mut space);
+        for (at, from) in layout.regions.iter().zip(&canonical_regions) {
+            assert_eq!(
+                space[at.offset..at.offset + at.len],
+                canonical[from.offset..from.offset + from.len],
+                "{at:?}"
+            );
+        }
+        assert_eq!(space[56..], [-1.0; 8]);
+        let mut back = vec![-1.0; 56];
+        apply(&plan.from_cudnn, &space, &mut back);
+        assert_eq!(back, canonical);
     }
 
     #[test]
