@@ -72,11 +72,13 @@
 //!
 //! # Guides
 //!
-//! This crate's repository has three task guides in its `docs/` folder, each a complete
-//! program compiled and run as a doctest of this crate: `docs/migrating.md` (swap
-//! `burn::nn::Lstm` or `nn::Gru` for this layer), `docs/train-cuda-serve-cpu.md` (train
-//! on CUDA, save, load with checks and serve on CPU) and `docs/pytorch.md` (bring a
-//! PyTorch model's weights). `docs/kernels.md` says which kernel runs where.
+//! This crate's repository has four task guides in its `docs/` folder, each a complete
+//! program compiled as a doctest of this crate (and run, but for the PyTorch one, which
+//! needs a file of the user's): `docs/migrating.md` (swap `burn::nn::Lstm` or `nn::Gru`
+//! for this layer), `docs/train-cuda-serve-cpu.md` (train on CUDA, save, load with checks
+//! and serve on CPU), `docs/pytorch.md` (bring a PyTorch model's weights) and
+//! `docs/int8.md` (int8 inference on the CPU). `docs/kernels.md` says which kernel runs
+//! where.
 
 /// Every process-wide setting and environment variable, with its default, its effect
 /// and its API.
