@@ -163,6 +163,28 @@ impl RnnArch {
         }
     }
 
+    /// [`Self::weight_count`] computed without overflow: `None` where it does not fit
+    /// in a `usize` (sizes of 0 give `Some`, see `call::arch_fits`).
+    pub fn checked_weight_count(&self) -> Option<usize> {
+        let gates = self.cell.gates().checked_mul(self.hidden_size)?;
+        let output = self.output_size();
+        let direction = |input: usize| -> Option<usize> {
+            let biases = if self.bias { gates.checked_mul(2)? } else { 0 };
+            gates
+                .checked_mul(input)?
+                .checked_add(gates.checked_mul(output)?)?
+                .checked_add(biases)?
+                .checked_add(self.proj_size.checked_mul(self.hidden_size)?)
+        };
+        let dirs = self.dirs();
+        let first = direction(self.input_size)?.checked_mul(dirs)?;
+        let upper_input = dirs.checked_mul(output)?;
+        let rest = direction(upper_input)?
+            .checked_mul(dirs)?
+            .checked_mul(self.num_layers.saturating_sub(1))?;
+        first.checked_add(rest)
+    }
+
     /// Total number of scalars in the flat parameter buffer.
     pub fn weight_count(&self) -> usize {
         let last = self.direction_layout(self.num_layers - 1, self.dirs() - 1);
@@ -191,6 +213,48 @@ impl DirectionLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_checked_count_is_the_count_and_none_past_usize() {
+        for (cell, proj_size, bidirectional, bias) in [
+            (CellKind::Lstm, 0, false, true),
+            (CellKind::Lstm, 3, true, false),
+            (CellKind::Gru, 0, true, true),
+        ] {
+            for num_layers in [1, 3] {
+                let arch = RnnArch {
+                    cell,
+                    input_size: 7,
+                    hidden_size: 5,
+                    proj_size,
+                    num_layers,
+                    bidirectional,
+                    bias,
+                };
+                assert_eq!(
+                    arch.checked_weight_count(),
+                    Some(arch.weight_count()),
+                    "{arch:?}"
+                );
+            }
+        }
+        let huge = RnnArch {
+            cell: CellKind::Lstm,
+            input_size: 8,
+            hidden_size: 1 << 62,
+            proj_size: 0,
+            num_layers: 1,
+            bidirectional: false,
+            bias: true,
+        };
+        assert_eq!(huge.checked_weight_count(), None);
+        let deep = RnnArch {
+            hidden_size: 1 << 20,
+            num_layers: 1 << 40,
+            ..huge
+        };
+        assert_eq!(deep.checked_weight_count(), None);
+    }
 
     #[test]
     fn layout_is_contiguous_in_pytorch_order() {

@@ -80,9 +80,13 @@ impl InputStrides {
     }
 
     /// Values an input of `seq_len × batch` rows of `input_size` spans from its first
-    /// (its last row's end).
-    pub(crate) fn span(&self, seq_len: usize, batch: usize, input_size: usize) -> usize {
-        (seq_len - 1) * self.step + (batch - 1) * self.row + input_size
+    /// (its last row's end); `None` where that overflows. `seq_len` and `batch` are at
+    /// least 1.
+    pub(crate) fn span(&self, seq_len: usize, batch: usize, input_size: usize) -> Option<usize> {
+        (seq_len - 1)
+            .checked_mul(self.step)?
+            .checked_add((batch - 1).checked_mul(self.row)?)?
+            .checked_add(input_size)
     }
 }
 
@@ -149,16 +153,60 @@ impl fmt::Display for CallError {
 
 impl std::error::Error for CallError {}
 
-/// A GRU has no projection (PyTorch's `nn.GRU` and cuDNN's GRU have none).
-pub(crate) fn cell_fits(arch: &RnnArch) -> Result<(), CallError> {
-    match arch.cell {
-        CellKind::Gru if arch.proj_size > 0 => Err(CallError {
+/// What every layout of `arch` relies on: sizes of at least 1, no projection on a GRU
+/// (PyTorch's `nn.GRU` and cuDNN's GRU have none), and a parameter count whose bytes
+/// (as f64) an address can hold, so that no size computed from it overflows.
+pub(crate) fn arch_fits(arch: &RnnArch) -> Result<(), CallError> {
+    for (argument, value) in [
+        ("arch.num_layers", arch.num_layers),
+        ("arch.hidden_size", arch.hidden_size),
+        ("arch.input_size", arch.input_size),
+    ] {
+        if value == 0 {
+            return Err(CallError {
+                argument,
+                expected: "at least 1".into(),
+                actual: "0".into(),
+            });
+        }
+    }
+    if arch.cell == CellKind::Gru && arch.proj_size > 0 {
+        return Err(CallError {
             argument: "arch.proj_size",
             expected: "0 for a gru (a GRU has no projection)".into(),
             actual: arch.proj_size.to_string(),
-        }),
-        _ => Ok(()),
+        });
     }
+    match arch.checked_weight_count() {
+        Some(count) if count <= isize::MAX as usize / 8 => Ok(()),
+        _ => Err(CallError {
+            argument: "arch",
+            expected: format!(
+                "at most {} parameters (their bytes must fit in an address)",
+                isize::MAX as usize / 8
+            ),
+            actual: format!(
+                "{} layers of {} units on {} inputs (projection {})",
+                arch.num_layers, arch.hidden_size, arch.input_size, arch.proj_size
+            ),
+        }),
+    }
+}
+
+/// The product of `factors`, or an error naming `argument` where it overflows.
+pub(crate) fn checked_size(
+    argument: &'static str,
+    what: &str,
+    factors: &[usize],
+) -> Result<usize, CallError> {
+    factors
+        .iter()
+        .try_fold(1usize, |product, &f| product.checked_mul(f))
+        .ok_or_else(|| CallError {
+            argument,
+            expected: format!("{what} whose element count fits in an address"),
+            actual: format!("{factors:?}, whose product overflows"),
+        })
 }
 
 pub(crate) fn len_check(
@@ -188,7 +236,7 @@ impl<T> RnnCall<'_, T> {
     /// packed beforehand).
     pub(crate) fn check_with_weights(&self, weights_read: bool) -> Result<(), CallError> {
         let a = self.arch;
-        cell_fits(a)?;
+        arch_fits(a)?;
         let (t, b) = (self.seq_len, self.batch);
         let positive = |argument, value: usize| {
             if value == 0 {
@@ -204,19 +252,29 @@ impl<T> RnnCall<'_, T> {
         positive("seq_len", t)?;
         positive("batch", b)?;
         positive("threads", self.threads)?;
-        positive("arch.num_layers", a.num_layers)?;
-        positive("arch.hidden_size", a.hidden_size)?;
-        positive("arch.input_size", a.input_size)?;
         let (c, p, cells) = (a.cell_state_size(), a.output_size(), a.cells());
+        let input_shape = format!("[T={t}, B={b}, I={}]", a.input_size);
+        // The outputs' sizes too: `y` is `[T, B, dirs · H_out]`.
+        checked_size("input", &input_shape, &[t, b, a.input_size])?;
+        checked_size(
+            "seq_len",
+            "an output [T, B, dirs · H_out]",
+            &[t, b, a.dirs() * p],
+        )?;
+        checked_size("batch", "states [cells, B, H]", &[cells, b, a.hidden_size])?;
         match self.input_strides {
             None => len_check(
                 "input",
-                &format!("[T={t}, B={b}, I={}]", a.input_size),
+                &input_shape,
                 t * b * a.input_size,
                 self.input.len(),
             )?,
             Some(strides) => {
-                let span = strides.span(t, b, a.input_size);
+                let span = strides.span(t, b, a.input_size).ok_or_else(|| CallError {
+                    argument: "input_strides",
+                    expected: format!("strides whose span over {input_shape} fits in an address"),
+                    actual: format!("{strides:?}"),
+                })?;
                 if self.input.len() < span {
                     return Err(CallError {
                         argument: "input",
@@ -387,5 +445,46 @@ mod tests {
             ("arch.proj_size", "2"),
             "{err}"
         );
+    }
+
+    /// Sizes whose products overflow are named errors, never a wrapped size that lets a
+    /// short slice through (the kernel reads the input in place at those strides).
+    #[test]
+    fn sizes_that_overflow_are_named_errors() {
+        let arch = gru();
+        let weights = vec![0.0; arch.weight_count()];
+        let strided = RnnCall {
+            input_strides: Some(InputStrides {
+                step: 1 << 63,
+                row: 0,
+            }),
+            seq_len: 3,
+            ..call(&arch, &weights, &[])
+        };
+        assert_eq!(strided.check().unwrap_err().argument, "input_strides");
+        let long = RnnCall {
+            seq_len: 1 << 63,
+            ..call(&arch, &weights, &[])
+        };
+        assert_eq!(long.check().unwrap_err().argument, "input");
+        for (hidden_size, num_layers) in [(1 << 62, 1), (1 << 20, 1 << 40)] {
+            let huge = RnnArch {
+                hidden_size,
+                num_layers,
+                ..gru()
+            };
+            let err = call(&huge, &[], &[]).check().unwrap_err();
+            assert_eq!(err.argument, "arch", "{err}");
+            assert!(err.actual.contains("layers of"), "{err}");
+        }
+        let empty = RnnArch {
+            num_layers: 0,
+            ..gru()
+        };
+        let err = crate::PackedWeights::<f32>::new(&empty, &[]).unwrap_err();
+        assert_eq!(err.argument, "arch.num_layers");
+        let err = crate::int8::QuantizedRnn::quantize(&empty, &[], crate::int8::QuantLevels::Full)
+            .unwrap_err();
+        assert_eq!(err.argument, "arch.num_layers");
     }
 }

@@ -17,7 +17,7 @@
 use core::ops::Range;
 
 use crate::arch::RnnArch;
-use crate::call::{CallError, cell_fits, len_check};
+use crate::call::{CallError, arch_fits, len_check};
 use crate::cell_weights::CellWeights;
 use crate::gemm::{PackedB, panel};
 use crate::real::Real;
@@ -51,7 +51,7 @@ pub(crate) struct PackedCell<T: Real> {
 impl<T: Real> PackedWeights<T> {
     /// [`PackedWeights::new`], instantiated in this crate only (`crate::compiled`).
     pub(crate) fn pack(arch: &RnnArch, weights: &[T]) -> Result<Self, CallError> {
-        cell_fits(arch)?;
+        arch_fits(arch)?;
         len_check(
             "weights",
             "the canonical flat layout",

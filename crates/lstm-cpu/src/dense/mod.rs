@@ -196,6 +196,16 @@ mod tests {
         }
     }
 
+    /// A product of sizes that overflows is a named error (a wrapped `rows · cols` of 0
+    /// would let an empty `c` through to the GEMM's writes).
+    #[test]
+    fn matmul_names_an_output_size_that_overflows() {
+        let a = MatrixRef::new("a", &[1.0f32], 1 << 62, 1, 0, 0).unwrap();
+        let b = MatrixRef::row_major("b", &[1.0f32; 4], 1, 4).unwrap();
+        let err = matmul(1, a, b, None, &mut []).unwrap_err();
+        assert_eq!(err.argument, "c", "{err}");
+    }
+
     #[test]
     fn softmax_nll_rejects_a_target_outside_the_classes() {
         let err = softmax_nll(1, &mut [0.0f32; 6], 3, &[1, 3]).unwrap_err();

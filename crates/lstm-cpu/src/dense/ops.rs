@@ -26,7 +26,7 @@ pub(crate) fn matmul_impl<T: Real>(
             format!("{} rows", b.rows),
         ));
     }
-    if c.len() != rows * cols {
+    if rows.checked_mul(cols) != Some(c.len()) {
         return Err(error(
             "c",
             format!("{rows} × {cols} values"),

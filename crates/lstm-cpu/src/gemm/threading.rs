@@ -61,7 +61,8 @@ pub(crate) unsafe fn par_gemm_into<T: Real>(
     ldc: usize,
 ) {
     let columns: usize = b.panels.iter().map(|p| p.width).sum();
-    let work = rows * columns * b.depth;
+    // Saturating: only a thread count is decided from it.
+    let work = rows.saturating_mul(columns).saturating_mul(b.depth);
     // Below ~2 M multiply-adds a thread costs more than it gives.
     let threads = threads.min(work / (1 << 21)).max(1);
     let parts = crate::team::split_aligned(rows, threads, kernel_rows());

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use crate::arch::RnnArch;
 use crate::buffers::Buffer;
-use crate::call::{CallError, RnnCall, RnnOutputs, len_check};
+use crate::call::{CallError, RnnCall, RnnOutputs, arch_fits, len_check};
 use crate::int8::cell::QuantizedCell;
 use crate::int8::direction::Direction;
 use crate::int8::quantize::check_finite;
@@ -51,6 +51,7 @@ impl QuantizedRnn {
         weights: &[f32],
         levels: QuantLevels,
     ) -> Result<Self, CallError> {
+        arch_fits(arch)?;
         len_check(
             "weights",
             "the canonical flat layout",
