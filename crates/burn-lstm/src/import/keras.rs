@@ -475,9 +475,10 @@ impl KerasModel {
         }
         match (lower.entry, upper.entry) {
             (Some(lo), Some(up)) => {
-                // Walk back from `upper` through layers that are identities at inference.
+                // Walk back from `upper` through layers that are identities at inference;
+                // a walk longer than the model has layers is a cycle.
                 let mut at = up;
-                loop {
+                for _ in 0..self.entries.len() {
                     let entry = &self.entries[at];
                     let inbound = match entry.inbound.as_slice() {
                         [one] => one,
@@ -525,6 +526,11 @@ impl KerasModel {
                     }
                     at = next;
                 }
+                Err(RnnError::invalid(
+                    what("input"),
+                    format!("the output of '{}'", a.name),
+                    "layers whose inputs form a cycle",
+                ))
             }
             _ => {
                 if upper.order != lower.order.wrapping_add(1) {

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::error::RnnError;
+use crate::import::MAX_UNITS;
 use crate::op::spec::CellKind;
 
 /// One top-level layer of the model.
@@ -270,13 +271,17 @@ fn inner_settings(
             return refuse(key, why, &Value::Bool(true));
         }
     }
-    let units = get("units").and_then(Value::as_u64).ok_or_else(|| {
-        RnnError::invalid(
-            setting(source, name, "units"),
-            "a positive integer",
-            get("units").map_or("none".into(), |v| v.to_string()),
-        )
-    })? as usize;
+    let units = get("units")
+        .and_then(Value::as_u64)
+        .and_then(|u| usize::try_from(u).ok())
+        .filter(|&u| (1..=MAX_UNITS).contains(&u))
+        .ok_or_else(|| {
+            RnnError::invalid(
+                setting(source, name, "units"),
+                format!("an integer in 1..={MAX_UNITS}"),
+                get("units").map_or("none".into(), |v| v.to_string()),
+            )
+        })?;
     Ok(Settings {
         cell,
         cudnn,

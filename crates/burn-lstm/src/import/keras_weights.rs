@@ -200,9 +200,10 @@ fn native(h5: &H5) -> Result<Vec<LayerPaths>, RnnError> {
     // (`lstm`, `lstm_1`, ..., `lstm_10`): sort by stem, then number.
     let mut groups = groups;
     groups.sort_by_key(|g| match g.rsplit_once('_') {
-        Some((stem, n)) if n.chars().all(|c| c.is_ascii_digit()) => {
-            (stem.to_string(), n.parse::<u64>().unwrap_or(0) + 1)
-        }
+        Some((stem, n)) if n.chars().all(|c| c.is_ascii_digit()) => (
+            stem.to_string(),
+            n.parse::<u64>().map_or(0, |n| n.saturating_add(1)),
+        ),
         _ => (g.clone(), 0),
     });
     let mut out = Vec::new();

@@ -17,6 +17,11 @@ mod onnx;
 mod onnx_proto;
 mod selection;
 
+/// Most units a file's layer may declare (Keras's `units`, ONNX's `hidden_size`): far
+/// above any trained layer (4·2^40 values in one LSTM matrix), and small enough that no
+/// shape computed from it overflows.
+pub(crate) const MAX_UNITS: usize = 1 << 20;
+
 pub use keras::{KerasModel, KerasRecurrentLayer};
 pub use mask::keras_mask_lengths;
 pub use onnx::{OnnxModel, OnnxRecurrentNode};

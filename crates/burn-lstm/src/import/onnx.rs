@@ -8,6 +8,7 @@ use burn::tensor::backend::Backend;
 use prost::Message;
 
 use crate::error::RnnError;
+use crate::import::MAX_UNITS;
 use crate::import::gates::{ONNX_GRU, ONNX_LSTM, onnx_matrix, reorder};
 use crate::import::hdf5::io;
 use crate::import::host::{DirectionParams, HostTensor, StackParams, build_gru, build_lstm};
@@ -396,10 +397,10 @@ fn check(
     let what = |s: &str| format!("{source}: ONNX node '{}' {s}", info.name);
     let refuse =
         |s: &str, expected: &str, actual: String| Err(RnnError::invalid(what(s), expected, actual));
-    if info.hidden_size == 0 {
+    if !(1..=MAX_UNITS).contains(&info.hidden_size) {
         return refuse(
             "hidden_size",
-            "a positive integer",
+            &format!("an integer in 1..={MAX_UNITS}"),
             attr(node, "hidden_size")
                 .and_then(|a| a.i)
                 .map_or("none".into(), |v| v.to_string()),
@@ -603,7 +604,7 @@ fn tensor_values(
     };
     let values: Vec<f64> = match raw {
         Some(bytes) => {
-            if bytes.len() != count * width {
+            if Some(bytes.len()) != count.checked_mul(width) {
                 return Err(bad(format!(
                     "{} bytes of data for {count} values of {width} bytes (shape {shape:?})",
                     bytes.len()

@@ -6,6 +6,7 @@ use burn::tensor::backend::Backend;
 
 use crate::error::RnnError;
 use crate::module::lstm::CudnnCompatibleLstm;
+use crate::module::validate::validate_arch;
 use crate::module::weights::init_layers;
 use crate::op::spec::{CellKind, RnnArch};
 
@@ -17,34 +18,6 @@ pub enum NanPolicy {
     /// Check input and state before every call and return [`RnnError::NonFinite`].
     /// The check reads the tensors back to the host, so it synchronises the device.
     Reject,
-}
-
-/// The checks the LSTM's and the GRU's configs share: sizes of at least 1 and a dropout
-/// probability in `[0, 1)`, naming the first field out of range.
-pub(crate) fn validate_stack(
-    input_size: usize,
-    hidden_size: usize,
-    num_layers: usize,
-    dropout: f64,
-) -> Result<(), RnnError> {
-    let positive = |name: &str, value: usize| {
-        if value == 0 {
-            Err(RnnError::invalid(name, "a value of at least 1", "0"))
-        } else {
-            Ok(())
-        }
-    };
-    positive("input_size", input_size)?;
-    positive("hidden_size", hidden_size)?;
-    positive("num_layers", num_layers)?;
-    if !(0.0..1.0).contains(&dropout) {
-        return Err(RnnError::invalid(
-            "dropout",
-            "a probability in [0, 1)",
-            dropout.to_string(),
-        ));
-    }
-    Ok(())
 }
 
 /// Configuration of a [`CudnnCompatibleLstm`]. Field names follow PyTorch's `nn.LSTM`;
@@ -99,20 +72,7 @@ impl CudnnCompatibleLstmConfig {
 
     /// Checks every field, naming the first that is out of range.
     pub fn validate(&self) -> Result<(), RnnError> {
-        validate_stack(
-            self.input_size,
-            self.hidden_size,
-            self.num_layers,
-            self.dropout,
-        )?;
-        if self.proj_size >= self.hidden_size {
-            return Err(RnnError::invalid(
-                "proj_size",
-                format!("0 (none) or less than hidden_size ({})", self.hidden_size),
-                self.proj_size.to_string(),
-            ));
-        }
-        Ok(())
+        validate_arch(&self.arch(), self.dropout)
     }
 
     /// Creates the module, or says which field is invalid.

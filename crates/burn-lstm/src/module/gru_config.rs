@@ -6,8 +6,9 @@ use burn::module::Initializer;
 use burn::tensor::backend::Backend;
 
 use crate::error::RnnError;
-use crate::module::config::{NanPolicy, validate_stack};
+use crate::module::config::NanPolicy;
 use crate::module::gru::CudnnCompatibleGru;
+use crate::module::validate::validate_arch;
 use crate::module::weights::init_layers;
 use crate::op::spec::{CellKind, RnnArch};
 
@@ -59,12 +60,7 @@ impl CudnnCompatibleGruConfig {
 
     /// Checks every field, naming the first that is out of range.
     pub fn validate(&self) -> Result<(), RnnError> {
-        validate_stack(
-            self.input_size,
-            self.hidden_size,
-            self.num_layers,
-            self.dropout,
-        )
+        validate_arch(&self.arch(), self.dropout)
     }
 
     /// Creates the module, or says which field is invalid.

@@ -25,10 +25,13 @@ macro_rules! rnn_module_methods {
                 self
             }
 
-            /// Checks that every parameter is present with the shape the architecture
-            /// needs.
+            /// Checks the module's fields as its config's `validate` does (a module's
+            /// fields are public), then that every parameter is present with the shape
+            /// the architecture needs.
             pub fn validate(&self) -> Result<(), $crate::error::RnnError> {
-                $crate::module::shapes::validate_layers(&self.arch(), &self.layers)
+                let arch = self.arch();
+                $crate::module::validate::validate_arch(&arch, self.dropout)?;
+                $crate::module::shapes::validate_layers(&arch, &self.layers)
             }
         }
 

@@ -1,5 +1,5 @@
-//! Argument checks of the module's forward: each failure names the argument, the
-//! expected and the actual value.
+//! Argument checks of the module's forward, and of the fields of a module and its config:
+//! each failure names the argument, the expected and the actual value.
 
 use burn::tensor::{Tensor, backend::Backend};
 
@@ -109,3 +109,65 @@ pub(crate) fn finite<B: Backend>(name: &str, tensor: &Tensor<B, 3>) -> Result<()
 }
 
 use burn::tensor::ElementConversion;
+
+/// The checks the LSTM's and the GRU's configs share: sizes of at least 1 and a dropout
+/// probability in `[0, 1)`, naming the first field out of range.
+fn validate_stack(
+    input_size: usize,
+    hidden_size: usize,
+    num_layers: usize,
+    dropout: f64,
+) -> Result<(), RnnError> {
+    let positive = |name: &str, value: usize| {
+        if value == 0 {
+            Err(RnnError::invalid(name, "a value of at least 1", "0"))
+        } else {
+            Ok(())
+        }
+    };
+    positive("input_size", input_size)?;
+    positive("hidden_size", hidden_size)?;
+    positive("num_layers", num_layers)?;
+    if !(0.0..1.0).contains(&dropout) {
+        return Err(RnnError::invalid(
+            "dropout",
+            "a probability in [0, 1)",
+            dropout.to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// Parameters a module may hold: every size computed from them (the flat buffer, its
+/// bytes in f64) then fits in an address.
+const MAX_PARAMETERS: usize = isize::MAX as usize / 8;
+
+/// Every field of a module or config of architecture `arch`, naming the first out of
+/// range: sizes of at least 1, dropout in [0, 1), a projection smaller than the hidden
+/// size, a parameter count that fits.
+pub(crate) fn validate_arch(arch: &RnnArch, dropout: f64) -> Result<(), RnnError> {
+    validate_stack(arch.input_size, arch.hidden_size, arch.num_layers, dropout)?;
+    if arch.proj_size > 0 && arch.proj_size >= arch.hidden_size {
+        return Err(RnnError::invalid(
+            "proj_size",
+            format!("0 (none) or less than hidden_size ({})", arch.hidden_size),
+            arch.proj_size.to_string(),
+        ));
+    }
+    validate_size(arch)
+}
+
+/// Checks that `arch`'s parameter count fits ([`MAX_PARAMETERS`]), naming the sizes.
+fn validate_size(arch: &RnnArch) -> Result<(), RnnError> {
+    match arch.checked_weight_count() {
+        Some(count) if count <= MAX_PARAMETERS => Ok(()),
+        _ => Err(RnnError::invalid(
+            "hidden_size, input_size and num_layers",
+            format!("sizes of at most {MAX_PARAMETERS} parameters in all"),
+            format!(
+                "hidden_size {}, input_size {}, num_layers {}, whose parameter count overflows",
+                arch.hidden_size, arch.input_size, arch.num_layers
+            ),
+        )),
+    }
+}

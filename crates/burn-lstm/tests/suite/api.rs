@@ -9,8 +9,8 @@ use burn::nn::{BiLstmConfig, LstmConfig};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
 use burn::tensor::{Distribution, Tensor};
 use burn_lstm::{
-    CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmState, NanPolicy, RnnBackend, RnnError,
-    RnnKernel,
+    CudnnCompatibleGruConfig, CudnnCompatibleLstm, CudnnCompatibleLstmConfig, LstmState, NanPolicy,
+    RnnBackend, RnnError, RnnKernel,
 };
 use common::{expect_invalid, rel_err, to_f64};
 
@@ -319,6 +319,36 @@ fn bad_input_is_a_clear_error() {
         config().with_num_layers(0).try_init::<B>(&device),
         "num_layers",
         &["at least 1", "0"],
+    );
+    // Sizes whose parameter count overflows: named, never a wrapped size.
+    for (hidden_size, num_layers) in [(1usize << 62, 1), (1 << 20, 1 << 40)] {
+        expect_invalid(
+            CudnnCompatibleLstmConfig::new(8, hidden_size)
+                .with_num_layers(num_layers)
+                .try_init::<B>(&device),
+            "hidden_size, input_size and num_layers",
+            &["overflows", &format!("hidden_size {hidden_size}")],
+        );
+    }
+    expect_invalid(
+        CudnnCompatibleGruConfig::new(8, 1 << 62).try_init::<B>(&device),
+        "hidden_size, input_size and num_layers",
+        &["overflows"],
+    );
+    // A module's fields are public: a call re-checks them as the config does.
+    let mut emptied = model.clone();
+    emptied.layers.clear();
+    expect_invalid(
+        emptied.try_forward(input([2, 4, 5]), None, None),
+        "num_layers",
+        &["at least 1", "0"],
+    );
+    let mut certain_drop = config().with_num_layers(2).init::<B>(&device);
+    certain_drop.dropout = 1.0;
+    expect_invalid(
+        certain_drop.try_forward(input([2, 4, 5]), None, None),
+        "dropout",
+        &["[0, 1)", "1"],
     );
 
     let strict = config()

@@ -391,12 +391,71 @@ fn a_layer_without_return_sequences_feeds_no_other() {
         e.ends_with("Keras layer 'lstm_a' return_sequences`: expected true (it feeds 'lstm_b' in the stack), got false"),
         "{e}"
     );
+    // A size past any layer (from a damaged file) is refused by name, never
+    // multiplied into a wrapped shape.
+    let mut huge = config.clone();
+    let layers = huge["config"]["layers"].as_array_mut().unwrap();
+    let upper = layers
+        .iter_mut()
+        .find(|l| l["config"]["name"] == "lstm_b")
+        .unwrap();
+    upper["config"]["units"] = (1u64 << 62).into();
+    let architecture = damaged("lstm_stack_huge.json", huge.to_string().as_bytes());
+    let e = match KerasModel::open_with_architecture(path("k3_lstm_stack.keras"), architecture) {
+        Err(e) => e.to_string(),
+        Ok(model) => model
+            .lstm::<NdArray<f32>>("lstm_b", &Default::default())
+            .unwrap_err()
+            .to_string(),
+    };
+    assert!(
+        e.contains("'lstm_b' units")
+            && e.contains("1..=1048576")
+            && e.contains("4611686018427387904"),
+        "{e}"
+    );
     // The same file with its own architecture loads.
     let intact = damaged("lstm_stack.json", config.to_string().as_bytes());
     KerasModel::open_with_architecture(path("k3_lstm_stack.keras"), intact)
         .unwrap()
         .lstm::<NdArray<f32>>(RecurrentSelection::All, &Default::default())
         .expect("the stack as saved");
+}
+
+/// Layers whose inputs form a cycle (a hand-edited or damaged architecture) are refused
+/// by name, not walked forever: `k3_bigru_functional.keras` with a Dropout layer that
+/// reads itself put under its upper GRU.
+#[test]
+fn an_architecture_whose_inputs_form_a_cycle_is_refused() {
+    let file = path("k3_bigru_functional.keras");
+    let mut archive = zip::ZipArchive::new(std::fs::File::open(&file).unwrap()).unwrap();
+    let mut config: serde_json::Value =
+        serde_json::from_reader(archive.by_name("config.json").unwrap()).unwrap();
+    let reads = |name: &str| {
+        serde_json::json!([{"args": [{"class_name": "__keras_tensor__", "config": {
+            "shape": [null, 7, 10], "dtype": "float32", "keras_history": [name, 0, 0]}}],
+            "kwargs": {}}])
+    };
+    let layers = config["config"]["layers"].as_array_mut().unwrap();
+    let upper = layers
+        .iter_mut()
+        .find(|l| l["config"]["name"] == "bigru_2")
+        .expect("the fixture's upper layer");
+    upper["inbound_nodes"] = reads("drop");
+    layers.push(serde_json::json!({
+        "module": "keras.layers", "class_name": "Dropout",
+        "config": {"name": "drop", "rate": 0.1}, "inbound_nodes": reads("drop")}));
+    let architecture = damaged("cycle.json", config.to_string().as_bytes());
+    let model = KerasModel::open_with_architecture(&file, architecture)
+        .expect("the edited architecture opens");
+    let e = model
+        .gru::<NdArray<f32>>(
+            RecurrentSelection::Stack(vec!["bigru_1".into(), "bigru_2".into()]),
+            &Default::default(),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.ends_with("layers whose inputs form a cycle"), "{e}");
 }
 
 fn damaged(name: &str, bytes: &[u8]) -> PathBuf {
