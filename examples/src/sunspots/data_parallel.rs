@@ -100,6 +100,9 @@ pub fn data_parallel_step<B: AutodiffBackend + RnnBackend>(
     batch: WindowBatch<B>,
     devices: &[B::Device],
 ) -> (GradientsParams, Vec<RegressionOutput<B>>) {
+    // Peers past the batch's rows (an epoch's last batch) run a shard of weight 0: every
+    // registered peer must join the all-reduce, which waits for all of them.
+    let rows = batch.targets.dims()[0];
     let shards = batch.shards(devices.len());
     let results: Vec<(GradientsParams, RegressionOutput<B>)> = std::thread::scope(|scope| {
         let peers: Vec<_> = shards
@@ -127,8 +130,10 @@ pub fn data_parallel_step<B: AutodiffBackend + RnnBackend>(
     let mut results = results.into_iter();
     let (grads, first) = results.next().expect("at least one peer");
     // Every peer holds the same mean; the first one's serves the optimizer.
+    // The outputs of the shards that hold rows of the batch.
     let outputs = core::iter::once(first)
         .chain(results.map(|(_, output)| output))
+        .take(rows.max(1))
         .collect();
     (grads, outputs)
 }

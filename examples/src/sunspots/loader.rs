@@ -32,22 +32,35 @@ impl<B: Backend> WindowBatch<B> {
         }
     }
 
-    /// The batch cut into at most `n` shards of consecutive rows, sizes differing by at
-    /// most one, each weighted by its share (see [`Self::loss_scale`]).
+    /// The batch (of at least one row) cut into exactly `n` shards (`n` at least 1), for
+    /// `n` peers that must all take part in each all-reduce: the first
+    /// `min(n, rows)` hold consecutive rows, sizes differing by at most one, each
+    /// weighted by its share (see [`Self::loss_scale`]); where the batch has fewer rows
+    /// than peers (an epoch's last batch), the others hold a copy of the first row
+    /// weighted 0, which adds nothing to the mean of the gradients.
     pub fn shards(self, n: usize) -> Vec<Self> {
         let rows = self.targets.dims()[0];
-        let n = n.clamp(1, rows.max(1));
-        let (base, extra) = (rows / n, rows % n);
+        let n = n.max(1);
+        let real = n.min(rows);
+        let (base, extra) = (rows / real, rows % real);
         let mut start = 0;
         (0..n)
             .map(|i| {
-                let len = base + usize::from(i < extra);
-                let shard = Self {
-                    windows: self.windows.clone().narrow(0, start, len),
-                    targets: self.targets.clone().narrow(0, start, len),
-                    loss_scale: self.loss_scale * (len * n) as f64 / rows as f64,
+                let (len, weight) = if i < real {
+                    let len = base + usize::from(i < extra);
+                    (len, (len * n) as f64 / rows as f64)
+                } else {
+                    (1, 0.0)
                 };
-                start += len;
+                let from = if i < real { start } else { 0 };
+                let shard = Self {
+                    windows: self.windows.clone().narrow(0, from, len),
+                    targets: self.targets.clone().narrow(0, from, len),
+                    loss_scale: self.loss_scale * weight,
+                };
+                if i < real {
+                    start += len;
+                }
                 shard
             })
             .collect()

@@ -94,6 +94,39 @@ fn two_peers_give_the_gradients_of_one_device() {
     }
 }
 
+/// More peers than the batch has rows (an epoch's last batch): every peer still joins
+/// the all-reduce (it waits for all registered peers), the extra ones with a shard of
+/// weight 0, and the gradients are still the whole batch's.
+#[test]
+fn more_peers_than_rows_give_the_gradients_of_one_device() {
+    let _serial = crate::one_seeded_run_at_a_time();
+    B::seed(&Default::default(), 5);
+    let config = ForecastConfig::new()
+        .with_window(7)
+        .with_hidden(5)
+        .with_dropout(0.0);
+    let model = config.init::<B>(&Default::default());
+    let one = TrainStep::step(&model, batch(3, 7)).grads;
+    let reference = all_grads(&model, &one);
+
+    let devices = vec![Default::default(); 5];
+    let _peers = DataParallel::<B>::new(devices.clone()).registered();
+    let (five, outputs) = data_parallel_step(&model, batch(3, 7), &devices);
+    assert_eq!(outputs.len(), 3, "one output per shard that holds rows");
+    for ((name, a), (_, b)) in reference.iter().zip(&all_grads(&model, &five)) {
+        let scale = a.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let diff = a
+            .iter()
+            .zip(b)
+            .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
+        assert!(scale > 0.0, "{name}: a zero gradient proves nothing");
+        assert!(
+            diff <= 1e-12 * scale,
+            "{name}: differs by {diff:e} of {scale:e}"
+        );
+    }
+}
+
 /// `train --devices 2` trains the model `--devices 1` trains (same seed, same global
 /// batches): in f64 the forecasts agree up to summation order. (In f32, Adam's first steps
 /// turn a rounding-sized difference of a near-zero gradient into a whole step of the
