@@ -95,6 +95,7 @@ pub(crate) fn open(path: &Path) -> Result<KerasFile, RnnError> {
 }
 
 fn open_archive(bytes: Vec<u8>, source: String) -> Result<KerasFile, RnnError> {
+    let archive_len = bytes.len() as u64;
     let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes))
         .map_err(|e| io(&source, format!("a damaged .keras archive: {e}")))?;
     let mut member = |name: &str| -> Result<Vec<u8>, RnnError> {
@@ -110,7 +111,12 @@ fn open_archive(bytes: Vec<u8>, source: String) -> Result<KerasFile, RnnError> {
                 format!("'{name}' is {} bytes, more than 4 GiB", file.size()),
             ));
         }
-        let mut out = Vec::with_capacity(file.size() as usize);
+        // Reserve what the header claims only up to what deflate can make of the bytes
+        // the archive has (at most ~1032:1): a damaged header reserves nothing it cannot
+        // fill.
+        let compressed = file.compressed_size().min(archive_len);
+        let claim = file.size().min(compressed.saturating_mul(1032));
+        let mut out = Vec::with_capacity(claim as usize);
         file.take(MAX_MEMBER)
             .read_to_end(&mut out)
             .map_err(|e| io(&source, format!("reading '{name}': {e}")))?;

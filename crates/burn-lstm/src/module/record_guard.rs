@@ -19,9 +19,18 @@ use burn::tensor::backend::Backend;
 
 use crate::error::RnnError;
 
-/// Largest decompressed size read from a gzipped record: beyond it the check is left
-/// out (Burn's decoder then runs unguarded, as it would anyway).
-const MAX_GUARDED: usize = 1 << 34;
+/// Largest decompressed size read from a gzipped record (the largest the check below
+/// decodes, with its limit of twice the bytes): beyond it the check is left out (Burn's
+/// decoder then runs unguarded, as it would anyway).
+const MAX_GUARDED: u64 = 1 << 31;
+
+/// Most bytes a gzipped record of `file_len` bytes is inflated to for the check: a
+/// record's numbers compress little, so past 64 times its size (16 MiB at least) the
+/// stream is no record the check needs to see whole, and inflating it would only spend
+/// memory (a few MB of zeros inflate to gigabytes).
+fn inflate_limit(file_len: u64) -> u64 {
+    file_len.saturating_mul(64).clamp(1 << 24, MAX_GUARDED)
+}
 
 /// Checks the bincode record of type `Rec` at `path` (written by a recorder whose file
 /// extension is `extension` and whose precision is `S`); a no-op for other recorders.
@@ -34,21 +43,28 @@ pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
         message: format!("damaged record: {message}"),
     };
     let bytes = match extension {
-        "bin" => std::fs::read(path),
+        "bin" => std::fs::read(path).map(Some),
         // A damaged stream decompresses to garbage up to the point where inflating
         // fails, and Burn's decoder reads that garbage first: the check decodes what
         // could be decompressed, whether or not the rest could.
-        "bin.gz" => std::fs::File::open(path).map(|file| {
+        "bin.gz" => std::fs::File::open(path).and_then(|file| {
+            let limit = inflate_limit(file.metadata()?.len());
             let mut bytes = Vec::new();
             let _ = flate2::read::GzDecoder::new(file)
-                .take(MAX_GUARDED as u64)
+                .take(limit + 1)
                 .read_to_end(&mut bytes);
-            bytes
+            if bytes.len() as u64 > limit {
+                // Left to Burn's decoder, which inflates as it decodes.
+                return Ok(None);
+            }
+            Ok(Some(bytes))
         }),
         _ => return Ok(()),
     };
     // An unreadable file is Burn's to report (the same error, with its wording).
-    let Ok(bytes) = bytes else { return Ok(()) };
+    let Ok(Some(bytes)) = bytes else {
+        return Ok(());
+    };
     type Item<B, Rec, S> = <Rec as Record<B>>::Item<S>;
     let need = bytes.len().saturating_mul(2).saturating_add(1 << 16);
     let limited = match need {
