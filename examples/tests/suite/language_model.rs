@@ -550,6 +550,24 @@ fn damaged_or_mismatched_model_files_are_named_errors() {
         "{message}"
     );
 
+    // A config whose LSTM would take terabytes: refused before anything is allocated.
+    let dir_huge = variant("huge-lstm", CONFIG_FILE, b"");
+    LmConfig {
+        vocab_size: 1,
+        emsize: 65_536,
+        nhid: 65_536,
+        nlayers: 64,
+        tied: true,
+        ..config.clone()
+    }
+    .save(dir_huge.join(CONFIG_FILE))
+    .unwrap();
+    let message = load(&dir_huge).to_string();
+    assert!(
+        message.contains("the LSTM's parameters") && message.contains("expected at most"),
+        "{message}"
+    );
+
     // Damaged vocabularies.
     let twice = vocab.replacen("\n", "\nthe\n", 1);
     let message = load(&variant("twice", VOCAB_FILE, twice.as_bytes())).to_string();
