@@ -88,7 +88,8 @@ pub fn generate<B: RnnBackend>(
         state = Some(next);
     }
     let mut input = last;
-    let mut words = Vec::with_capacity(count);
+    // Grown as words come: `count` is the user's and may be past any allocation.
+    let mut words = Vec::with_capacity(count.min(1 << 16));
     for _ in 0..count {
         let (logits, next) = model.forward(ids(&[input]), state);
         state = Some(next);

@@ -128,6 +128,9 @@ impl TrainOptions {
                 return usage(format!("{flag}: expected at least 1, got 0"));
             }
         }
+        if self.max_batches == Some(0) {
+            return usage("--max-batches: expected at least 1, got 0".into());
+        }
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return usage(format!(
                 "--lr: expected a finite number > 0, got {}",

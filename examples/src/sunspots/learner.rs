@@ -122,6 +122,12 @@ where
     if options.epochs == 0 {
         return Err(ExampleError::Usage("--epochs must be at least 1".into()));
     }
+    if !(options.learning_rate.is_finite() && options.learning_rate > 0.0) {
+        return Err(ExampleError::Usage(format!(
+            "--lr: expected a finite number > 0, got {}",
+            options.learning_rate
+        )));
+    }
     let test_start = split(series, &config)?;
     let train_values = &series.values[..test_start];
     let mean = train_values.iter().sum::<f32>() / train_values.len() as f32;

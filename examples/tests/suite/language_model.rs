@@ -687,4 +687,14 @@ fn damaged_or_mismatched_model_files_are_named_errors() {
         message.contains("--tied") && message.contains("--emsize 16 and --nhid 8"),
         "{message}"
     );
+    // --max-batches 0 would train nothing and save the untrained model as the best.
+    let idle = TrainOptions {
+        max_batches: Some(0),
+        ..tiny_options(None)
+    };
+    let message = idle.validate().unwrap_err().to_string();
+    assert!(
+        message.contains("--max-batches: expected at least 1, got 0"),
+        "{message}"
+    );
 }

@@ -134,6 +134,19 @@ fn user_errors_name_the_file_and_the_problem() {
     let good = temp_dir("good");
     sunspots::train_on_flex(&series, &tiny(), &good).unwrap();
 
+    // A learning rate that would train to NaN or uphill, saved without a word.
+    for lr in [f64::NAN, f64::INFINITY, -1e-2, 0.0] {
+        let options = TrainOptions {
+            learning_rate: lr,
+            ..tiny()
+        };
+        let err = sunspots::train_on_flex(&series, &options, &temp_dir("bad-lr")).unwrap_err();
+        assert!(
+            matches!(&err, ExampleError::Usage(m) if m.contains("--lr: expected a finite number > 0")),
+            "{err}"
+        );
+    }
+
     // A corrupt checkpoint.
     let corrupt = temp_dir("corrupt");
     std::fs::write(corrupt.join(MODEL_FILE), b"not a checkpoint").unwrap();
