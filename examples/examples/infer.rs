@@ -146,7 +146,7 @@ fn serve<B: BurnBackend>(
     for value in ahead {
         month += 1;
         if month > 12 {
-            (year, month) = (year + 1, 1);
+            (year, month) = (year.saturating_add(1), 1);
         }
         println!("  {year}-{month:02}  {value:6.1}");
     }

@@ -81,6 +81,23 @@ fn run(args: Args) -> Result<(), String> {
     let io: Io = serde_json::from_str(&io_text)
         .map_err(|e| format!("{} is not the script's JSON: {e}", io_path.display()))?;
 
+    // The input's shape, checked before anything reads it.
+    let shape: [usize; 3] = io.x.shape.clone().try_into().map_err(|_| {
+        format!(
+            "{}: x.shape: expected 3 sizes, got {:?}",
+            io_path.display(),
+            io.x.shape
+        )
+    })?;
+    if Some(io.x.values.len()) != shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)) {
+        return Err(format!(
+            "{}: x.values: expected the product of {:?} values, got {}",
+            io_path.display(),
+            shape,
+            io.x.values.len()
+        ));
+    }
+
     let c = &io.config;
     let config = CudnnCompatibleLstmConfig::new(c.input_size, c.hidden_size)
         .with_num_layers(c.num_layers)
@@ -96,10 +113,9 @@ fn run(args: Args) -> Result<(), String> {
         "loaded {} (PyTorch {}), kernel: {}",
         weights.display(),
         io.torch_version,
-        model.kernel(&device, io.x.shape[0], io.x.shape[1])
+        model.kernel(&device, shape[0], shape[1])
     );
 
-    let shape: [usize; 3] = io.x.shape.clone().try_into().map_err(|_| "x is not 3-D")?;
     let x = Tensor::<Flex, 3>::from_data(TensorData::new(io.x.values.clone(), shape), &device);
     let (y, state) = model
         .try_forward(x, None, None)

@@ -48,6 +48,19 @@ impl Corpus {
         let train = read("train.txt")?;
         let valid = read("valid.txt")?;
         let test = read("test.txt")?;
+        for (name, ids) in [
+            ("train.txt", &train),
+            ("valid.txt", &valid),
+            ("test.txt", &test),
+        ] {
+            if ids.is_empty() {
+                return Err(LmError::corrupt(
+                    "corpus file",
+                    dir.join(name),
+                    "no words: each of train.txt, valid.txt and test.txt needs text",
+                ));
+            }
+        }
         Ok(Self {
             dictionary,
             train,

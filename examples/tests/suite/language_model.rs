@@ -116,6 +116,21 @@ fn reads_the_corpus_as_data_py_does() {
     assert_eq!(corpus.valid, [4, 0, 2]);
     assert_eq!(corpus.test, [5, 1, 2]);
 
+    // An empty split is named, not reported later as a vocabulary of 0 words.
+    let empty = temp_dir("corpus-empty");
+    for name in ["train.txt", "valid.txt", "test.txt"] {
+        std::fs::write(
+            empty.join(name),
+            if name == "valid.txt" { "" } else { "a b" },
+        )
+        .unwrap();
+    }
+    let message = Corpus::load(&empty).unwrap_err().to_string();
+    assert!(
+        message.contains("valid.txt") && message.contains("no words"),
+        "{message}"
+    );
+
     // The shipped WikiText-2 files, as Python's data.py counts them.
     let shipped = Corpus::load(&language_model::default_data_dir()).unwrap();
     assert_eq!(
