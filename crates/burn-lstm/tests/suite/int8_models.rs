@@ -200,7 +200,26 @@ fn bad_calls_non_finite_weights_and_training_are_named_errors() {
     let w = broken.layers[0].forward.weight_hh.val();
     let nan = Tensor::<B, 2>::full(w.dims(), f32::NAN, &device);
     broken.layers[0].forward.weight_hh = burn::module::Param::from_tensor(nan);
-    expect_invalid(broken.quantized_int8(), "weights", &["finite"]);
+    // weight_hh of layer 0 starts after weight_ih's 64 × 6 values.
+    expect_invalid(
+        broken.quantized_int8(),
+        "weights",
+        &[
+            "finite",
+            "weight_hh of layer 0, direction 0",
+            "index 384 of the flat buffer",
+        ],
+    );
+    // A product deeper than the i32 accumulator holds names the size and the matrix.
+    let deep = CudnnCompatibleLstmConfig::new(70_000, 2).init::<B>(&device);
+    expect_invalid(
+        deep.quantized_int8(),
+        "arch",
+        &[
+            "i32 accumulator",
+            "70000 (weight_ih of layer 0, direction 0: its columns)",
+        ],
+    );
     // Training: an input tracked for gradients is refused.
     type AD = Autodiff<B>;
     let trained = CudnnCompatibleLstmConfig::new(6, 16).init::<AD>(&device);

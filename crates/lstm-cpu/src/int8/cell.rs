@@ -35,17 +35,40 @@ impl QuantizedCell {
         let (gates, p, h) = (arch.gate_rows(), arch.output_size(), arch.hidden_size);
         let layout = arch.direction_layout(layer, direction);
         let cell = CellWeights::new(weights, &layout);
-        let matrix = |w: &[f32], rows, cols| {
-            QuantizedMatrix::quantize(w, rows, cols, levels).map_err(|e| CallError {
-                argument: "weights",
-                ..e
+        // Errors say which matrix of which cell, and where it starts in the flat buffer.
+        let matrix = |w: &[f32], rows, cols: usize, name: &str, start: usize| {
+            let at = format!("{name} of layer {layer}, direction {direction}");
+            QuantizedMatrix::quantize(w, rows, cols, levels).map_err(|e| match e.argument {
+                "cols" => CallError {
+                    argument: "arch",
+                    expected: format!("{} inputs per product", e.expected),
+                    actual: format!("{cols} ({at}: its columns)"),
+                },
+                _ => CallError {
+                    argument: "weights",
+                    expected: e.expected,
+                    actual: format!(
+                        "{} ({at}, which starts at index {start} of the flat buffer)",
+                        e.actual
+                    ),
+                },
             })
         };
         let biased = cell.bias.is_some();
         Ok(Self {
-            w_ih: matrix(cell.w_ih, gates, cell.input_size)?,
-            w_hh: matrix(cell.w_hh, gates, p)?,
-            w_hr: cell.w_hr.map(|w| matrix(w, p, h)).transpose()?,
+            w_ih: matrix(
+                cell.w_ih,
+                gates,
+                cell.input_size,
+                "weight_ih",
+                layout.weight_ih.start,
+            )?,
+            w_hh: matrix(cell.w_hh, gates, p, "weight_hh", layout.weight_hh.start)?,
+            w_hr: cell
+                .w_hr
+                .zip(layout.weight_hr.clone())
+                .map(|(w, range)| matrix(w, p, h, "weight_hr", range.start))
+                .transpose()?,
             input_bias: biased.then(|| cell.input_bias(arch.cell, gates)),
             recurrent_bias: (biased && recurrent_apart(arch.cell))
                 .then(|| cell.recurrent_bias(arch.cell, gates)),
