@@ -60,26 +60,11 @@ fn all_grads(model: &Forecaster<B>, grads: &GradientsParams) -> Vec<(String, Vec
     out
 }
 
-#[test]
-fn two_peers_give_the_gradients_of_one_device() {
-    let _serial = crate::one_seeded_run_at_a_time();
-    B::seed(&Default::default(), 3);
-    let config = ForecastConfig::new()
-        .with_window(7)
-        .with_hidden(5)
-        .with_layers(2)
-        .with_dropout(0.0);
-    let model = config.init::<B>(&Default::default());
-    // 11 rows: shards of 6 and 5, so the per-shard weights matter.
-    let one = TrainStep::step(&model, batch(11, 7)).grads;
-    let reference = all_grads(&model, &one);
-
-    let devices = vec![Default::default(); 2];
-    let _peers = DataParallel::<B>::new(devices.clone()).registered();
-    let (two, outputs) = data_parallel_step(&model, batch(11, 7), &devices);
-    assert_eq!(outputs.len(), 2);
-    let parallel = all_grads(&model, &two);
-    for ((name, a), (_, b)) in reference.iter().zip(&parallel) {
+/// Every gradient of `got` equals `reference`'s up to summation order (1e-12 of its
+/// largest value, in f64), none of them zero.
+fn assert_same_grads(reference: &[(String, Vec<f64>)], got: &[(String, Vec<f64>)]) {
+    assert_eq!(reference.len(), got.len());
+    for ((name, a), (_, b)) in reference.iter().zip(got) {
         let scale = a.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         let diff = a
             .iter()
@@ -94,37 +79,40 @@ fn two_peers_give_the_gradients_of_one_device() {
     }
 }
 
+/// `peers` peers on a batch of `rows` rows give the gradients one device gives the
+/// whole batch; returns the number of outputs the step reports.
+fn peers_give_the_gradients_of_one_device(rows: usize, peers: usize, layers: usize) -> usize {
+    let _serial = crate::one_seeded_run_at_a_time();
+    B::seed(&Default::default(), 3);
+    let config = ForecastConfig::new()
+        .with_window(7)
+        .with_hidden(5)
+        .with_layers(layers)
+        .with_dropout(0.0);
+    let model = config.init::<B>(&Default::default());
+    let one = TrainStep::step(&model, batch(rows, 7)).grads;
+    let reference = all_grads(&model, &one);
+
+    let devices = vec![Default::default(); peers];
+    let _peers = DataParallel::<B>::new(devices.clone()).registered();
+    let (parallel, outputs) = data_parallel_step(&model, batch(rows, 7), &devices);
+    assert_same_grads(&reference, &all_grads(&model, &parallel));
+    outputs.len()
+}
+
+#[test]
+fn two_peers_give_the_gradients_of_one_device() {
+    // 11 rows: shards of 6 and 5, so the per-shard weights matter.
+    assert_eq!(peers_give_the_gradients_of_one_device(11, 2, 2), 2);
+}
+
 /// More peers than the batch has rows (an epoch's last batch): every peer still joins
 /// the all-reduce (it waits for all registered peers), the extra ones with a shard of
 /// weight 0, and the gradients are still the whole batch's.
 #[test]
 fn more_peers_than_rows_give_the_gradients_of_one_device() {
-    let _serial = crate::one_seeded_run_at_a_time();
-    B::seed(&Default::default(), 5);
-    let config = ForecastConfig::new()
-        .with_window(7)
-        .with_hidden(5)
-        .with_dropout(0.0);
-    let model = config.init::<B>(&Default::default());
-    let one = TrainStep::step(&model, batch(3, 7)).grads;
-    let reference = all_grads(&model, &one);
-
-    let devices = vec![Default::default(); 5];
-    let _peers = DataParallel::<B>::new(devices.clone()).registered();
-    let (five, outputs) = data_parallel_step(&model, batch(3, 7), &devices);
-    assert_eq!(outputs.len(), 3, "one output per shard that holds rows");
-    for ((name, a), (_, b)) in reference.iter().zip(&all_grads(&model, &five)) {
-        let scale = a.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        let diff = a
-            .iter()
-            .zip(b)
-            .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()));
-        assert!(scale > 0.0, "{name}: a zero gradient proves nothing");
-        assert!(
-            diff <= 1e-12 * scale,
-            "{name}: differs by {diff:e} of {scale:e}"
-        );
-    }
+    let outputs = peers_give_the_gradients_of_one_device(3, 5, 1);
+    assert_eq!(outputs, 3, "one output per shard that holds rows");
 }
 
 /// `train --devices 2` trains the model `--devices 1` trains (same seed, same global
