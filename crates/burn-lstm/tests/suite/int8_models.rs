@@ -196,6 +196,16 @@ fn bad_calls_non_finite_weights_and_training_are_named_errors() {
         "lengths[1]",
         &["9"],
     );
+    // A NaN in the user's batch-first input is placed in the user's [B, T, I] tensor:
+    // row 2, step 1, feature 4 is index (2 · 5 + 1) · 6 + 4 = 70.
+    let mut values = vec![0.5f32; 3 * 5 * 6];
+    values[70] = f32::NAN;
+    let x = Tensor::<B, 3>::from_data(burn::tensor::TensorData::new(values, [3, 5, 6]), &device);
+    expect_invalid(
+        int8.try_forward(x, None, None),
+        "input",
+        &["NaN at index 70 (step 1, row 2, feature 4)"],
+    );
     let mut broken = model.clone();
     let w = broken.layers[0].forward.weight_hh.val();
     let nan = Tensor::<B, 2>::full(w.dims(), f32::NAN, &device);

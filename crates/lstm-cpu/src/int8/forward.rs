@@ -131,9 +131,9 @@ impl QuantizedRnn {
             let input_size = arch.layer_input_size(layer);
             let input: &[f32] = below.as_deref().unwrap_or(&first_input);
             let x = QuantizedActivations::quantize_on(call.threads, input, rows, input_size)
-                .map_err(|e| {
-                    let argument = if layer == 0 { "input" } else { e.argument };
-                    CallError { argument, ..e }
+                .map_err(|e| match layer {
+                    0 => input_error(call, input, e),
+                    _ => e,
                 })?;
             let len = rows * arch.dirs() * p;
             let last = layer + 1 == arch.num_layers;
@@ -170,6 +170,32 @@ impl QuantizedRnn {
 fn team_size(arch: &RnnArch, batch: usize, threads: usize) -> usize {
     let per_step = batch.max(2) * arch.output_size() * arch.gate_rows();
     threads.min(per_step >> 17).max(1)
+}
+
+/// `e`, an error about `rows` (the call's input as [`sequence_major`] made it), as an
+/// error about the user's `input`: a value that is not finite at its index in the
+/// user's slice, with its step, row and feature.
+fn input_error(call: &RnnCall<'_, f32>, rows: &[f32], e: CallError) -> CallError {
+    let i = call.arch.input_size;
+    let Some(at) = rows.iter().position(|v| !v.is_finite()) else {
+        return CallError {
+            argument: "input",
+            ..e
+        };
+    };
+    let (t, b, f) = (at / i / call.batch, at / i % call.batch, at % i);
+    let index = match call.input_strides {
+        Some(strides) => t * strides.step + b * strides.row + f,
+        None => at,
+    };
+    CallError {
+        argument: "input",
+        expected: "finite values".into(),
+        actual: format!(
+            "{} at index {index} (step {t}, row {b}, feature {f})",
+            rows[at]
+        ),
+    }
 }
 
 /// The call's input as rows `[T · B, I]`, sequence-major: the input itself when it

@@ -273,9 +273,14 @@ fn bad_calls_and_weights_are_named_errors() {
         model.forward(&call).unwrap_err()
     };
     let err = bad_call(&input, &case.h0, &case.c0);
+    let i = case.arch.input_size;
+    let (t, b) = (4 / i / case.batch, 4 / i % case.batch);
     assert_eq!(
-        (err.argument, err.actual.as_str()),
-        ("input", "NaN at index 4")
+        (err.argument, err.actual),
+        (
+            "input",
+            format!("NaN at index 4 (step {t}, row {b}, feature {})", 4 % i)
+        )
     );
     let err = bad_call(&case.input, &h0, &case.c0);
     assert_eq!(
