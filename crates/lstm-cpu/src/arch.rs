@@ -163,8 +163,12 @@ impl RnnArch {
         }
     }
 
-    /// [`Self::weight_count`] computed without overflow: `None` where it does not fit
-    /// in a `usize` (sizes of 0 give `Some`, see `call::arch_fits`).
+    /// Most parameters an architecture may have: their bytes, as f64, then fit in an
+    /// address, so no size computed from the count overflows.
+    pub const MAX_WEIGHT_COUNT: usize = isize::MAX as usize / 8;
+
+    /// [`Self::weight_count`] computed without overflow: `None` where it is past
+    /// [`Self::MAX_WEIGHT_COUNT`] (sizes of 0 give `Some`, see `call::arch_fits`).
     pub fn checked_weight_count(&self) -> Option<usize> {
         let gates = self.cell.gates().checked_mul(self.hidden_size)?;
         let output = self.output_size();
@@ -182,7 +186,9 @@ impl RnnArch {
         let rest = direction(upper_input)?
             .checked_mul(dirs)?
             .checked_mul(self.num_layers.saturating_sub(1))?;
-        first.checked_add(rest)
+        first
+            .checked_add(rest)
+            .filter(|&count| count <= Self::MAX_WEIGHT_COUNT)
     }
 
     /// Total number of scalars in the flat parameter buffer.
@@ -215,7 +221,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_checked_count_is_the_count_and_none_past_usize() {
+    fn the_checked_count_is_the_count_and_none_past_the_bound() {
         for (cell, proj_size, bidirectional, bias) in [
             (CellKind::Lstm, 0, false, true),
             (CellKind::Lstm, 3, true, false),

@@ -178,12 +178,12 @@ pub(crate) fn arch_fits(arch: &RnnArch) -> Result<(), CallError> {
         });
     }
     match arch.checked_weight_count() {
-        Some(count) if count <= isize::MAX as usize / 8 => Ok(()),
-        _ => Err(CallError {
+        Some(_) => Ok(()),
+        None => Err(CallError {
             argument: "arch",
             expected: format!(
                 "at most {} parameters (their bytes must fit in an address)",
-                isize::MAX as usize / 8
+                RnnArch::MAX_WEIGHT_COUNT
             ),
             actual: format!(
                 "{} layers of {} units on {} inputs (projection {})",
@@ -255,7 +255,7 @@ impl<T> RnnCall<'_, T> {
         let (c, p, cells) = (a.cell_state_size(), a.output_size(), a.cells());
         let input_shape = format!("[T={t}, B={b}, I={}]", a.input_size);
         // The outputs' sizes too: `y` is `[T, B, dirs · H_out]`.
-        checked_size("input", &input_shape, &[t, b, a.input_size])?;
+        let input_len = checked_size("input", &input_shape, &[t, b, a.input_size])?;
         checked_size(
             "seq_len",
             "an output [T, B, dirs · H_out]",
@@ -263,12 +263,7 @@ impl<T> RnnCall<'_, T> {
         )?;
         checked_size("batch", "states [cells, B, H]", &[cells, b, a.hidden_size])?;
         match self.input_strides {
-            None => len_check(
-                "input",
-                &input_shape,
-                t * b * a.input_size,
-                self.input.len(),
-            )?,
+            None => len_check("input", &input_shape, input_len, self.input.len())?,
             Some(strides) => {
                 let span = strides.span(t, b, a.input_size).ok_or_else(|| CallError {
                     argument: "input_strides",

@@ -77,23 +77,16 @@ impl LmConfig {
         }
         // The LSTM's parameters too: a damaged config must not make `init` allocate
         // without bound before its record is compared with it.
-        let lstm = self
-            .lstm()
-            .arch()
-            .checked_weight_count()
-            .unwrap_or(usize::MAX);
-        if lstm > MAX_PARAMETERS {
+        let lstm = self.lstm().arch().checked_weight_count();
+        if lstm.is_none_or(|count| count > MAX_PARAMETERS) {
             return Err(format!(
                 "the LSTM's parameters (emsize {}, nhid {}, nlayers {}): expected at most \
                  {MAX_PARAMETERS}, got {}",
                 self.emsize,
                 self.nhid,
                 self.nlayers,
-                if lstm == usize::MAX {
-                    "more than fit in an address".to_string()
-                } else {
-                    lstm.to_string()
-                }
+                lstm.map_or("more than fit in an address".into(), |count| count
+                    .to_string())
             ));
         }
         Ok(())

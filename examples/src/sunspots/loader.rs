@@ -46,22 +46,18 @@ impl<B: Backend> WindowBatch<B> {
         let mut start = 0;
         (0..n)
             .map(|i| {
-                let (len, weight) = if i < real {
+                let (from, len, weight) = if i < real {
                     let len = base + usize::from(i < extra);
-                    (len, (len * n) as f64 / rows as f64)
+                    start += len;
+                    (start - len, len, (len * n) as f64 / rows as f64)
                 } else {
-                    (1, 0.0)
+                    (0, 1, 0.0)
                 };
-                let from = if i < real { start } else { 0 };
-                let shard = Self {
+                Self {
                     windows: self.windows.clone().narrow(0, from, len),
                     targets: self.targets.clone().narrow(0, from, len),
                     loss_scale: self.loss_scale * weight,
-                };
-                if i < real {
-                    start += len;
                 }
-                shard
             })
             .collect()
     }

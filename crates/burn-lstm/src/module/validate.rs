@@ -138,10 +138,6 @@ fn validate_stack(
     Ok(())
 }
 
-/// Parameters a module may hold: every size computed from them (the flat buffer, its
-/// bytes in f64) then fits in an address.
-const MAX_PARAMETERS: usize = isize::MAX as usize / 8;
-
 /// Every field of a module or config of architecture `arch`, naming the first out of
 /// range: sizes of at least 1, dropout in [0, 1), a projection smaller than the hidden
 /// size, a parameter count that fits.
@@ -157,13 +153,18 @@ pub(crate) fn validate_arch(arch: &RnnArch, dropout: f64) -> Result<(), RnnError
     validate_size(arch)
 }
 
-/// Checks that `arch`'s parameter count fits ([`MAX_PARAMETERS`]), naming the sizes.
+/// Checks that `arch`'s parameter count fits (`RnnArch::MAX_WEIGHT_COUNT`: every size
+/// computed from it, the flat buffer's bytes in f64 among them, fits in an address),
+/// naming the sizes.
 fn validate_size(arch: &RnnArch) -> Result<(), RnnError> {
     match arch.checked_weight_count() {
-        Some(count) if count <= MAX_PARAMETERS => Ok(()),
-        _ => Err(RnnError::invalid(
+        Some(_) => Ok(()),
+        None => Err(RnnError::invalid(
             "hidden_size, input_size and num_layers",
-            format!("sizes of at most {MAX_PARAMETERS} parameters in all"),
+            format!(
+                "sizes of at most {} parameters in all",
+                RnnArch::MAX_WEIGHT_COUNT
+            ),
             format!(
                 "hidden_size {}, input_size {}, num_layers {}, whose parameter count overflows",
                 arch.hidden_size, arch.input_size, arch.num_layers
