@@ -121,9 +121,13 @@ impl ChunkSeconds {
     }
 }
 
-/// Test hooks: while [`SKEWED`](test_skew::SKEWED) is set, the timings reach
-/// [`RowShares::rebalance`] skewed ([`test_skew::skewed`]), so that rows change hands at
-/// every chunk; [`MOVES`](test_skew::MOVES) counts the chunks at which they did.
+/// Test hooks: while [`SKEWED`](test_skew::SKEWED) is set when a row split starts, the
+/// timings reach [`RowShares::rebalance`] skewed ([`test_skew::skewed`]), so that rows
+/// change hands at every chunk; [`MOVES`](test_skew::MOVES) counts the chunks at which
+/// they did. A split reads [`SKEWED`](test_skew::SKEWED) once, before its members start:
+/// every member must rebalance from the same timings, and a test that sets or clears the
+/// flag while another test's split runs would otherwise give its members different shares
+/// (rows run twice or not at all).
 #[cfg(test)]
 pub(crate) mod test_skew {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -131,12 +135,17 @@ pub(crate) mod test_skew {
     pub(crate) static SKEWED: AtomicBool = AtomicBool::new(false);
     pub(crate) static MOVES: AtomicUsize = AtomicUsize::new(0);
 
-    /// `seconds` as measured, or, while [`SKEWED`] is set, replaced at the start of the
-    /// `chunk`-th chunk by fixed timings: 1 s for every member but `chunk % members`,
+    /// Whether a row split starting now runs skewed.
+    pub(crate) fn now() -> bool {
+        SKEWED.load(Ordering::Relaxed)
+    }
+
+    /// `seconds` as measured, or, for a split that runs `skewed`, replaced at the start of
+    /// the `chunk`-th chunk by fixed timings: 1 s for every member but `chunk % members`,
     /// 4 s for it. Fixed, not scaled: a loaded machine's real timings can differ by more
     /// than any factor, and the rows must change hands whatever the load.
-    pub(crate) fn skewed(mut seconds: Vec<f64>, chunk: usize) -> Vec<f64> {
-        if SKEWED.load(Ordering::Relaxed) {
+    pub(crate) fn skewed(mut seconds: Vec<f64>, chunk: usize, skewed: bool) -> Vec<f64> {
+        if skewed {
             let members = seconds.len();
             seconds.fill(1.0);
             seconds[chunk % members] = 4.0;

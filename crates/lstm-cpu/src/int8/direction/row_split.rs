@@ -60,6 +60,8 @@ impl Direction<'_> {
         let first_shares = RowShares::even(batch, members, ROW_SPLIT_MIN_ROWS);
         let chunk_seconds = ChunkSeconds::new(members);
         let most_rows = batch - (members - 1) * ROW_SPLIT_MIN_ROWS;
+        #[cfg(test)]
+        let skewed = super::row_shares::test_skew::now();
         run_team_placed(members, true, |member| {
             let mut shares = first_shares.clone();
             let mut rows = shares.rows(member.id);
@@ -84,7 +86,8 @@ impl Direction<'_> {
                         member.sync();
                         let seconds = chunk_seconds.of_chunk(done);
                         #[cfg(test)]
-                        let seconds = super::row_shares::test_skew::skewed(seconds, step / chunk);
+                        let seconds =
+                            super::row_shares::test_skew::skewed(seconds, step / chunk, skewed);
                         shares.rebalance(&seconds);
                         #[cfg(test)]
                         if member.id == 0 && shares.rows(0) != rows {
