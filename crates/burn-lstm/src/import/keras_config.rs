@@ -124,6 +124,17 @@ pub(crate) struct Settings {
     pub inner_class: String,
 }
 
+impl Settings {
+    /// What a `Bidirectional`'s two layers must share, for errors: `LSTM with 8 units,
+    /// use_bias true` (a `CuDNNLSTM`'s class names its cuDNN layout).
+    fn shape(&self) -> String {
+        format!(
+            "{} with {} units, use_bias {}",
+            self.inner_class, self.units, self.bias
+        )
+    }
+}
+
 /// The setting of a layer, for errors: `file: Keras layer 'name' setting`.
 pub(crate) fn setting(source: &str, layer: &str, name: &str) -> String {
     format!("{source}: Keras layer '{layer}' {name}")
@@ -165,10 +176,10 @@ pub(crate) fn settings(source: &str, entry: &LayerEntry) -> Result<Settings, Rnn
                 return Err(RnnError::invalid(
                     setting(source, name, "backward_layer"),
                     format!(
-                        "the forward layer's class and size ({} with {} units)",
-                        forward.inner_class, forward.units
+                        "the forward layer's class, size and bias ({})",
+                        forward.shape()
                     ),
-                    format!("{} with {} units", reverse.inner_class, reverse.units),
+                    reverse.shape(),
                 ));
             }
         }

@@ -365,6 +365,52 @@ fn missing_and_misshapen_weights_are_named() {
 /// A layer that returns only its last step cannot feed another: `k3_lstm_stack.keras`
 /// with its architecture edited so that the lower LSTM returns its last step only.
 #[test]
+fn a_bidirectional_whose_layers_differ_names_both() {
+    let archive = std::fs::File::open(path("k3_bilstm_masked.keras")).unwrap();
+    let mut archive = zip::ZipArchive::new(archive).unwrap();
+    let config: serde_json::Value =
+        serde_json::from_reader(archive.by_name("config.json").unwrap()).unwrap();
+    // The backward layer without a bias, or with another size: the error shows both
+    // layers' settings, which differ in what was edited.
+    for (key, value, got) in [
+        (
+            "use_bias",
+            serde_json::Value::from(false),
+            "LSTM with 5 units, use_bias false",
+        ),
+        ("units", 7.into(), "LSTM with 7 units, use_bias true"),
+    ] {
+        let mut edited = config.clone();
+        let layers = edited["config"]["layers"].as_array_mut().unwrap();
+        let bi = layers
+            .iter_mut()
+            .find(|l| l["config"]["name"] == "bi_1")
+            .expect("k3_bilstm_masked.keras has the layer bi_1");
+        bi["config"]["backward_layer"]["config"][key] = value;
+        let architecture = damaged(
+            &format!("bilstm_backward_{key}.json"),
+            edited.to_string().as_bytes(),
+        );
+        let e = match KerasModel::open_with_architecture(
+            path("k3_bilstm_masked.keras"),
+            architecture,
+        ) {
+            Err(e) => e.to_string(),
+            Ok(model) => model
+                .lstm::<NdArray<f32>>("bi_1", &Default::default())
+                .unwrap_err()
+                .to_string(),
+        };
+        assert!(
+            e.ends_with(&format!(
+                "Keras layer 'bi_1' backward_layer`: expected the forward layer's class, size and bias (LSTM with 5 units, use_bias true), got {got}"
+            )),
+            "{key}: {e}"
+        );
+    }
+}
+
+#[test]
 fn a_layer_without_return_sequences_feeds_no_other() {
     let archive = std::fs::File::open(path("k3_lstm_stack.keras")).unwrap();
     let mut archive = zip::ZipArchive::new(archive).unwrap();
