@@ -66,8 +66,8 @@ pub(crate) const MIN_HARDWARE_THREADS: usize = 8;
 /// wait for a sleeping thread to wake. Off by default: it costs about a core per runner
 /// while calls come, and is not yet measured on a GPU; `BURN_LSTM_KEEP_AWAKE` (`1` on,
 /// anything else off) decides until [`set_keep_awake`] is called. Where it is on by
-/// default, it is so only on machines with at least [`MIN_HARDWARE_THREADS`] hardware
-/// threads.
+/// default, it is so only on machines with at least 8 hardware threads (with fewer, the
+/// spinning runners take the cores the work needs).
 pub fn keep_awake() -> bool {
     resolved(SWITCH.explicit(), SWITCH.default_on(), hardware_threads())
 }
