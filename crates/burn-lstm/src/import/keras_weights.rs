@@ -288,28 +288,7 @@ pub(crate) fn load(
         .map(|b| load_direction(h5, source, &paths.name, b, expected))
         .transpose()?;
     if let Some(b) = &backward {
-        let same = b.cell == forward.cell
-            && b.units == forward.units
-            && b.input_size == forward.input_size
-            && b.bias == forward.bias
-            && b.cudnn == forward.cudnn;
-        if !same {
-            return Err(RnnError::invalid(
-                setting(source, &paths.name, "backward weights"),
-                format!(
-                    "the forward direction's kind and sizes ({} of {} units, input {})",
-                    cell_name(forward.cell),
-                    forward.units,
-                    forward.input_size
-                ),
-                format!(
-                    "{} of {} units, input {}",
-                    cell_name(b.cell),
-                    b.units,
-                    b.input_size
-                ),
-            ));
-        }
+        same_kind(source, &paths.name, &forward, b)?;
     }
     Ok(LoadedLayer {
         backward: backward.map(|b| b.params),
@@ -322,6 +301,28 @@ pub(crate) fn load(
     })
 }
 
+/// Refuses a backward direction that differs from the forward one in kind, size, bias or
+/// layout, naming what each holds.
+fn same_kind(
+    source: &str,
+    layer: &str,
+    forward: &Direction,
+    backward: &Direction,
+) -> Result<(), RnnError> {
+    let kind = |d: &Direction| (d.cell, d.units, d.input_size, d.bias, d.cudnn);
+    if kind(forward) == kind(backward) {
+        return Ok(());
+    }
+    Err(RnnError::invalid(
+        setting(source, layer, "backward weights"),
+        format!(
+            "the forward direction's kind, sizes, bias and layout ({})",
+            forward.describe()
+        ),
+        backward.describe(),
+    ))
+}
+
 struct Direction {
     cell: CellKind,
     cudnn: bool,
@@ -329,6 +330,21 @@ struct Direction {
     units: usize,
     bias: bool,
     params: DirectionParams,
+}
+
+impl Direction {
+    /// Its kind, sizes, bias and layout, for errors: `LSTM of 8 units, input 3, with
+    /// bias, Keras layout`.
+    fn describe(&self) -> String {
+        format!(
+            "{} of {} units, input {}, {} bias, {} layout",
+            cell_name(self.cell),
+            self.units,
+            self.input_size,
+            if self.bias { "with" } else { "without" },
+            if self.cudnn { "cuDNN" } else { "Keras" },
+        )
+    }
 }
 
 fn load_direction(
@@ -499,4 +515,60 @@ fn load_direction(
             bias_hh,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn direction(bias: bool, cudnn: bool, units: usize) -> Direction {
+        let empty = HostTensor {
+            shape: vec![0],
+            values: Vec::new(),
+        };
+        Direction {
+            cell: CellKind::Lstm,
+            cudnn,
+            input_size: 3,
+            units,
+            bias,
+            params: DirectionParams {
+                weight_ih: empty.clone(),
+                weight_hh: empty,
+                bias_ih: None,
+                bias_hh: None,
+            },
+        }
+    }
+
+    #[test]
+    fn a_backward_direction_that_differs_names_what_each_holds() {
+        let forward = direction(true, false, 8);
+        assert!(same_kind("f.h5", "bi", &forward, &direction(true, false, 8)).is_ok());
+        let expected = "expected the forward direction's kind, sizes, bias and layout \
+                        (LSTM of 8 units, input 3, with bias, Keras layout), got";
+        for (backward, got) in [
+            (
+                direction(false, false, 8),
+                "LSTM of 8 units, input 3, without bias, Keras layout",
+            ),
+            (
+                direction(true, true, 8),
+                "LSTM of 8 units, input 3, with bias, cuDNN layout",
+            ),
+            (
+                direction(true, false, 5),
+                "LSTM of 5 units, input 3, with bias, Keras layout",
+            ),
+        ] {
+            let e = same_kind("f.h5", "bi", &forward, &backward)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("Keras layer 'bi' backward weights")
+                    && e.ends_with(&format!("{expected} {got}")),
+                "{e}"
+            );
+        }
+    }
 }
