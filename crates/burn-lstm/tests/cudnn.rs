@@ -404,9 +404,11 @@ fn golden_cases_through_the_portable_kernel_on_cuda() {
 fn one_checkpoint_gives_the_same_outputs_on_ndarray_flex_and_cuda() {
     assert!(gpu_usable(), "cuDNN does not run here");
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
-    let dir = std::env::temp_dir().join(format!("burn-lstm-cudnn-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("model");
+    let dir = tempfile::Builder::new()
+        .prefix("burn-lstm-cudnn-")
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join("model");
     let config = config().with_proj_size(3);
 
     // Trained (here: initialised) on CUDA, saved, loaded on CPU.
@@ -678,9 +680,11 @@ fn larger_stack_against_the_fused_cpu_kernel<B: AutodiffBackend + RnnBackend>(
     padded: bool,
     bound: f64,
 ) {
-    let dir = std::env::temp_dir().join(format!("burn-lstm-large-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!(
+    let dir = tempfile::Builder::new()
+        .prefix("burn-lstm-large-")
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join(format!(
         "large-{}-{}.safetensors",
         config.hidden_size, config.num_layers
     ));
@@ -1030,9 +1034,11 @@ fn cubecl_work_around_the_op_from_several_threads() {
     set_cudnn_algo(CudnnAlgo::Auto);
 
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
-    let dir = std::env::temp_dir().join(format!("burn-lstm-stress-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("model");
+    let dir = tempfile::Builder::new()
+        .prefix("burn-lstm-stress-")
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join("model");
     let config = CudnnCompatibleLstmConfig::new(16, 64).with_num_layers(2);
     config
         .init::<Flex>(&Default::default())

@@ -45,9 +45,11 @@ fn a_stack_of_40_parameters_matches_ndarray() {
         .with_num_layers(4)
         .with_bidirectional(true)
         .with_proj_size(2);
-    let dir = std::env::temp_dir().join(format!("burn-lstm-fusion-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("stack-40.safetensors");
+    let dir = tempfile::Builder::new()
+        .prefix("burn-lstm-fusion-")
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join("stack-40.safetensors");
     config
         .init::<NdArray<f32>>(&Default::default())
         .save_pytorch_safetensors(&path)

@@ -124,10 +124,10 @@ fn train_with_two_devices_trains_the_one_device_model() {
     let _serial = crate::one_seeded_run_at_a_time();
     let series = sunspots::load_series(&sunspots::default_data_path()).unwrap();
     let run = |devices: usize| {
-        let dir = std::env::temp_dir().join(format!(
-            "lstm-examples-ddp-{}-{devices}",
-            std::process::id()
-        ));
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("lstm-examples-ddp-{devices}-"))
+            .tempdir()
+            .unwrap();
         let options = TrainOptions {
             config: ForecastConfig::new()
                 .with_window(12)
@@ -145,9 +145,8 @@ fn train_with_two_devices_trains_the_one_device_model() {
             devices,
         };
         let evaluation =
-            sunspots::train::<B>(&series, &options, &dir, &Default::default()).unwrap();
-        assert!(dir.join(sunspots::MODEL_FILE).is_file());
-        std::fs::remove_dir_all(&dir).ok();
+            sunspots::train::<B>(&series, &options, dir.path(), &Default::default()).unwrap();
+        assert!(dir.path().join(sunspots::MODEL_FILE).is_file());
         evaluation
     };
     let (one, two) = (run(1), run(2));

@@ -21,11 +21,16 @@ use lstm_examples::language_model::{
 type B = Flex;
 type A = Autodiff<Flex>;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lstm-examples-lm-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A test's scratch directory and its path. The directory is removed when the `TempDir`
+/// drops: callers keep it bound (`let (_dir, dir) = ...`, never `let (_, dir)`) while
+/// they use the files.
+fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("lstm-examples-lm-{name}-"))
+        .tempdir()
+        .unwrap();
+    let path = dir.path().to_path_buf();
+    (dir, path)
 }
 
 /// A tiny corpus: a few sentences over a dozen words, repeated with variations.
@@ -101,7 +106,7 @@ fn relative_difference(a: &[f32], b: &[f32]) -> f32 {
 
 #[test]
 fn reads_the_corpus_as_data_py_does() {
-    let dir = temp_dir("corpus");
+    let (_dir, dir) = scratch("corpus");
     // \r\n and \r end lines too; runs of whitespace split once; an empty line is `<eos>`.
     std::fs::write(dir.join("train.txt"), "b a\r\n\n a  c\r").unwrap();
     std::fs::write(dir.join("valid.txt"), "d b").unwrap();
@@ -117,7 +122,7 @@ fn reads_the_corpus_as_data_py_does() {
     assert_eq!(corpus.test, [5, 1, 2]);
 
     // An empty split is named, not reported later as a vocabulary of 0 words.
-    let empty = temp_dir("corpus-empty");
+    let (_empty, empty) = scratch("corpus-empty");
     for name in ["train.txt", "valid.txt", "test.txt"] {
         std::fs::write(
             empty.join(name),
@@ -161,7 +166,7 @@ fn reads_the_corpus_as_data_py_does() {
 #[test]
 fn trains_on_a_tiny_corpus_and_the_saved_model_reloads() {
     let _serial = crate::one_seeded_run_at_a_time();
-    let dir = temp_dir("train");
+    let (_dir, dir) = scratch("train");
     tiny_corpus(&dir);
     let corpus = Corpus::load(&dir).unwrap();
     let save = dir.join("model");
@@ -509,7 +514,7 @@ fn the_decoder_loss_equals_burns_linear_and_cross_entropy() {
 #[test]
 fn damaged_or_mismatched_model_files_are_named_errors() {
     let _serial = crate::one_seeded_run_at_a_time();
-    let dir = temp_dir("errors");
+    let (_dir, dir) = scratch("errors");
     tiny_corpus(&dir);
     let corpus = Corpus::load(&dir).unwrap();
     let good = dir.join("good");

@@ -11,11 +11,16 @@ use lstm_examples::sunspots::{
     self, CONFIG_FILE, ExampleError, ForecastConfig, MODEL_FILE, Progress, TrainOptions,
 };
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lstm-examples-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A test's scratch directory and its path. The directory is removed when the `TempDir`
+/// drops: callers keep it bound (`let (_dir, dir) = ...`, never `let (_, dir)`) while
+/// they use the files.
+fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("lstm-examples-{name}-"))
+        .tempdir()
+        .unwrap();
+    let path = dir.path().to_path_buf();
+    (dir, path)
 }
 
 fn tiny() -> TrainOptions {
@@ -41,7 +46,7 @@ fn trains_saves_and_infers_from_the_saved_files() {
     let series = sunspots::load_series(&sunspots::default_data_path()).unwrap();
     assert_eq!(series.values.len(), 3120);
     assert_eq!(series.dates[0], (1749, 1));
-    let dir = temp_dir("roundtrip");
+    let (_dir, dir) = scratch("roundtrip");
     let trained = sunspots::train_on_flex(&series, &tiny(), &dir).unwrap();
     assert!(dir.join(MODEL_FILE).is_file() && dir.join(CONFIG_FILE).is_file());
     // The Learner's checkpoint of the (only) epoch, for resuming.
@@ -116,7 +121,7 @@ fn user_errors_name_the_file_and_the_problem() {
     let device = Default::default();
     let load = |dir: &PathBuf| sunspots::load_forecaster::<NdArray>(dir, None, &device);
 
-    let missing = temp_dir("missing");
+    let (_missing, missing) = scratch("missing");
     let err = load(&missing).unwrap_err();
     assert!(
         matches!(
@@ -131,7 +136,7 @@ fn user_errors_name_the_file_and_the_problem() {
     assert!(err.to_string().contains(MODEL_FILE), "{err}");
 
     let series = sunspots::load_series(&sunspots::default_data_path()).unwrap();
-    let good = temp_dir("good");
+    let (_good, good) = scratch("good");
     sunspots::train_on_flex(&series, &tiny(), &good).unwrap();
 
     // A learning rate that would train to NaN or uphill, saved without a word.
@@ -140,7 +145,8 @@ fn user_errors_name_the_file_and_the_problem() {
             learning_rate: lr,
             ..tiny()
         };
-        let err = sunspots::train_on_flex(&series, &options, &temp_dir("bad-lr")).unwrap_err();
+        let (_out, out) = scratch("bad-lr");
+        let err = sunspots::train_on_flex(&series, &options, &out).unwrap_err();
         assert!(
             matches!(&err, ExampleError::Usage(m) if m.contains("--lr: expected a finite number > 0")),
             "{err}"
@@ -148,7 +154,7 @@ fn user_errors_name_the_file_and_the_problem() {
     }
 
     // A corrupt checkpoint.
-    let corrupt = temp_dir("corrupt");
+    let (_corrupt, corrupt) = scratch("corrupt");
     std::fs::write(corrupt.join(MODEL_FILE), b"not a checkpoint").unwrap();
     std::fs::copy(good.join(CONFIG_FILE), corrupt.join(CONFIG_FILE)).unwrap();
     let err = load(&corrupt).unwrap_err();
@@ -164,7 +170,7 @@ fn user_errors_name_the_file_and_the_problem() {
     );
 
     // A checkpoint with another run's config next to it.
-    let other = temp_dir("other");
+    let (_other, other) = scratch("other");
     std::fs::copy(good.join(MODEL_FILE), other.join(MODEL_FILE)).unwrap();
     tiny()
         .config
@@ -176,7 +182,7 @@ fn user_errors_name_the_file_and_the_problem() {
     assert!(err.to_string().contains("the config needs"), "{err}");
 
     // No config.
-    let no_config = temp_dir("no-config");
+    let (_no_config, no_config) = scratch("no-config");
     std::fs::copy(good.join(MODEL_FILE), no_config.join(MODEL_FILE)).unwrap();
     let err = load(&no_config).unwrap_err();
     assert!(
@@ -200,11 +206,11 @@ fn user_errors_name_the_file_and_the_problem() {
 fn damaged_checkpoints_are_named_errors_never_panics() {
     let _serial = crate::one_seeded_run_at_a_time();
     let series = sunspots::load_series(&sunspots::default_data_path()).unwrap();
-    let good = temp_dir("fuzz-good");
+    let (_good, good) = scratch("fuzz-good");
     sunspots::train_on_flex(&series, &tiny(), &good).unwrap();
     let model = std::fs::read(good.join(MODEL_FILE)).unwrap();
     let config = std::fs::read_to_string(good.join(CONFIG_FILE)).unwrap();
-    let dir = temp_dir("fuzz");
+    let (_dir, dir) = scratch("fuzz");
     let device = Default::default();
     let load = |model_bytes: &[u8], config_text: &str| {
         std::fs::write(dir.join(MODEL_FILE), model_bytes).unwrap();

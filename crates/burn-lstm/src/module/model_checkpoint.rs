@@ -76,6 +76,7 @@ use crate::module::record_paths::{RecordTensor, record_tensors};
 /// let err = burn_lstm::load_file_checked(model::<Flex>(16, &device), &path, &recorder, &device)
 ///     .unwrap_err();
 /// assert!(matches!(&err, RnnError::CheckpointShape { name, .. } if name == "lstm.layers.0.forward.weight_ih"));
+/// # std::fs::remove_file(path.with_extension("mpk")).unwrap();
 /// ```
 pub fn load_file_checked<B, M, R>(
     model: M,

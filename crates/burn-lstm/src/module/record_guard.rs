@@ -117,9 +117,11 @@ mod tests {
     fn an_intact_record_decodes_within_the_limit() {
         let model = crate::CudnnCompatibleLstmConfig::new(3, 4).init::<B>(&Default::default());
         let _ = model.flat_weights();
-        let dir = std::env::temp_dir().join(format!("burn-lstm-guard-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let stem = dir.join("intact");
+        let dir = tempfile::Builder::new()
+            .prefix("burn-lstm-guard-")
+            .tempdir()
+            .unwrap();
+        let stem = dir.path().join("intact");
         model
             .clone()
             .save_file(&stem, &BinFileRecorder::<FullPrecisionSettings>::new())

@@ -34,10 +34,12 @@ fn with(change: impl FnOnce(&mut CudnnCompatibleLstmConfig)) -> CudnnCompatibleL
     c
 }
 
-fn temp_path(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("burn-lstm-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A test's scratch directory, removed when the test ends.
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("burn-lstm-test-")
+        .tempdir()
+        .unwrap()
 }
 
 #[test]
@@ -47,7 +49,8 @@ fn checkpoint_from_autodiff_loads_on_ndarray_with_identical_outputs() {
     let x = input::<B>([3, 7, 5]);
     // Reference outputs first: they also materialise Burn's lazily initialised params.
     let (y_trained, s_trained) = trained.valid().forward(x.clone(), None);
-    let path = temp_path("roundtrip");
+    let dir = scratch();
+    let path = dir.path().join("roundtrip");
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     trained.save_file(&path, &recorder).unwrap();
     let loaded = config()
@@ -63,7 +66,8 @@ fn checkpoint_from_autodiff_loads_on_ndarray_with_identical_outputs() {
 #[test]
 fn checkpoint_of_another_config_is_a_named_error() {
     let device = Default::default();
-    let path = temp_path("other");
+    let dir = scratch();
+    let path = dir.path().join("other");
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     config()
         .init::<B>(&device)
@@ -111,7 +115,7 @@ fn checkpoint_of_another_config_is_a_named_error() {
         "{err}"
     );
     let err = config()
-        .load_checkpoint::<B, _>(temp_path("absent.mpk"), &recorder, &device)
+        .load_checkpoint::<B, _>(dir.path().join("absent.mpk"), &recorder, &device)
         .unwrap_err();
     assert!(matches!(err, RnnError::Io { .. }), "{err}");
 }
@@ -120,7 +124,8 @@ fn checkpoint_of_another_config_is_a_named_error() {
 fn pytorch_safetensors_export_then_import_is_identical() {
     let device = Default::default();
     let model = config().init::<B>(&device);
-    let path = temp_path("torch.safetensors");
+    let dir = scratch();
+    let path = dir.path().join("torch.safetensors");
     model.save_pytorch_safetensors(&path).unwrap();
     let names: Vec<String> = {
         let bytes = std::fs::read(&path).unwrap();

@@ -84,10 +84,12 @@ where
     (model, losses)
 }
 
-pub(crate) fn temp_path(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("burn-lstm-backends-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A test's scratch directory, removed when the test ends.
+pub(crate) fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("burn-lstm-backends-")
+        .tempdir()
+        .unwrap()
 }
 
 /// `y`, `h_n` and `c_n` of `model` on the fixed input.
@@ -123,7 +125,8 @@ where
     );
     let trained = trained.valid();
     let reference = outputs(&trained, &device);
-    let path = temp_path(name);
+    let dir = scratch();
+    let path = dir.path().join(name);
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     trained.save_file(&path, &recorder).unwrap();
     let file = path.with_extension("mpk");
@@ -184,7 +187,8 @@ mod dispatch {
         let reason = choice.fallback_reason.expect("a reason");
         assert!(reason.contains("Autodiff<Flex>"), "{reason}");
         let reference = outputs(&trained, &training);
-        let path = temp_path("from-dispatch");
+        let dir = scratch();
+        let path = dir.path().join("from-dispatch");
         let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
         trained.save_file(&path, &recorder).unwrap();
         let file = path.with_extension("mpk");
@@ -225,7 +229,8 @@ mod dispatch {
             let grad = direction.weight_hh.grad(&grads).expect("a gradient");
             assert!(to_f64(grad).iter().any(|g| *g != 0.0));
         }
-        let path = temp_path("gru-from-dispatch");
+        let dir = scratch();
+        let path = dir.path().join("gru-from-dispatch");
         let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
         model.save_file(&path, &recorder).unwrap();
         let file = path.with_extension("mpk");

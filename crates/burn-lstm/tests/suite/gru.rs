@@ -27,10 +27,12 @@ fn config() -> CudnnCompatibleGruConfig {
         .with_bidirectional(true)
 }
 
-fn temp_path(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("burn-gru-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A test's scratch directory, removed when the test ends.
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("burn-gru-test-")
+        .tempdir()
+        .unwrap()
 }
 
 fn kernel_choice_is_reported_on<Bk: RnnBackend>() {
@@ -155,7 +157,8 @@ fn checkpoint_from_autodiff_loads_on_ndarray_and_flex_with_identical_outputs() {
     let trained = config().init::<AD>(&device);
     let x = input::<B>([3, 7, 5]);
     let (y_trained, s_trained) = trained.valid().forward(x.clone(), None);
-    let path = temp_path("roundtrip");
+    let dir = scratch();
+    let path = dir.path().join("roundtrip");
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     trained.save_file(&path, &recorder).unwrap();
     let loaded = config()
@@ -185,7 +188,7 @@ fn checkpoint_from_autodiff_loads_on_ndarray_and_flex_with_identical_outputs() {
         "{err}"
     );
     // A damaged file is a named error, never a panic.
-    let damaged = temp_path("damaged.mpk");
+    let damaged = dir.path().join("damaged.mpk");
     let bytes = std::fs::read(path.with_extension("mpk")).unwrap();
     std::fs::write(&damaged, &bytes[..bytes.len() / 2]).unwrap();
     let err = config()
@@ -198,7 +201,8 @@ fn checkpoint_from_autodiff_loads_on_ndarray_and_flex_with_identical_outputs() {
 fn pytorch_safetensors_export_then_import_is_identical() {
     let device = Default::default();
     let model = config().init::<B>(&device);
-    let path = temp_path("gru.safetensors");
+    let dir = scratch();
+    let path = dir.path().join("gru.safetensors");
     model.save_pytorch_safetensors(&path).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
@@ -220,7 +224,7 @@ fn pytorch_safetensors_export_then_import_is_identical() {
     );
 
     // An `nn.LSTM` state dict under the same names is refused by its shapes.
-    let lstm_path = temp_path("lstm.safetensors");
+    let lstm_path = dir.path().join("lstm.safetensors");
     CudnnCompatibleLstmConfig::new(5, 6)
         .with_num_layers(2)
         .with_bidirectional(true)

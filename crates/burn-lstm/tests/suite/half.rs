@@ -13,7 +13,7 @@
 //! device, so each test runs its body in a child process of this binary whose Flex
 //! device is set to the half type (`lstm_cpu::rerun_test_with_env`).
 
-use crate::backends::{config, load, outputs, temp_path, train_with};
+use crate::backends::{config, load, outputs, scratch, train_with};
 use crate::common::{
     GoldenCase, golden_paths,
     half_check::{KernelBound, PORTABLE_KERNEL_ULPS, case_errors, float_dtype, run_all_half},
@@ -146,7 +146,8 @@ fn half_checkpoint_serves_in_f32(dtype: &str, test: &str, tol: f64) {
         .unwrap();
         return;
     }
-    let dir = temp_path(&format!("half-{dtype}"));
+    let root = scratch();
+    let dir = root.path().join(format!("half-{dtype}"));
     std::fs::create_dir_all(&dir).unwrap();
     rerun_with_env(
         module_path!(),

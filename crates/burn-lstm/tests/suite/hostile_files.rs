@@ -28,10 +28,12 @@ use common::{GoldenCase, golden_paths, to_f64};
 
 type B = NdArray<f32>;
 
-fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("burn-lstm-hostile-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A test's scratch directory, removed when the test ends.
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("burn-lstm-hostile-")
+        .tempdir()
+        .unwrap()
 }
 
 /// A damaged copy of a file and what was done to it.
@@ -202,7 +204,7 @@ fn header_end(bytes: &[u8]) -> usize {
 #[test]
 fn damaged_pytorch_safetensors_are_named_errors() {
     let device = Default::default();
-    let dir = temp_dir();
+    let dir = scratch();
     for golden in golden_paths().into_iter().take(4) {
         let case = GoldenCase::load(&golden);
         let config = case.module_config();
@@ -216,7 +218,7 @@ fn damaged_pytorch_safetensors_are_named_errors() {
         ] {
             damaged.extend(relabelled(&original, from, to));
         }
-        let path = dir.join(format!("{}.safetensors", case.name));
+        let path = dir.path().join(format!("{}.safetensors", case.name));
         let load = |p: &Path| config.load_pytorch_safetensors::<B>(p, &device);
         report(
             &format!("pytorch {}", case.name),
@@ -240,7 +242,8 @@ fn model() -> (CudnnCompatibleLstmConfig, CudnnCompatibleLstm<B>) {
 fn damaged_exports_of_the_module_are_named_errors() {
     let device = Default::default();
     let (config, model) = model();
-    let path = temp_dir().join("export.safetensors");
+    let dir = scratch();
+    let path = dir.path().join("export.safetensors");
     model.save_pytorch_safetensors(&path).unwrap();
     let original = std::fs::read(&path).unwrap();
     let mut damaged = damage(&original, Some(header_end(&original)));
@@ -259,7 +262,8 @@ fn damaged_exports_of_the_module_are_named_errors() {
 fn burn_record<R: FileRecorder<B>>(label: &str, recorder: R) {
     let device = Default::default();
     let (config, model) = model();
-    let stem = temp_dir().join(label);
+    let dir = scratch();
+    let stem = dir.path().join(label);
     model.clone().save_file(&stem, &recorder).unwrap();
     let path = stem.with_extension(<R as FileRecorder<B>>::file_extension());
     let original = std::fs::read(&path).unwrap();
@@ -316,7 +320,8 @@ fn a_half_precision_record_loads_with_a_full_precision_recorder_as_f16_values() 
     let device = Default::default();
     let (config, model) = model();
     let original = values(&model);
-    let stem = temp_dir().join("half");
+    let dir = scratch();
+    let stem = dir.path().join("half");
     model
         .save_file(&stem, &NamedMpkFileRecorder::<HalfPrecisionSettings>::new())
         .unwrap();
@@ -343,7 +348,8 @@ fn a_half_precision_record_loads_with_a_full_precision_recorder_as_f16_values() 
 fn a_missing_file_is_a_named_error() {
     let device = Default::default();
     let (config, _) = model();
-    let path = temp_dir().join("nothing-here.mpk");
+    let dir = scratch();
+    let path = dir.path().join("nothing-here.mpk");
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     for result in [
         config.load_checkpoint::<B, _>(&path, &recorder, &device),
@@ -399,7 +405,7 @@ fn absurd_length_prefixes_are_named_errors_not_aborts() {
         .iter()
         .flat_map(|v| v.to_le_bytes())
         .collect();
-    let dir = temp_dir();
+    let dir = scratch();
     let gz = |bytes: &[u8]| {
         let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         e.write_all(bytes).unwrap();
@@ -439,28 +445,28 @@ fn absurd_length_prefixes_are_named_errors_not_aborts() {
         &config,
         &model,
         BinFileRecorder::<FullPrecisionSettings>::new(),
-        dir.join("huge-bin"),
+        dir.path().join("huge-bin"),
         &|b| huge_prefix(b, &start, false, 1 << 40),
     );
     check(
         &config,
         &model,
         BinGzFileRecorder::<FullPrecisionSettings>::new(),
-        dir.join("huge-bin-gz"),
+        dir.path().join("huge-bin-gz"),
         &|b| gz(&huge_prefix(&gunzip(b), &start, false, 1 << 40)),
     );
     check(
         &config,
         &model,
         NamedMpkFileRecorder::<FullPrecisionSettings>::new(),
-        dir.join("huge-mpk"),
+        dir.path().join("huge-mpk"),
         &|b| huge_prefix(b, &start, true, u32::MAX as u64),
     );
     check(
         &config,
         &model,
         NamedMpkGzFileRecorder::<FullPrecisionSettings>::new(),
-        dir.join("huge-mpk-gz"),
+        dir.path().join("huge-mpk-gz"),
         &|b| gz(&huge_prefix(&gunzip(b), &start, true, u32::MAX as u64)),
     );
 }

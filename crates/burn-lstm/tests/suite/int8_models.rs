@@ -159,9 +159,11 @@ fn a_loaded_f32_checkpoint_quantizes_to_the_same_int8_model() {
     let model = config.init::<B>(&device);
     let x = random::<B>([3, 5, 6], 6);
     let (y, s) = model.quantized_int8().unwrap().forward(x.clone(), None);
-    let dir = std::env::temp_dir().join(format!("burn-int8-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("model");
+    let dir = tempfile::Builder::new()
+        .prefix("burn-int8-test-")
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join("model");
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     model.save_file(&path, &recorder).unwrap();
     let loaded = config

@@ -68,13 +68,12 @@ impl<B: RnnBackend> Tagger<B> {
     }
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "burn-lstm-model-checkpoint-{}-{name}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A test's scratch directory, removed when the test ends.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("burn-lstm-model-checkpoint-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn input<Bk: Backend>(device: &Bk::Device) -> Tensor<Bk, 3> {
@@ -99,8 +98,8 @@ fn saved(dir: &Path) -> (Tagger<B>, PathBuf) {
 
 #[test]
 fn a_model_holding_both_layers_loads_with_its_values_on_another_backend() {
-    let dir = temp_dir("values");
-    let (model, file) = saved(&dir);
+    let dir = scratch("values");
+    let (model, file) = saved(dir.path());
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     let expected = to_f64(model.forward(input::<B>(&Default::default())));
     let flex = Default::default();
@@ -120,8 +119,8 @@ fn a_model_holding_both_layers_loads_with_its_values_on_another_backend() {
 
 #[test]
 fn every_difference_from_the_config_is_an_error_naming_file_tensor_and_shapes() {
-    let dir = temp_dir("differences");
-    let (_, file) = saved(&dir);
+    let dir = scratch("differences");
+    let (_, file) = saved(dir.path());
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     let device = Default::default();
     let load = |config: TaggerConfig| {
@@ -188,7 +187,7 @@ fn every_difference_from_the_config_is_an_error_naming_file_tensor_and_shapes() 
     );
     assert!(err.to_string().contains(&source), "{err}");
 
-    let without_bias = dir.join("no-bias");
+    let without_bias = dir.path().join("no-bias");
     TaggerConfig {
         bias: false,
         ..BASE
@@ -204,7 +203,7 @@ fn every_difference_from_the_config_is_an_error_naming_file_tensor_and_shapes() 
         "{err}"
     );
 
-    let absent = dir.join("absent.mpk");
+    let absent = dir.path().join("absent.mpk");
     let err = load_file_checked(BASE.init::<B>(&device), &absent, &recorder, &device).unwrap_err();
     assert_eq!(
         err,
@@ -220,9 +219,9 @@ fn every_difference_from_the_config_is_an_error_naming_file_tensor_and_shapes() 
 #[test]
 fn damaged_records_are_named_errors_in_every_format() {
     fn check<R: FileRecorder<B>>(recorder: R, name: &str) {
-        let dir = temp_dir(name);
+        let dir = scratch(name);
         let device = Default::default();
-        let stem = dir.join("model");
+        let stem = dir.path().join("model");
         BASE.init::<B>(&device).save_file(&stem, &recorder).unwrap();
         let file = stem.with_extension(<R as FileRecorder<B>>::file_extension());
         let bytes = std::fs::read(&file).unwrap();
@@ -339,8 +338,8 @@ fn an_lstm_inside_a_pytorch_module_loads_by_its_prefix_with_pytorchs_outputs() {
     let io: PytorchIo =
         serde_json::from_str(&std::fs::read_to_string(data.join("pytorch_lstm_io.json")).unwrap())
             .unwrap();
-    let dir = temp_dir("prefix");
-    let parent = dir.join("parent.safetensors");
+    let dir = scratch("prefix");
+    let parent = dir.path().join("parent.safetensors");
     renamed_state_dict(
         &data.join("pytorch_lstm.safetensors"),
         &parent,
@@ -442,7 +441,7 @@ fn an_lstm_inside_a_pytorch_module_loads_by_its_prefix_with_pytorchs_outputs() {
     );
 
     // Two LSTMs in one state dict: each loads by its own prefix; no prefix lists both.
-    let both = dir.join("both.safetensors");
+    let both = dir.path().join("both.safetensors");
     renamed_state_dict(
         &data.join("pytorch_lstm.safetensors"),
         &both,
@@ -476,10 +475,10 @@ fn a_gru_inside_a_pytorch_module_loads_by_its_prefix() {
     let device = Default::default();
     let config = CudnnCompatibleGruConfig::new(3, 4).with_num_layers(2);
     let gru = config.init::<B>(&device);
-    let dir = temp_dir("gru-prefix");
-    let bare = dir.join("bare.safetensors");
+    let dir = scratch("gru-prefix");
+    let bare = dir.path().join("bare.safetensors");
     gru.save_pytorch_safetensors(&bare).unwrap();
-    let parent = dir.join("parent.safetensors");
+    let parent = dir.path().join("parent.safetensors");
     renamed_state_dict(
         &bare,
         &parent,

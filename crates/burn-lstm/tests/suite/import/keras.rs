@@ -361,11 +361,9 @@ fn missing_and_misshapen_weights_are_named() {
     }
 }
 
-/// A copy of `file` cut to `len` bytes (or replaced by `bytes`) in a temporary folder.
-/// A layer that returns only its last step cannot feed another: `k3_lstm_stack.keras`
-/// with its architecture edited so that the lower LSTM returns its last step only.
 #[test]
 fn a_bidirectional_whose_layers_differ_names_both() {
+    let dir = scratch();
     let archive = std::fs::File::open(path("k3_bilstm_masked.keras")).unwrap();
     let mut archive = zip::ZipArchive::new(archive).unwrap();
     let config: serde_json::Value =
@@ -388,6 +386,7 @@ fn a_bidirectional_whose_layers_differ_names_both() {
             .expect("k3_bilstm_masked.keras has the layer bi_1");
         bi["config"]["backward_layer"]["config"][key] = value;
         let architecture = damaged(
+            &dir,
             &format!("bilstm_backward_{key}.json"),
             edited.to_string().as_bytes(),
         );
@@ -410,8 +409,11 @@ fn a_bidirectional_whose_layers_differ_names_both() {
     }
 }
 
+/// A layer that returns only its last step cannot feed another: `k3_lstm_stack.keras`
+/// with its architecture edited so that the lower LSTM returns its last step only.
 #[test]
 fn a_layer_without_return_sequences_feeds_no_other() {
+    let dir = scratch();
     let archive = std::fs::File::open(path("k3_lstm_stack.keras")).unwrap();
     let mut archive = zip::ZipArchive::new(archive).unwrap();
     let config: serde_json::Value =
@@ -424,6 +426,7 @@ fn a_layer_without_return_sequences_feeds_no_other() {
         .expect("k3_lstm_stack.keras has the layer lstm_a");
     lower["config"]["return_sequences"] = false.into();
     let architecture = damaged(
+        &dir,
         "lstm_stack_last_step_only.json",
         edited.to_string().as_bytes(),
     );
@@ -446,7 +449,7 @@ fn a_layer_without_return_sequences_feeds_no_other() {
         .find(|l| l["config"]["name"] == "lstm_b")
         .unwrap();
     upper["config"]["units"] = (1u64 << 62).into();
-    let architecture = damaged("lstm_stack_huge.json", huge.to_string().as_bytes());
+    let architecture = damaged(&dir, "lstm_stack_huge.json", huge.to_string().as_bytes());
     let e = match KerasModel::open_with_architecture(path("k3_lstm_stack.keras"), architecture) {
         Err(e) => e.to_string(),
         Ok(model) => model
@@ -461,7 +464,7 @@ fn a_layer_without_return_sequences_feeds_no_other() {
         "{e}"
     );
     // The same file with its own architecture loads.
-    let intact = damaged("lstm_stack.json", config.to_string().as_bytes());
+    let intact = damaged(&dir, "lstm_stack.json", config.to_string().as_bytes());
     KerasModel::open_with_architecture(path("k3_lstm_stack.keras"), intact)
         .unwrap()
         .lstm::<NdArray<f32>>(RecurrentSelection::All, &Default::default())
@@ -473,6 +476,7 @@ fn a_layer_without_return_sequences_feeds_no_other() {
 /// reads itself put under its upper GRU.
 #[test]
 fn an_architecture_whose_inputs_form_a_cycle_is_refused() {
+    let dir = scratch();
     let file = path("k3_bigru_functional.keras");
     let mut archive = zip::ZipArchive::new(std::fs::File::open(&file).unwrap()).unwrap();
     let mut config: serde_json::Value =
@@ -491,7 +495,7 @@ fn an_architecture_whose_inputs_form_a_cycle_is_refused() {
     layers.push(serde_json::json!({
         "module": "keras.layers", "class_name": "Dropout",
         "config": {"name": "drop", "rate": 0.1}, "inbound_nodes": reads("drop")}));
-    let architecture = damaged("cycle.json", config.to_string().as_bytes());
+    let architecture = damaged(&dir, "cycle.json", config.to_string().as_bytes());
     let model = KerasModel::open_with_architecture(&file, architecture)
         .expect("the edited architecture opens");
     let e = model
@@ -504,10 +508,17 @@ fn an_architecture_whose_inputs_form_a_cycle_is_refused() {
     assert!(e.ends_with("layers whose inputs form a cycle"), "{e}");
 }
 
-fn damaged(name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("burn-lstm-import-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+/// A test's scratch directory, removed when the test ends.
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("burn-lstm-import-")
+        .tempdir()
+        .unwrap()
+}
+
+/// `bytes` (a damaged or edited copy of a file) written as `name` in `dir`.
+fn damaged(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.path().join(name);
     std::fs::write(&path, bytes).unwrap();
     path
 }
@@ -515,12 +526,14 @@ fn damaged(name: &str, bytes: &[u8]) -> PathBuf {
 #[test]
 fn damaged_files_are_errors_never_panics() {
     let device = Default::default();
-    let e = KerasModel::open(damaged("notes.h5", b"just some text, not a model")).unwrap_err();
+    let dir = scratch();
+    let e =
+        KerasModel::open(damaged(&dir, "notes.h5", b"just some text, not a model")).unwrap_err();
     assert!(
         matches!(e, RnnError::Io { .. }) && e.to_string().contains("not a Keras file"),
         "{e}"
     );
-    let e = KerasModel::open(damaged("empty.keras", b"")).unwrap_err();
+    let e = KerasModel::open(damaged(&dir, "empty.keras", b"")).unwrap_err();
     assert!(e.to_string().contains("empty file"), "{e}");
     let e = KerasModel::open(path("does_not_exist.keras")).unwrap_err();
     assert!(matches!(e, RnnError::Io { .. }), "{e}");
@@ -548,7 +561,7 @@ fn damaged_files_are_errors_never_panics() {
         ];
         cuts.extend((1..16).map(|k| bytes.len() * k / 16));
         for cut in cuts {
-            let copy = damaged(&format!("cut-{cut}-{file}"), &bytes[..cut]);
+            let copy = damaged(&dir, &format!("cut-{cut}-{file}"), &bytes[..cut]);
             // Either the file is refused, or every layer says why it cannot load, or
             // loads the very weights of the whole file.
             let Ok(model) = KerasModel::open(&copy) else {

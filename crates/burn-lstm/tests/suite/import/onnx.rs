@@ -168,10 +168,12 @@ fn attributes_cudnn_cannot_run_are_refused() {
 
 #[test]
 fn damaged_files_are_errors_never_panics() {
-    let dir = std::env::temp_dir().join(format!("burn-lstm-import-onnx-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("burn-lstm-import-onnx-")
+        .tempdir()
+        .unwrap();
     let write = |name: &str, bytes: &[u8]| {
-        let p = dir.join(name);
+        let p = dir.path().join(name);
         std::fs::write(&p, bytes).unwrap();
         p
     };
