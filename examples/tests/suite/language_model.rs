@@ -4,6 +4,7 @@
 //! sequence (outputs and gradients), the loss and perplexity against direct
 //! computations, and the errors a damaged or mismatched model directory gives.
 
+use crate::scratch;
 use std::path::{Path, PathBuf};
 
 use burn::backend::{Autodiff, Flex};
@@ -20,18 +21,6 @@ use lstm_examples::language_model::{
 
 type B = Flex;
 type A = Autodiff<Flex>;
-
-/// A test's scratch directory and its path. The directory is removed when the `TempDir`
-/// drops: callers keep it bound (`let (_dir, dir) = ...`, never `let (_, dir)`) while
-/// they use the files.
-fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("lstm-examples-lm-{name}-"))
-        .tempdir()
-        .unwrap();
-    let path = dir.path().to_path_buf();
-    (dir, path)
-}
 
 /// A tiny corpus: a few sentences over a dozen words, repeated with variations.
 fn tiny_corpus(dir: &Path) {

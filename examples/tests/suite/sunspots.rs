@@ -3,6 +3,7 @@
 //! errors a user can meet: missing or corrupt checkpoint, a checkpoint from another
 //! config, a missing data file.
 
+use crate::scratch;
 use std::path::PathBuf;
 
 use burn::backend::{Flex, NdArray};
@@ -10,18 +11,6 @@ use burn::config::Config;
 use lstm_examples::sunspots::{
     self, CONFIG_FILE, ExampleError, ForecastConfig, MODEL_FILE, Progress, TrainOptions,
 };
-
-/// A test's scratch directory and its path. The directory is removed when the `TempDir`
-/// drops: callers keep it bound (`let (_dir, dir) = ...`, never `let (_, dir)`) while
-/// they use the files.
-fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("lstm-examples-{name}-"))
-        .tempdir()
-        .unwrap();
-    let path = dir.path().to_path_buf();
-    (dir, path)
-}
 
 fn tiny() -> TrainOptions {
     TrainOptions {

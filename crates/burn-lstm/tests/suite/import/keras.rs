@@ -364,10 +364,7 @@ fn missing_and_misshapen_weights_are_named() {
 #[test]
 fn a_bidirectional_whose_layers_differ_names_both() {
     let dir = scratch();
-    let archive = std::fs::File::open(path("k3_bilstm_masked.keras")).unwrap();
-    let mut archive = zip::ZipArchive::new(archive).unwrap();
-    let config: serde_json::Value =
-        serde_json::from_reader(archive.by_name("config.json").unwrap()).unwrap();
+    let config = architecture("k3_bilstm_masked.keras");
     // The backward layer without a bias, or with another size: the error shows both
     // layers' settings, which differ in what was edited.
     for (key, value, got) in [
@@ -379,27 +376,14 @@ fn a_bidirectional_whose_layers_differ_names_both() {
         ("units", 7.into(), "LSTM with 7 units, use_bias true"),
     ] {
         let mut edited = config.clone();
-        let layers = edited["config"]["layers"].as_array_mut().unwrap();
-        let bi = layers
-            .iter_mut()
-            .find(|l| l["config"]["name"] == "bi_1")
-            .expect("k3_bilstm_masked.keras has the layer bi_1");
+        let bi = layer_mut(&mut edited, "bi_1");
         bi["config"]["backward_layer"]["config"][key] = value;
         let architecture = damaged(
             &dir,
             &format!("bilstm_backward_{key}.json"),
             edited.to_string().as_bytes(),
         );
-        let e = match KerasModel::open_with_architecture(
-            path("k3_bilstm_masked.keras"),
-            architecture,
-        ) {
-            Err(e) => e.to_string(),
-            Ok(model) => model
-                .lstm::<NdArray<f32>>("bi_1", &Default::default())
-                .unwrap_err()
-                .to_string(),
-        };
+        let e = edited_refusal("k3_bilstm_masked.keras", architecture, "bi_1");
         assert!(
             e.ends_with(&format!(
                 "Keras layer 'bi_1' backward_layer`: expected the forward layer's class, size and bias (LSTM with 5 units, use_bias true), got {got}"
@@ -414,16 +398,9 @@ fn a_bidirectional_whose_layers_differ_names_both() {
 #[test]
 fn a_layer_without_return_sequences_feeds_no_other() {
     let dir = scratch();
-    let archive = std::fs::File::open(path("k3_lstm_stack.keras")).unwrap();
-    let mut archive = zip::ZipArchive::new(archive).unwrap();
-    let config: serde_json::Value =
-        serde_json::from_reader(archive.by_name("config.json").unwrap()).unwrap();
+    let config = architecture("k3_lstm_stack.keras");
     let mut edited = config.clone();
-    let layers = edited["config"]["layers"].as_array_mut().unwrap();
-    let lower = layers
-        .iter_mut()
-        .find(|l| l["config"]["name"] == "lstm_a")
-        .expect("k3_lstm_stack.keras has the layer lstm_a");
+    let lower = layer_mut(&mut edited, "lstm_a");
     lower["config"]["return_sequences"] = false.into();
     let architecture = damaged(
         &dir,
@@ -443,20 +420,10 @@ fn a_layer_without_return_sequences_feeds_no_other() {
     // A size past any layer (from a damaged file) is refused by name, never
     // multiplied into a wrapped shape.
     let mut huge = config.clone();
-    let layers = huge["config"]["layers"].as_array_mut().unwrap();
-    let upper = layers
-        .iter_mut()
-        .find(|l| l["config"]["name"] == "lstm_b")
-        .unwrap();
+    let upper = layer_mut(&mut huge, "lstm_b");
     upper["config"]["units"] = (1u64 << 62).into();
     let architecture = damaged(&dir, "lstm_stack_huge.json", huge.to_string().as_bytes());
-    let e = match KerasModel::open_with_architecture(path("k3_lstm_stack.keras"), architecture) {
-        Err(e) => e.to_string(),
-        Ok(model) => model
-            .lstm::<NdArray<f32>>("lstm_b", &Default::default())
-            .unwrap_err()
-            .to_string(),
-    };
+    let e = edited_refusal("k3_lstm_stack.keras", architecture, "lstm_b");
     assert!(
         e.contains("'lstm_b' units")
             && e.contains("1..=1048576")
@@ -478,21 +445,18 @@ fn a_layer_without_return_sequences_feeds_no_other() {
 fn an_architecture_whose_inputs_form_a_cycle_is_refused() {
     let dir = scratch();
     let file = path("k3_bigru_functional.keras");
-    let mut archive = zip::ZipArchive::new(std::fs::File::open(&file).unwrap()).unwrap();
-    let mut config: serde_json::Value =
-        serde_json::from_reader(archive.by_name("config.json").unwrap()).unwrap();
+    let mut config = architecture("k3_bigru_functional.keras");
     let reads = |name: &str| {
         serde_json::json!([{"args": [{"class_name": "__keras_tensor__", "config": {
             "shape": [null, 7, 10], "dtype": "float32", "keras_history": [name, 0, 0]}}],
             "kwargs": {}}])
     };
-    let layers = config["config"]["layers"].as_array_mut().unwrap();
-    let upper = layers
-        .iter_mut()
-        .find(|l| l["config"]["name"] == "bigru_2")
-        .expect("the fixture's upper layer");
+    let upper = layer_mut(&mut config, "bigru_2");
     upper["inbound_nodes"] = reads("drop");
-    layers.push(serde_json::json!({
+    config["config"]["layers"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
         "module": "keras.layers", "class_name": "Dropout",
         "config": {"name": "drop", "rate": 0.1}, "inbound_nodes": reads("drop")}));
     let architecture = damaged(&dir, "cycle.json", config.to_string().as_bytes());
@@ -506,6 +470,35 @@ fn an_architecture_whose_inputs_form_a_cycle_is_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.ends_with("layers whose inputs form a cycle"), "{e}");
+}
+
+/// The architecture (`config.json`) inside the `.keras` fixture `file`.
+fn architecture(file: &str) -> serde_json::Value {
+    let archive = std::fs::File::open(path(file)).unwrap();
+    let mut archive = zip::ZipArchive::new(archive).unwrap();
+    serde_json::from_reader(archive.by_name("config.json").unwrap()).unwrap()
+}
+
+/// Why the fixture `file` with the edited `architecture` does not open, or why its
+/// layer `layer` does not load (a test's edit must make one of them fail).
+fn edited_refusal(file: &str, architecture: PathBuf, layer: &str) -> String {
+    match KerasModel::open_with_architecture(path(file), architecture) {
+        Err(e) => e.to_string(),
+        Ok(model) => model
+            .lstm::<NdArray<f32>>(layer, &Default::default())
+            .expect_err("the edited architecture is refused")
+            .to_string(),
+    }
+}
+
+/// The layer `name` of an architecture (`config.json`), to edit.
+fn layer_mut<'a>(architecture: &'a mut serde_json::Value, name: &str) -> &'a mut serde_json::Value {
+    architecture["config"]["layers"]
+        .as_array_mut()
+        .expect("a functional or sequential architecture")
+        .iter_mut()
+        .find(|l| l["config"]["name"] == name)
+        .unwrap_or_else(|| panic!("the architecture has the layer {name}"))
 }
 
 /// A test's scratch directory, removed when the test ends.
