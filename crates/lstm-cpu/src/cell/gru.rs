@@ -19,8 +19,10 @@ impl Cell for Gru {
             let row = step.gate_row(b);
             // SAFETY: every slice below is this member's units of row `b` (in bounds of
             // its buffer's `[·, H]` / `[·, G]` / `[·, P]` shape), which no other thread
-            // touches before the member's next barrier (the caller's promise); the
-            // step's products are complete.
+            // writes before the member's next barrier (the caller's promise); those
+            // written here (gates, next state, tape) no other thread reads either, while
+            // the previous state, only read, may be read by other members' products;
+            // the step's products are complete.
             unsafe {
                 let recurrent_new = match step.recurrent_new {
                     Some(tape) => tape.slice(step.tape_row(b) + own.start, nu),
@@ -29,11 +31,10 @@ impl Cell for Gru {
                 gru_update(
                     [0, 1, 2].map(|g| step.gates.slice(row + g * h + own.start, nu)),
                     [0, 1, 2].map(|g| {
-                        &*step
-                            .recurrent
-                            .slice(b * step.gate_cols + g * h + own.start, nu)
+                        step.recurrent
+                            .read(b * step.gate_cols + g * h + own.start, nu)
                     }),
-                    step.states.slice(step.prev + b * p + own.start, nu),
+                    step.states.read(step.prev + b * p + own.start, nu),
                     step.states.slice(step.next + b * p + own.start, nu),
                     recurrent_new,
                 );

@@ -544,10 +544,11 @@ fn emit_outputs<T: Real>(pass: &Pass<'_, T>, step: &ForwardStep<'_, T>, cols: &R
     let y_at = |b: usize| (t * batch + b) * dims.dirs * p + pass.run.direction * p;
     for b in step.rows.clone() {
         // SAFETY: this member's columns of row `b` in the states, `y` and the tape (in
-        // bounds by their shapes), which no other member touches before the step's
-        // barrier.
+        // bounds by their shapes), which no other member writes before the step's
+        // barrier; of them, only the previous state (read here, not written) may be
+        // read by other members meanwhile.
         unsafe {
-            let h_prev = pass.states.slice(step.prev + b * p + cols.start, n);
+            let h_prev = pass.states.read(step.prev + b * p + cols.start, n);
             let h_next = pass.states.slice(step.next + b * p + cols.start, n);
             let y = pass.y.slice(y_at(b) + cols.start, n);
             if step.valid(b) {

@@ -114,8 +114,10 @@ impl Direction<'_> {
                     at: (t - first_step) * nb * g,
                     first_row: b0,
                 };
-                // SAFETY: this member's rows of the state it quantized at the previous
-                // step (or `start` did), which only it writes.
+                // SAFETY: this member's rows of the quantized state, written at the
+                // previous step (by this member, or by the one that held the rows before
+                // this chunk's start barrier, or by `start`); only this member writes
+                // them until the next chunk's start.
                 let h_prev = unsafe {
                     ActivationRows {
                         values: shared.h_values.read(b0 * p, nb * p),
