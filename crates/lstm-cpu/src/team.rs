@@ -6,7 +6,7 @@
 //! yields, so an oversubscribed machine (tests running in parallel) still makes progress.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// A mutable slice shared by the members of a team, for as long as `'a` borrows it.
 /// Each member writes a disjoint part (columns or rows it owns); a member reads another
@@ -28,10 +28,11 @@ impl<T> Copy for Shared<'_, T> {}
 // SAFETY: a `Shared` is made only by `Shared::new`, whose caller promises the
 // disjointness and barrier discipline above for every member it hands a copy to; under
 // it, members on other threads never access one element at the same time unless all
-// of them read it. `T: Send` because members write values of `T` on their own threads.
-unsafe impl<T: Send> Send for Shared<'_, T> {}
+// of them read it. `T: Send` because members write values of `T` on their own threads;
+// `T: Sync` because `read` hands several threads `&[T]` over the same elements.
+unsafe impl<T: Send + Sync> Send for Shared<'_, T> {}
 // SAFETY: as for `Send`: shared references to a `Shared` only copy the pointer.
-unsafe impl<T: Send> Sync for Shared<'_, T> {}
+unsafe impl<T: Send + Sync> Sync for Shared<'_, T> {}
 
 impl<'a, T> Shared<'a, T> {
     /// `slice`, to be handed to the members of a team.
@@ -100,10 +101,11 @@ impl<T> Clone for SharedPtr<T> {
 impl<T> Copy for SharedPtr<T> {}
 
 // SAFETY: made only by `SharedPtr::new`, whose caller promises the team's discipline
-// (disjoint writes, reads of others' writes after a barrier) for every access through it.
-unsafe impl<T: Send> Send for SharedPtr<T> {}
+// (disjoint writes, reads of others' writes after a barrier) for every access through it;
+// `T: Sync` because members on several threads may read one element at once.
+unsafe impl<T: Send + Sync> Send for SharedPtr<T> {}
 // SAFETY: as for `Send`: shared references to a `SharedPtr` only copy the pointer.
-unsafe impl<T: Send> Sync for SharedPtr<T> {}
+unsafe impl<T: Send + Sync> Sync for SharedPtr<T> {}
 
 impl<T> SharedPtr<T> {
     /// `ptr`, to be handed to the members of a team.
@@ -131,9 +133,21 @@ struct SpinBarrier {
     size: usize,
     arrived: AtomicUsize,
     generation: AtomicUsize,
+    /// Set when a member panicked: it will never arrive, so the others panic at their
+    /// next barrier rather than wait for it forever, and the team's caller sees a panic.
+    poisoned: AtomicBool,
 }
 
 impl SpinBarrier {
+    fn new(size: usize) -> Self {
+        Self {
+            size,
+            arrived: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+            poisoned: AtomicBool::new(false),
+        }
+    }
+
     fn wait(&self) {
         let generation = self.generation.load(Ordering::Acquire);
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.size {
@@ -143,12 +157,26 @@ impl SpinBarrier {
         }
         let mut spins = 0u32;
         while self.generation.load(Ordering::Acquire) == generation {
+            if self.poisoned.load(Ordering::Relaxed) {
+                panic!("another member of this lstm-cpu team panicked");
+            }
             if spins < 4096 {
                 core::hint::spin_loop();
                 spins += 1;
             } else {
                 std::thread::yield_now();
             }
+        }
+    }
+}
+
+/// Poisons its barrier if dropped while its thread unwinds from a panic in the work.
+struct PoisonOnPanic<'a>(&'a SpinBarrier);
+
+impl Drop for PoisonOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.poisoned.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -189,13 +217,10 @@ pub(crate) fn run_team_placed(size: usize, keep_apart: bool, work: impl Fn(Membe
         });
         return;
     }
-    let barrier = SpinBarrier {
-        size,
-        arrived: AtomicUsize::new(0),
-        generation: AtomicUsize::new(0),
-    };
+    let barrier = SpinBarrier::new(size);
     let (barrier, work) = (&barrier, &work);
     let member = move |id: usize| {
+        let _poison = PoisonOnPanic(barrier);
         work(Member {
             id,
             barrier: Some(barrier),
@@ -340,6 +365,33 @@ mod tests {
                 "{threads} threads, {parts} parts"
             );
         }
+    }
+
+    /// A member that panics fails the whole team's call, on the pool and on threads of
+    /// its own, wherever the others wait for it (they would otherwise spin forever at
+    /// the barrier it never reaches).
+    #[test]
+    fn a_member_that_panics_fails_the_call_instead_of_hanging_the_team() {
+        for (size, failing) in [(2, 1), (3, 2), (3, 0)] {
+            let call = std::panic::catch_unwind(|| {
+                run_team(size, |m| {
+                    for round in 0..3 {
+                        if m.id == failing && round == 1 {
+                            panic!("member {failing} fails");
+                        }
+                        m.sync();
+                    }
+                })
+            });
+            assert!(call.is_err(), "{size} members, member {failing} panics");
+        }
+        // The team after is whole again.
+        let runs = AtomicU64::new(0);
+        run_team(3, |m| {
+            m.sync();
+            runs.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(runs.load(Ordering::Relaxed), 3);
     }
 
     #[test]
