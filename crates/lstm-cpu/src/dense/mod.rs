@@ -196,6 +196,24 @@ mod tests {
         }
     }
 
+    /// The loss is the same to the last bit on any number of threads: the rows' losses
+    /// add up in row order, not per thread's run.
+    #[test]
+    fn softmax_nll_is_the_same_on_any_number_of_threads() {
+        let (rows, cols) = (101, 7);
+        let logits: Vec<f64> = values(rows * cols, 9).iter().map(|x| 30.0 * x).collect();
+        let targets: Vec<usize> = (0..rows).map(|r| r * 5 % cols).collect();
+        let one = softmax_nll(1, &mut logits.clone(), cols, &targets).unwrap();
+        for threads in 2..=8 {
+            let nll = softmax_nll(threads, &mut logits.clone(), cols, &targets).unwrap();
+            assert_eq!(
+                nll.to_bits(),
+                one.to_bits(),
+                "{threads} threads: {nll} vs {one}"
+            );
+        }
+    }
+
     /// A product of sizes that overflows is a named error (a wrapped `rows · cols` of 0
     /// would let an empty `c` through to the GEMM's writes).
     #[test]

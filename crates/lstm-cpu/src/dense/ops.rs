@@ -2,6 +2,7 @@
 //! ([`crate::compiled`]).
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::matrix::{MatrixRef, error};
 use crate::call::CallError;
@@ -96,31 +97,26 @@ fn check_rows<T>(logits: &[T], cols: usize, targets: &[usize]) -> Result<(), Cal
 }
 
 /// Runs `work(first, run)` over `values` cut into up to `threads` runs of whole units of
-/// `unit` values (`first`: the index of the run's first unit), and returns the sum of
-/// what the runs returned.
+/// `unit` values (`first`: the index of the run's first unit).
 fn over_runs<T: Send>(
     threads: usize,
     values: &mut [T],
     unit: usize,
-    work: impl Fn(usize, &mut [T]) -> f64 + Sync,
-) -> f64 {
+    work: impl Fn(usize, &mut [T]) + Sync,
+) {
     let unit = unit.max(1);
     let units = values.len() / unit;
     let per_part = units.div_ceil(threads.max(1)).max(1);
-    let parts: Vec<Mutex<(usize, &mut [T], f64)>> = values
+    let parts: Vec<Mutex<(usize, &mut [T])>> = values
         .chunks_mut(per_part * unit)
         .enumerate()
-        .map(|(i, run)| Mutex::new((i * per_part, run, 0.0)))
+        .map(|(i, run)| Mutex::new((i * per_part, run)))
         .collect();
     run_parts(threads, parts.len(), |part| {
-        let mut part = parts[part].lock().expect("no part's work panics");
-        let (first, ref mut run, ref mut total) = *part;
-        *total = work(first, run);
+        let mut part = parts[part].lock().unwrap_or_else(|e| e.into_inner());
+        let (first, ref mut run) = *part;
+        work(first, run);
     });
-    parts
-        .into_iter()
-        .map(|p| p.into_inner().expect("no part's work panics").2)
-        .sum()
 }
 
 /// [`softmax_nll`](super::softmax_nll), instantiated in this crate only (`crate::compiled`).
@@ -134,17 +130,23 @@ pub(crate) fn softmax_nll_impl<T: Real>(
     if cols == 0 {
         return Ok(0.0);
     }
-    Ok(over_runs(threads, logits, cols, |first, run| {
-        let mut total = 0.0;
+    // Each row's loss (f64 bits) kept apart and summed in row order afterwards: the same
+    // total, to the last bit, whatever the number of threads.
+    let row_losses: Vec<AtomicU64> = targets.iter().map(|_| AtomicU64::new(0)).collect();
+    over_runs(threads, logits, cols, |first, run| {
         for (row, values) in run.chunks_exact_mut(cols).enumerate() {
             let target = values[targets[first + row]].to_f64();
             let mut max_and_sum = [0.0; 2];
             softmax_row(values, &mut max_and_sum);
             let [max, sum] = max_and_sum;
-            total += sum.ln() + max - target;
+            let loss = sum.ln() + max - target;
+            row_losses[first + row].store(loss.to_bits(), Ordering::Relaxed);
         }
-        total
-    }))
+    });
+    Ok(row_losses
+        .into_iter()
+        .map(|loss| f64::from_bits(loss.into_inner()))
+        .sum())
 }
 
 /// Lanes of the reductions in [`softmax_row`]: independent partial maxima and sums, so
@@ -208,7 +210,6 @@ pub(crate) fn softmax_nll_grad_impl<T: Real>(
             scale_row(values, scale);
             values[targets[first + row]] += -scale;
         }
-        0.0
     });
     Ok(())
 }
@@ -242,7 +243,6 @@ pub(crate) fn column_sums_impl<T: Real>(
         for row in m.chunks_exact(cols) {
             add_row(run, &row[first..first + run.len()]);
         }
-        0.0
     });
     Ok(())
 }
