@@ -11,8 +11,8 @@ use burn::tensor::Shape;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use cubecl_common::device::Device as _;
 use cudnn_rnn::{
-    BackwardBuffers, CudnnHandle, DataType, ForwardBuffers, MathMode, ReserveSpace, RnnAlgo,
-    RnnConfig, SeqLayout, SeqShape, refusal_fallbacks,
+    BackwardBuffers, CudnnHandle, CudnnRnnError, DataType, ForwardBuffers, MathMode, ReserveSpace,
+    RnnAlgo, RnnConfig, SeqLayout, SeqShape, refusal_fallbacks,
 };
 
 use crate::kernels::cubecl::flat_cache::gpu_weight_cache;
@@ -109,6 +109,27 @@ fn order_after_cubecl(
     let ordering = Ordering::of_settings().before(addresses, x, handle, skip_flush)?;
     trace.mark(ordering.before_mark(skip_flush));
     Ok(ordering)
+}
+
+/// Orders CubeCL's later work after what a call `queued` on cuDNN's stream
+/// ([`Ordering::after`]), whether the queueing succeeded or failed part-way: a failed
+/// call's buffers go back to CubeCL, and the copies, memsets or kernels it queued on
+/// them before the failure must come first. The queueing's error comes first.
+fn ordered<T>(
+    queued: Result<T, CudnnRnnError>,
+    ordering: Ordering,
+    handle: &CudnnHandle,
+    trace: &mut CallTrace,
+) -> Result<T, CudnnRnnError> {
+    let after = ordering.after(handle);
+    trace.mark(ordering.after_mark());
+    first_error(queued, after)
+}
+
+/// `queued`'s value if both steps succeeded, else the first step's error.
+fn first_error<T, E>(queued: Result<T, E>, after: Result<(), E>) -> Result<T, E> {
+    let value = queued?;
+    after.map(|()| value)
 }
 
 /// Forward through cuDNN; `save` keeps what [`backward`] needs. The algorithm is the
@@ -245,12 +266,15 @@ fn forward_with(
     };
     trace.mark("buffer addresses");
     let ordering = order_after_cubecl(&pinned, &x, handle, &mut trace)?;
-    let reserve = (|| {
+    let queued = (|| {
         // SAFETY: every buffer is a live CubeCL allocation of this device (kept alive by
         // `pinned` until the call's work is ordered) whose CubeCL writes come first
         // (`ordering.before`: the host waited for them, or cuDNN's stream waits for
         // them), and whatever CubeCL queues on them later comes after this call's work
-        // (`ordering.after`: the host waits for it, or the context's later work waits).
+        // (`ordering.after`, below, also when the work failed part-way). The RNN's
+        // dropout state is its device's, alive while the device is locked for this
+        // call (`DeviceCudnn::lstm` points every cached RNN at the current one before
+        // handing it out).
         unsafe {
             if copy_weights {
                 if plan.has_gaps {
@@ -266,12 +290,10 @@ fn forward_with(
             });
             let reserve = prepared.lstm.forward(handle, &shape, &buffers, save)?;
             trace.mark("queue cuDNN");
-            ordering.after(handle)?;
-            trace.mark(ordering.after_mark());
-            Ok::<_, cudnn_rnn::CudnnRnnError>(reserve)
+            Ok::<_, CudnnRnnError>(reserve)
         }
-    })()
-    .map_err(|e| e.to_string())?;
+    })();
+    let reserve = ordered(queued, ordering, handle, &mut trace).map_err(|e| e.to_string())?;
     drop(pinned);
     // The window runs from the end of cuDNN's host work, up to the next call.
     keep_device_thread_awake(&x);
@@ -395,7 +417,7 @@ pub(crate) fn backward(
     };
     trace.mark("buffer addresses");
     let ordering = order_after_cubecl(&pinned, &x, handle, &mut trace)?;
-    (|| {
+    let queued = (|| {
         // SAFETY: as in `forward`.
         unsafe {
             prepared.lstm.backward(handle, &mut reserve, &buffers)?;
@@ -409,12 +431,10 @@ pub(crate) fn backward(
                 )?;
             }
             trace.mark("queue weight copy");
-            ordering.after(handle)?;
-            trace.mark(ordering.after_mark());
-            Ok::<_, cudnn_rnn::CudnnRnnError>(())
+            Ok::<_, CudnnRnnError>(())
         }
-    })()
-    .map_err(|e| e.to_string())?;
+    })();
+    ordered(queued, ordering, handle, &mut trace).map_err(|e| e.to_string())?;
     drop(pinned);
     // The window runs from the end of cuDNN's host work, up to the next call.
     keep_device_thread_awake(&x);
@@ -425,4 +445,22 @@ pub(crate) fn backward(
         h0: dh0,
         c0: dc0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_error;
+
+    /// A call's queueing error wins over its ordering's; the ordering's is the call's
+    /// error only where the queueing succeeded.
+    #[test]
+    fn the_queueing_error_comes_first() {
+        assert_eq!(first_error::<u8, &str>(Ok(3), Ok(())), Ok(3));
+        assert_eq!(
+            first_error::<u8, &str>(Err("queue"), Err("order")),
+            Err("queue")
+        );
+        assert_eq!(first_error::<u8, &str>(Err("queue"), Ok(())), Err("queue"));
+        assert_eq!(first_error::<u8, &str>(Ok(3), Err("order")), Err("order"));
+    }
 }
