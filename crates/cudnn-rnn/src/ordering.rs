@@ -9,9 +9,13 @@
 //!   `cuCtxWaitEvent`): whatever reads the call's outputs later runs after the call.
 //!
 //! Both need CUDA 12.5 or newer (the driver entry points); on an older driver they fail
-//! with the call named, and the caller synchronises instead.
+//! with the call named (`CUDA_ERROR_NOT_SUPPORTED`), and the caller synchronises
+//! instead. The entry points are looked up before their first call: cudarc's dynamic
+//! loading panics on a call to a symbol the driver lacks.
 
-use cudarc::driver::sys;
+use std::sync::OnceLock;
+
+use cudarc::driver::{DriverError, sys};
 
 use crate::error::{CudnnRnnError, Result};
 use crate::handle::CudnnHandle;
@@ -20,10 +24,36 @@ fn check(call: &'static str, status: sys::CUresult) -> Result<()> {
     status.result().map_err(|e| CudnnRnnError::driver(call, e))
 }
 
+/// The driver entry points this module calls beyond cudarc's safe layer.
+const CONTEXT_EVENT_CALLS: [&str; 2] = ["cuCtxRecordEvent", "cuCtxWaitEvent"];
+
+/// `Ok` where the loaded driver has `call` (both context-event entry points, looked up
+/// once), else the named error the caller falls back on.
+fn entry_point(call: &'static str) -> Result<()> {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    let available = *AVAILABLE.get_or_init(|| {
+        CONTEXT_EVENT_CALLS.iter().all(|name| {
+            // SAFETY: called only with a context made (the driver library is loaded,
+            // so `culib` returns it, never panics); a symbol is looked up, not called,
+            // and the placeholder type is never used to call it.
+            unsafe { sys::culib().get::<unsafe extern "C" fn()>(name.as_bytes()) }.is_ok()
+        })
+    });
+    if available {
+        Ok(())
+    } else {
+        Err(CudnnRnnError::driver(
+            call,
+            DriverError(sys::CUresult::CUDA_ERROR_NOT_SUPPORTED),
+        ))
+    }
+}
+
 /// Makes `handle`'s stream wait for all work submitted to its context so far, on every
 /// stream. The host does not wait. Work must have been *submitted* (a library that queues
 /// on the host, as CubeCL can, flushes first).
 pub fn wait_for_context(handle: &CudnnHandle) -> Result<()> {
+    entry_point("cuCtxRecordEvent")?;
     let stream = handle.stream();
     let context = stream.context();
     let event = context
@@ -46,6 +76,7 @@ pub fn wait_for_context(handle: &CudnnHandle) -> Result<()> {
 /// Makes all work submitted to `handle`'s context after this call, on any stream, wait
 /// for the work queued on `handle`'s stream so far. The host does not wait.
 pub fn context_waits_for(handle: &CudnnHandle) -> Result<()> {
+    entry_point("cuCtxWaitEvent")?;
     let stream = handle.stream();
     let context = stream.context();
     let event = stream
