@@ -152,7 +152,9 @@ pub struct Rnn {
 
 impl Rnn {
     /// Configures an LSTM (`cudnnSetRNNDescriptor_v8`: the config's algorithm, linear
-    /// input, padded I/O) and reads its weight-space layout. A data type the loaded cuDNN
+    /// input, padded I/O) and reads its weight-space layout. The descriptor points at
+    /// `dropout`, which must outlive every [`Rnn::forward`] / [`Rnn::backward`] of this
+    /// `Rnn` until [`Rnn::set_dropout`] points it elsewhere (their safety contract). A data type the loaded cuDNN
     /// does not run in an RNN (bf16 before 9.13, [`DataType::minimum_cudnn`]) is an
     /// [`CudnnRnnError::InvalidArgument`](crate::CudnnRnnError::InvalidArgument) naming both
     /// versions.
@@ -225,7 +227,10 @@ impl Rnn {
     ///
     /// # Safety
     /// Every buffer must be a live device allocation of the handle's context, not written
-    /// by other work until the stream has finished this call.
+    /// by other work until the stream has finished this call. The [`DropoutState`] last
+    /// given to [`Rnn::new`] or [`Rnn::set_dropout`] must still be alive: the descriptor
+    /// points at its descriptor and generator states, which a training call reads and
+    /// advances (this `Rnn` does not keep it alive).
     pub unsafe fn forward(
         &self,
         handle: &CudnnHandle,
@@ -316,7 +321,7 @@ impl Rnn {
     /// first because cuDNN adds into it; `dx` is zeroed so padded steps read as zero.
     ///
     /// # Safety
-    /// As [`Rnn::forward`]; `buffers` must hold the same `x`, `y`, `hx`, `cx` and weights
+    /// As [`Rnn::forward`] (its dropout state alive included); `buffers` must hold the same `x`, `y`, `hx`, `cx` and weights
     /// the forward that made `reserve` used.
     pub unsafe fn backward(
         &self,
