@@ -34,7 +34,8 @@ pub fn gpu_weight_cache() -> bool {
 }
 
 /// Turns the GPU weight cache on or off for calls that start after this one (see
-/// [`gpu_weight_cache`]); turning it off empties it.
+/// [`gpu_weight_cache`]); turning it off empties it (the flat buffers at once, cuDNN's
+/// weight spaces at each device's next call).
 pub fn set_gpu_weight_cache(enabled: bool) {
     SWITCH.set(enabled);
     if !enabled {

@@ -220,8 +220,13 @@ fn forward_with(
     let device = device(x.device.index)?;
     let mut device = device.lock().unwrap_or_else(|e| e.into_inner());
     // Inference on a flat buffer whose weight space an earlier call copied (the GPU
-    // weight cache, on the fused backend) skips the copy.
-    let space_key = (!save && gpu_weight_cache())
+    // weight cache, on the fused backend) skips the copy. With the cache off, the spaces
+    // kept while it was on go (`set_gpu_weight_cache(false)` empties it).
+    let cache_on = gpu_weight_cache();
+    if !cache_on {
+        device.spaces.clear();
+    }
+    let space_key = (!save && cache_on)
         .then(executing_weights_id)
         .flatten()
         .map(|id| {
