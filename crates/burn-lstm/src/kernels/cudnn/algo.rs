@@ -5,7 +5,9 @@
 use std::str::FromStr;
 use std::sync::Mutex;
 
-use cudnn_rnn::{AlgoCall, DeviceProps, RnnAlgo, RnnConfig, SeqShape, choose_algo};
+use cudnn_rnn::{
+    AlgoCall, DeviceProps, RnnAlgo, RnnConfig, SMALL_H_BACKWARD_MAX_HIDDEN, SeqShape, choose_algo,
+};
 
 /// How the cuDNN op chooses cuDNN's RNN algorithm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -111,6 +113,19 @@ pub(crate) fn pick(
             reason: format!("{algo}: forced by the policy"),
         },
     };
+    // A training forward's reserve space feeds a backward of the same algorithm: a forced
+    // small-h pick keeps the backward's limit too (a backward refused after its forward
+    // ran would leave only a recompute with other dropout masks).
+    if training
+        && wanted.algo == RnnAlgo::PersistStaticSmallH
+        && config.hidden_size > SMALL_H_BACKWARD_MAX_HIDDEN
+    {
+        return standard(format!(
+            "standard: {} refused this training call (hidden {} > {SMALL_H_BACKWARD_MAX_HIDDEN}, \
+             the backward's limit)",
+            wanted.algo, config.hidden_size
+        ));
+    }
     let with_algo = RnnConfig {
         algo: wanted.algo,
         ..config.clone()
@@ -273,5 +288,21 @@ mod tests {
         );
         assert_eq!(varying.algo, RnnAlgo::Standard);
         assert!(varying.reason.contains("lengths"), "{}", varying.reason);
+        // Hidden 192: the forward's limit, past the backward's. Inference runs it;
+        // a training call, whose backward runs the same algorithm, does not.
+        let wide = config(192, 0, DataType::F32);
+        assert_eq!(
+            pick(forced, &wide, &full, false, Some(H100)).algo,
+            RnnAlgo::PersistStaticSmallH
+        );
+        let training = pick(forced, &wide, &full, true, Some(H100));
+        assert_eq!(training.algo, RnnAlgo::Standard);
+        assert!(
+            training
+                .reason
+                .contains("hidden 192 > 128, the backward's limit"),
+            "{}",
+            training.reason
+        );
     }
 }
