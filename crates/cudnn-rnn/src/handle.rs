@@ -247,8 +247,15 @@ impl CudnnHandle {
             // Free the old buffer first (stream-ordered, after the calls queued on it) so
             // that its memory can serve the new one.
             *pool = None;
-            let buffer = self.scratch(capacity, "cuMemAlloc (work-space pool)")?;
-            log::debug!("cuDNN work-space pool: {current} -> {capacity} bytes");
+            let buffer = match self.scratch(capacity, "cuMemAlloc (work-space pool)") {
+                Ok(buffer) => buffer,
+                // The growth margin may not fit where the call's own need does.
+                Err(_) if capacity > bytes => {
+                    self.scratch(bytes, "cuMemAlloc (work-space pool)")?
+                }
+                Err(e) => return Err(e),
+            };
+            log::debug!("cuDNN work-space pool: {current} -> {} bytes", buffer.len());
             *pool = Some(buffer);
         }
         RefMut::filter_map(pool, Option::as_mut)
