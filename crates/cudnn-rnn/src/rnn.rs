@@ -154,10 +154,11 @@ impl Rnn {
     /// Configures an LSTM (`cudnnSetRNNDescriptor_v8`: the config's algorithm, linear
     /// input, padded I/O) and reads its weight-space layout. The descriptor points at
     /// `dropout`, which must outlive every [`Rnn::forward`] / [`Rnn::backward`] of this
-    /// `Rnn` until [`Rnn::set_dropout`] points it elsewhere (their safety contract). A data type the loaded cuDNN
-    /// does not run in an RNN (bf16 before 9.13, [`DataType::minimum_cudnn`]) is an
-    /// [`CudnnRnnError::InvalidArgument`](crate::CudnnRnnError::InvalidArgument) naming both
-    /// versions.
+    /// `Rnn` until [`Rnn::set_dropout`] points it elsewhere (their safety contract). A
+    /// data type the loaded cuDNN does not run in an RNN (bf16 before 9.13,
+    /// [`DataType::minimum_cudnn`]) is an
+    /// [`CudnnRnnError::InvalidArgument`](crate::CudnnRnnError::InvalidArgument) naming
+    /// both versions.
     pub fn new(handle: &CudnnHandle, config: RnnConfig, dropout: &DropoutState) -> Result<Self> {
         config.validate()?;
         // A handle exists, so cuDNN was loaded and checked: this reads the cached result.
@@ -321,8 +322,8 @@ impl Rnn {
     /// first because cuDNN adds into it; `dx` is zeroed so padded steps read as zero.
     ///
     /// # Safety
-    /// As [`Rnn::forward`] (its dropout state alive included); `buffers` must hold the same `x`, `y`, `hx`, `cx` and weights
-    /// the forward that made `reserve` used.
+    /// As [`Rnn::forward`] (its dropout state alive included); `buffers` must hold the
+    /// same `x`, `y`, `hx`, `cx` and weights the forward that made `reserve` used.
     pub unsafe fn backward(
         &self,
         handle: &CudnnHandle,

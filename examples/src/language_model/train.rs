@@ -123,13 +123,12 @@ impl TrainOptions {
             ("--batch-size", self.batch_size),
             ("--bptt", self.bptt),
             ("--log-interval", self.log_interval),
+            // Not given: no limit.
+            ("--max-batches", self.max_batches.unwrap_or(usize::MAX)),
         ] {
             if value == 0 {
                 return usage(format!("{flag}: expected at least 1, got 0"));
             }
-        }
-        if self.max_batches == Some(0) {
-            return usage("--max-batches: expected at least 1, got 0".into());
         }
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return usage(format!(

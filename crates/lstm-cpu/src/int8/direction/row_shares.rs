@@ -140,12 +140,13 @@ pub(crate) mod test_skew {
         SKEWED.load(Ordering::Relaxed)
     }
 
-    /// `seconds` as measured, or, for a split that runs `skewed`, replaced at the start of
-    /// the `chunk`-th chunk by fixed timings: 1 s for every member but `chunk % members`,
-    /// 4 s for it. Fixed, not scaled: a loaded machine's real timings can differ by more
-    /// than any factor, and the rows must change hands whatever the load.
-    pub(crate) fn skewed(mut seconds: Vec<f64>, chunk: usize, skewed: bool) -> Vec<f64> {
-        if skewed {
+    /// `seconds` as measured, or, for a split that runs skewed (`on`, read by [`now`] when
+    /// it started), replaced at the start of the `chunk`-th chunk by fixed timings: 1 s
+    /// for every member but `chunk % members`, 4 s for it. Fixed, not scaled: a loaded
+    /// machine's real timings can differ by more than any factor, and the rows must
+    /// change hands whatever the load.
+    pub(crate) fn skewed(mut seconds: Vec<f64>, chunk: usize, on: bool) -> Vec<f64> {
+        if on {
             let members = seconds.len();
             seconds.fill(1.0);
             seconds[chunk % members] = 4.0;
