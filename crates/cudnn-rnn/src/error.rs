@@ -90,6 +90,29 @@ impl CudnnRnnError {
         }
     }
 
+    /// Whether cuDNN refused the call's configuration, algorithm, layout or shape, so
+    /// that the same call is refused again: a status of the `CUDNN_STATUS_NOT_SUPPORTED`
+    /// category (cuDNN 9 groups its statuses by thousands), or `CUDNN_STATUS_BAD_PARAM`
+    /// plain, out of bound or shape mismatch. Allocation and execution failures, bad
+    /// pointers, driver errors and this crate's own checks are not refusals.
+    pub fn is_refusal(&self) -> bool {
+        use cudnnStatus_t::{
+            CUDNN_STATUS_BAD_PARAM, CUDNN_STATUS_BAD_PARAM_OUT_OF_BOUND,
+            CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, CUDNN_STATUS_NOT_SUPPORTED,
+        };
+        match self {
+            Self::Status { status, .. } => {
+                matches!(
+                    status,
+                    CUDNN_STATUS_BAD_PARAM
+                        | CUDNN_STATUS_BAD_PARAM_OUT_OF_BOUND
+                        | CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH
+                ) || *status as u32 / 1000 == CUDNN_STATUS_NOT_SUPPORTED as u32 / 1000
+            }
+            _ => false,
+        }
+    }
+
     pub(crate) fn driver(call: &'static str, error: cudarc::driver::DriverError) -> Self {
         Self::Driver {
             call,
@@ -100,3 +123,51 @@ impl CudnnRnnError {
 
 /// Result of this crate.
 pub type Result<T> = core::result::Result<T, CudnnRnnError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cudnnStatus_t as S;
+
+    fn status(status: cudnnStatus_t) -> CudnnRnnError {
+        CudnnRnnError::Status {
+            call: "cudnnRNNForward",
+            status,
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn refusals_are_the_statuses_a_repeated_call_gets_again() {
+        for refused in [
+            S::CUDNN_STATUS_NOT_SUPPORTED,
+            S::CUDNN_STATUS_NOT_SUPPORTED_SHAPE,
+            S::CUDNN_STATUS_NOT_SUPPORTED_LAYOUT,
+            S::CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT,
+            S::CUDNN_STATUS_BAD_PARAM,
+            S::CUDNN_STATUS_BAD_PARAM_OUT_OF_BOUND,
+            S::CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH,
+        ] {
+            assert!(status(refused).is_refusal(), "{refused:?}");
+        }
+        for passing in [
+            S::CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+            S::CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
+            S::CUDNN_STATUS_EXECUTION_FAILED,
+            S::CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER,
+            S::CUDNN_STATUS_BAD_PARAM_NULL_POINTER,
+            S::CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH,
+            S::CUDNN_STATUS_NOT_INITIALIZED,
+        ] {
+            assert!(!status(passing).is_refusal(), "{passing:?}");
+        }
+        assert!(!CudnnRnnError::invalid("batch", "at least 1", 0).is_refusal());
+        assert!(
+            !CudnnRnnError::Driver {
+                call: "cuMemAllocAsync",
+                message: "CUDA_ERROR_OUT_OF_MEMORY".into()
+            }
+            .is_refusal()
+        );
+    }
+}

@@ -18,6 +18,9 @@
 //!   are refused before cuDNN sees them), in a [`SeqLayout`] (sequence- or batch-major).
 //! - [`wait_for_context`] / [`context_waits_for`]: this crate's stream ordered against
 //!   the context's other streams with events, not host synchronisation.
+//! - [`first_accepted`]: a call's algorithm and layout, then its fallbacks
+//!   ([`refusal_fallbacks`]) until cuDNN accepts one, what cuDNN refused remembered per
+//!   configuration and call ([`Refusals`]).
 //! - [`CopyPlan`]: merged device copies between the weight space and another layout.
 //! - [`CallReuse`]: per-call host work a handle and its RNNs may keep between calls (a
 //!   grow-only work-space pool, [`next_capacity`]; call descriptors and temp-space sizes
@@ -36,6 +39,7 @@ mod error;
 mod handle;
 mod library;
 mod ordering;
+mod refusals;
 mod reserve_pool;
 mod reuse;
 mod rnn;
@@ -60,6 +64,7 @@ pub use rnn::{BackwardBuffers, DeviceBuffer, ForwardBuffers, ReserveSpace, Rnn};
 #[deprecated(since = "0.2.0", note = "renamed `Rnn` (it holds GRUs too)")]
 pub type Lstm = Rnn;
 pub use ordering::{context_waits_for, wait_for_context};
+pub use refusals::{Attempt, AttemptError, REFUSALS_KEPT, Refusals, first_accepted};
 pub use reserve_pool::{RESERVE_POOL_GRANULE, RESERVE_POOL_MAX_IDLE, reserve_capacity};
 pub use reuse::{
     CALL_CACHE_CAPACITY, CallKey, CallReuse, WORK_POOL_GRANULE, needs_dev_lengths, next_capacity,

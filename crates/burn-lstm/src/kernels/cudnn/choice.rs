@@ -4,7 +4,7 @@ use core::any::TypeId;
 
 use burn::tensor::DType;
 use cubecl_cuda::{CudaDevice, CudaRuntime};
-use cudnn_rnn::{DataType, MathMode, SeqShape};
+use cudnn_rnn::{DataType, MathMode, RnnAlgo, RnnConfig, SeqShape};
 
 use crate::kernels::cudnn::algo::{AlgoPick, cudnn_algo, pick};
 use crate::kernels::cudnn::device::{device, rnn_config};
@@ -115,18 +115,37 @@ pub(crate) fn choice<R: 'static, D: 'static>(
     }
 }
 
-/// The algorithm the policy picks for `spec` on GPU `ordinal` (`None` for a batch
-/// cuDNN's sequence descriptor refuses: its empty rows run around cuDNN, whose call
-/// then has fewer rows).
+/// The algorithm a call of `spec` runs on GPU `ordinal`: the policy's pick, or the
+/// standard algorithm where cuDNN refused that pick for this configuration and shape on
+/// an earlier call (`None` for a batch cuDNN's sequence descriptor refuses: its empty
+/// rows run around cuDNN, whose call then has fewer rows).
 fn algorithm(ordinal: usize, spec: &RnnSpec, data_type: DataType) -> Option<AlgoPick> {
     let shape = SeqShape::new(spec.seq_len, spec.batch, spec.lengths.as_deref()).ok()?;
-    let props = device(ordinal)
-        .ok()?
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .props();
+    let (props, refusals) = {
+        let device = device(ordinal).ok()?;
+        let device = device.lock().unwrap_or_else(|e| e.into_inner());
+        (device.props(), device.refusals.clone())
+    };
     let config = rnn_config(&spec.arch, data_type, cudnn_math());
-    Some(pick(cudnn_algo(), &config, &shape, spec.training, props))
+    let pick = pick(cudnn_algo(), &config, &shape, spec.training, props);
+    // A refusal of the pick sequence-major (the layout every call falls back to before
+    // the standard algorithm) sends every such call to the standard algorithm.
+    let picked = RnnConfig {
+        algo: pick.algo,
+        ..config
+    };
+    let mut refusals = refusals.lock().unwrap_or_else(|e| e.into_inner());
+    match refusals.refusal(&picked, &shape, spec.training) {
+        Some(why) if pick.algo != RnnAlgo::Standard => Some(AlgoPick {
+            algo: RnnAlgo::Standard,
+            reason: format!(
+                "standard: cuDNN refused {} for this configuration and shape on an earlier \
+                 call ({why})",
+                pick.algo
+            ),
+        }),
+        _ => Some(pick),
+    }
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudnn_rnn::{
-    CudnnHandle, CudnnRnnError, DataType, DeviceProps, DropoutState, MathMode, Rnn, RnnAlgo,
-    RnnCell, RnnConfig,
+    AttemptError, CudnnHandle, CudnnRnnError, DataType, DeviceProps, DropoutState, MathMode,
+    Refusals, Rnn, RnnAlgo, RnnCell, RnnConfig,
 };
 
 use burn_ir::TensorId;
@@ -43,6 +43,9 @@ pub(crate) struct DeviceCudnn {
     /// One configured LSTM per configuration, the algorithm included (a training
     /// forward's reserve space is read by the backward of the same one).
     lstms: HashMap<RnnConfig, PreparedLstm>,
+    /// The algorithms and layouts cuDNN refused here, by configuration and call
+    /// ([`cudnn_rnn::first_accepted`] skips them on later calls).
+    pub(crate) refusals: Arc<Mutex<Refusals>>,
     /// What the automatic algorithm choice reads of the device; `None` when the driver
     /// did not say (the choice is then the standard algorithm).
     props: Option<DeviceProps>,
@@ -62,6 +65,7 @@ impl DeviceCudnn {
             dropout,
             dropout_generation: 0,
             lstms: HashMap::new(),
+            refusals: Arc::default(),
             props,
             spaces: IdentityCache::new(MAX_ENTRIES, limit_bytes()),
         })
@@ -83,7 +87,7 @@ impl DeviceCudnn {
         algo: RnnAlgo,
         probability: f32,
         seed: Option<u64>,
-    ) -> Result<(&CudnnHandle, &PreparedLstm), String> {
+    ) -> Result<(&CudnnHandle, &PreparedLstm), AttemptError> {
         if let Some(seed) = seed.filter(|&s| s != self.dropout.seed()) {
             self.dropout =
                 DropoutState::new(&self.handle, probability, seed).map_err(|e| e.to_string())?;
@@ -100,8 +104,7 @@ impl DeviceCudnn {
             ..rnn_config(arch, data_type, math)
         };
         if !self.lstms.contains_key(&config) {
-            let lstm =
-                Rnn::new(&self.handle, config.clone(), &self.dropout).map_err(|e| e.to_string())?;
+            let lstm = Rnn::new(&self.handle, config.clone(), &self.dropout)?;
             let plan = WeightPlan::new(arch, lstm.weight_layout(), data_type.size())?;
             let prepared = PreparedLstm {
                 lstm,

@@ -11,8 +11,8 @@ use burn::tensor::Shape;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use cubecl_common::device::Device as _;
 use cudnn_rnn::{
-    BackwardBuffers, CudnnHandle, CudnnRnnError, DataType, ForwardBuffers, MathMode, ReserveSpace,
-    RnnAlgo, RnnConfig, SeqLayout, SeqShape, refusal_fallbacks,
+    Attempt, AttemptError, BackwardBuffers, CudnnHandle, CudnnRnnError, DataType, ForwardBuffers,
+    MathMode, ReserveSpace, RnnAlgo, RnnConfig, SeqLayout, SeqShape, first_accepted,
 };
 
 use crate::kernels::cubecl::flat_cache::gpu_weight_cache;
@@ -134,8 +134,9 @@ fn first_error<T, E>(queued: Result<T, E>, after: Result<(), E>) -> Result<T, E>
 
 /// Forward through cuDNN; `save` keeps what [`backward`] needs. The algorithm is the
 /// policy's pick ([`cudnn_algo`]), the layout the input's ([`input_layout`]); where cuDNN
-/// refuses them at run time, the call runs again sequence-major, then on the standard
-/// algorithm ([`refusal_fallbacks`]), and the reason is logged once.
+/// refuses them, the call runs again sequence-major, then on the standard algorithm
+/// ([`first_accepted`]), the reason is logged once, and the refusal is remembered for
+/// the device, configuration and shape, so that later such calls start where they run.
 pub(crate) fn forward(
     inputs: CudaInputs,
     spec: &RnnSpec,
@@ -145,38 +146,39 @@ pub(crate) fn forward(
     let data_type = data_type(inputs.input.dtype)
         .ok_or_else(|| format!("cuDNN cannot run {:?}", inputs.input.dtype))?;
     let shape = SeqShape::new(spec.seq_len, spec.batch, spec.lengths.as_deref())
-        .map_err(|e| e.to_string())?;
-    let props = device(inputs.input.device.index)?
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .props();
+        .map_err(|e| e.to_string())?
+        .with_layout(layout);
+    let (props, refusals) = {
+        let device = device(inputs.input.device.index)?;
+        let device = device.lock().unwrap_or_else(|e| e.into_inner());
+        (device.props(), device.refusals.clone())
+    };
     let config = rnn_config(&spec.arch, data_type, cudnn_math());
     let pick = pick(cudnn_algo(), &config, &shape, save, props);
-    // The attempt before and why cuDNN refused it.
-    let mut refused: Option<(RnnAlgo, SeqLayout, String)> = None;
-    for (algo, layout) in refusal_fallbacks(pick.algo, layout) {
-        let fallback;
-        let attempt = match &refused {
-            None => &pick,
+    let picked = RnnConfig {
+        algo: pick.algo,
+        ..config
+    };
+    let run = |attempt: Attempt| {
+        let pick = match attempt.after {
+            None => pick.clone(),
             Some((refused_algo, refused_layout, refusal)) => {
-                fallback = AlgoPick {
-                    algo,
+                let fallback = AlgoPick {
+                    algo: attempt.algo,
                     reason: format!(
-                        "{algo} ({}): cuDNN refused {refused_algo} ({}): {refusal}",
-                        layout.name(),
+                        "{} ({}): cuDNN refused {refused_algo} ({}): {refusal}",
+                        attempt.algo,
+                        attempt.layout.name(),
                         refused_layout.name()
                     ),
                 };
                 log_fallback_once(&format!("cuDNN algorithm {}", fallback.reason));
-                &fallback
+                fallback
             }
         };
-        match forward_with(inputs.clone(), spec, save, attempt, layout) {
-            Ok(forward) => return Ok(forward),
-            Err(refusal) => refused = Some((algo, layout, refusal)),
-        }
-    }
-    Err(refused.map(|(_, _, refusal)| refusal).unwrap_or_default())
+        forward_with(inputs.clone(), spec, save, &pick, attempt.layout)
+    };
+    first_accepted(&picked, &shape, save, &refusals, run).map_err(String::from)
 }
 
 /// [`forward`] on the algorithm of `pick`, its sequence tensors in `layout`.
@@ -186,7 +188,7 @@ fn forward_with(
     save: bool,
     pick: &AlgoPick,
     layout: SeqLayout,
-) -> Result<CudnnForward, String> {
+) -> Result<CudnnForward, AttemptError> {
     let mut trace = CallTrace::start(if save {
         "forward (training)"
     } else {
@@ -256,7 +258,7 @@ fn forward_with(
     let cell_state = match (&c0, &c_n) {
         (Some(c0), Some(c_n)) => Some([c0, c_n]),
         (None, None) => None,
-        _ => return Err("an LSTM's forward needs c0 (a GRU has none)".into()),
+        _ => return Err(String::from("an LSTM's forward needs c0 (a GRU has none)").into()),
     };
     let (pinned, [x_at, y_at, hx_at, hy_at, space_at, canonical], [cx_at, cy_at]) =
         Pinned::addresses([&x, &y, &h0, &h_n, &space, &weights], cell_state)?;
@@ -298,7 +300,7 @@ fn forward_with(
             Ok::<_, CudnnRnnError>(reserve)
         }
     })();
-    let reserve = ordered(queued, ordering, handle, &mut trace).map_err(|e| e.to_string())?;
+    let reserve = ordered(queued, ordering, handle, &mut trace)?;
     drop(pinned);
     // The window runs from the end of cuDNN's host work, up to the next call.
     keep_device_thread_awake(&x);
