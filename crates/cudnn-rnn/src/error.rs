@@ -60,6 +60,8 @@ pub enum CudnnRnnError {
         call: &'static str,
         /// The driver's error.
         message: String,
+        /// Whether the driver was out of device memory (`CUDA_ERROR_OUT_OF_MEMORY`).
+        out_of_memory: bool,
     },
     /// cuDNN reported a weight-space layout this wrapper does not understand.
     #[error("unexpected cuDNN weight-space layout: {0}")]
@@ -113,9 +115,30 @@ impl CudnnRnnError {
         }
     }
 
+    /// Whether the call failed for want of memory, device or host (a driver
+    /// `CUDA_ERROR_OUT_OF_MEMORY`, or cuDNN's host or device allocation failure): the
+    /// same call may pass once memory is freed.
+    pub fn is_out_of_memory(&self) -> bool {
+        use cudnnStatus_t::{
+            CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+            CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
+        };
+        match self {
+            Self::Driver { out_of_memory, .. } => *out_of_memory,
+            Self::Status { status, .. } => matches!(
+                status,
+                CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
+                    | CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED
+            ),
+            _ => false,
+        }
+    }
+
     pub(crate) fn driver(call: &'static str, error: cudarc::driver::DriverError) -> Self {
+        use cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY;
         Self::Driver {
             call,
+            out_of_memory: error.0 == CUDA_ERROR_OUT_OF_MEMORY,
             message: error.to_string(),
         }
     }
@@ -134,6 +157,15 @@ mod tests {
             call: "cudnnRNNForward",
             status,
             message: String::new(),
+        }
+    }
+
+    /// A driver error (made by hand: a `DriverError`'s text needs the driver loaded).
+    fn driver(out_of_memory: bool) -> CudnnRnnError {
+        CudnnRnnError::Driver {
+            call: "cuMemAllocAsync",
+            message: String::new(),
+            out_of_memory,
         }
     }
 
@@ -162,12 +194,20 @@ mod tests {
             assert!(!status(passing).is_refusal(), "{passing:?}");
         }
         assert!(!CudnnRnnError::invalid("batch", "at least 1", 0).is_refusal());
-        assert!(
-            !CudnnRnnError::Driver {
-                call: "cuMemAllocAsync",
-                message: "CUDA_ERROR_OUT_OF_MEMORY".into()
-            }
-            .is_refusal()
-        );
+        assert!(!driver(true).is_refusal());
+    }
+
+    #[test]
+    fn out_of_memory_is_told_apart() {
+        assert!(driver(true).is_out_of_memory());
+        assert!(!driver(false).is_out_of_memory());
+        for status_code in [
+            S::CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+            S::CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
+        ] {
+            assert!(status(status_code).is_out_of_memory(), "{status_code:?}");
+        }
+        assert!(!status(S::CUDNN_STATUS_NOT_SUPPORTED).is_out_of_memory());
+        assert!(!CudnnRnnError::DriverMissing.is_out_of_memory());
     }
 }

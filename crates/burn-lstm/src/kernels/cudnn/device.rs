@@ -1,10 +1,12 @@
 //! Per-GPU cuDNN state, created on first use and kept for the process: the handle (on
 //! its own stream), the dropout generator, and one configured LSTM (with its weight plan)
 //! per architecture. A GPU where any of it fails is remembered with the reason, logged
-//! once, and its calls run the portable kernel.
+//! once, and its calls run the portable kernel; where it failed for want of memory, a
+//! call a second later tries again.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use cudnn_rnn::{
     AttemptError, CudnnHandle, CudnnRnnError, DataType, DeviceProps, DropoutState, MathMode,
@@ -146,22 +148,89 @@ pub(crate) fn rnn_config(arch: &RnnArch, data_type: DataType, math: MathMode) ->
 
 type Slot = Result<Arc<Mutex<DeviceCudnn>>, String>;
 
-fn devices() -> &'static Mutex<HashMap<usize, Slot>> {
-    static DEVICES: OnceLock<Mutex<HashMap<usize, Slot>>> = OnceLock::new();
+/// How long after a set-up that failed for want of memory the next call tries again
+/// (meanwhile calls run the portable kernel without trying).
+const SETUP_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// One GPU's set-up: its state, or why it failed and, for a failure that may pass (out
+/// of memory), from when a call tries again.
+enum Setup<T> {
+    Ready(Arc<Mutex<T>>),
+    Failed {
+        reason: String,
+        retry_from: Option<Instant>,
+    },
+}
+
+impl<T> Setup<T> {
+    /// The state, if it was created.
+    fn ready(&self) -> Option<Arc<Mutex<T>>> {
+        match self {
+            Self::Ready(state) => Some(state.clone()),
+            Self::Failed { .. } => None,
+        }
+    }
+}
+
+/// The state `setup` holds, else a new one from `create` (when there is none yet, or
+/// the last failed for want of memory and `now` is past its retry time), kept in
+/// `setup`. A failure is kept with its reason (`describe` words it): one for want of
+/// memory until [`SETUP_RETRY_AFTER`] has passed, any other for the process (a missing
+/// or too old library, a device cuDNN cannot use).
+fn set_up<T>(
+    setup: &mut Option<Setup<T>>,
+    now: Instant,
+    create: impl FnOnce() -> Result<T, CudnnRnnError>,
+    describe: impl FnOnce(&CudnnRnnError) -> String,
+) -> Result<Arc<Mutex<T>>, String> {
+    match setup {
+        Some(Setup::Ready(state)) => return Ok(state.clone()),
+        Some(Setup::Failed { reason, retry_from }) if retry_from.is_none_or(|from| now < from) => {
+            return Err(reason.clone());
+        }
+        Some(Setup::Failed { .. }) | None => {}
+    }
+    let created = create();
+    *setup = Some(match created {
+        Ok(state) => Setup::Ready(Arc::new(Mutex::new(state))),
+        Err(error) => {
+            let may_pass = error.is_out_of_memory();
+            let reason = describe(&error);
+            Setup::Failed {
+                reason: if may_pass {
+                    format!(
+                        "{reason} (out of memory: a call from {} s on tries again)",
+                        SETUP_RETRY_AFTER.as_secs()
+                    )
+                } else {
+                    reason
+                },
+                retry_from: may_pass.then(|| now + SETUP_RETRY_AFTER),
+            }
+        }
+    });
+    match setup {
+        Some(Setup::Ready(state)) => Ok(state.clone()),
+        Some(Setup::Failed { reason, .. }) => Err(reason.clone()),
+        None => unreachable!("set above"),
+    }
+}
+
+fn devices() -> &'static Mutex<HashMap<usize, Option<Setup<DeviceCudnn>>>> {
+    static DEVICES: OnceLock<Mutex<HashMap<usize, Option<Setup<DeviceCudnn>>>>> = OnceLock::new();
     DEVICES.get_or_init(Default::default)
 }
 
-/// The cuDNN state of GPU `ordinal`, created on first use, or why cuDNN cannot run there.
+/// The cuDNN state of GPU `ordinal`, created on first use, or why cuDNN cannot run there
+/// (a set-up that failed for want of memory is tried again a while later).
 pub(crate) fn device(ordinal: usize) -> Slot {
     let mut devices = devices().lock().unwrap_or_else(|e| e.into_inner());
-    devices
-        .entry(ordinal)
-        .or_insert_with(|| {
-            DeviceCudnn::new(ordinal)
-                .map(|d| Arc::new(Mutex::new(d)))
-                .map_err(|e| format!("cuDNN is not usable on CUDA device {ordinal}: {e}"))
-        })
-        .clone()
+    set_up(
+        devices.entry(ordinal).or_default(),
+        Instant::now(),
+        || DeviceCudnn::new(ordinal),
+        |e| format!("cuDNN is not usable on CUDA device {ordinal}: {e}"),
+    )
 }
 
 /// What one GPU's cuDNN state keeps between calls (see [`cudnn_pool_usage`]). For
@@ -193,8 +262,8 @@ pub fn cudnn_pool_usage(ordinal: usize) -> Option<CudnnPoolUsage> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&ordinal)?
-        .clone()
-        .ok()?;
+        .as_ref()?
+        .ready()?;
     let device = slot.lock().unwrap_or_else(|e| e.into_inner());
     let handle = &device.handle;
     let reuse = handle.call_reuse();
@@ -249,5 +318,82 @@ pub(crate) fn log_fallback_once(reason: &str) {
         .unwrap_or_else(|e| e.into_inner());
     if seen.insert(reason.to_owned()) {
         log::warn!("burn-lstm: running the portable LSTM kernel instead of cuDNN: {reason}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out_of_memory() -> CudnnRnnError {
+        CudnnRnnError::Driver {
+            call: "cuMemAllocAsync",
+            message: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+            out_of_memory: true,
+        }
+    }
+
+    /// Sets `setup` up at `now` with `result`; returns the outcome and whether `create`
+    /// ran.
+    fn try_at(
+        setup: &mut Option<Setup<u32>>,
+        now: Instant,
+        result: Result<u32, CudnnRnnError>,
+    ) -> (Result<u32, String>, bool) {
+        let mut ran = false;
+        let outcome = set_up(
+            setup,
+            now,
+            || {
+                ran = true;
+                result
+            },
+            |e| format!("device 0: {e}"),
+        );
+        (outcome.map(|state| *state.lock().unwrap()), ran)
+    }
+
+    #[test]
+    fn a_set_up_out_of_memory_is_tried_again_a_while_later() {
+        let start = Instant::now();
+        let mut setup = None;
+        let (outcome, ran) = try_at(&mut setup, start, Err(out_of_memory()));
+        let reason = outcome.unwrap_err();
+        assert!(ran);
+        assert!(
+            reason.starts_with("device 0: cuMemAllocAsync failed"),
+            "{reason}"
+        );
+        assert!(
+            reason.contains("out of memory: a call from 1 s on tries again"),
+            "{reason}"
+        );
+        // Before the retry time: the same reason, nothing tried.
+        let soon = start + SETUP_RETRY_AFTER / 2;
+        assert_eq!(try_at(&mut setup, soon, Ok(7)), (Err(reason), false));
+        // From then on the next call tries, and its state is kept.
+        let later = start + SETUP_RETRY_AFTER;
+        assert_eq!(try_at(&mut setup, later, Ok(7)), (Ok(7), true));
+        assert_eq!(try_at(&mut setup, later, Ok(8)), (Ok(7), false));
+        assert_eq!(
+            setup
+                .as_ref()
+                .and_then(Setup::ready)
+                .map(|s| *s.lock().unwrap()),
+            Some(7)
+        );
+    }
+
+    #[test]
+    fn any_other_set_up_failure_is_kept_for_the_process() {
+        let start = Instant::now();
+        let mut setup = None;
+        let (outcome, ran) = try_at(&mut setup, start, Err(CudnnRnnError::DriverMissing));
+        let reason = outcome.unwrap_err();
+        assert!(ran && reason.contains("libcuda"), "{reason}");
+        assert!(!reason.contains("tries again"), "{reason}");
+        let much_later = start + 1000 * SETUP_RETRY_AFTER;
+        assert_eq!(try_at(&mut setup, much_later, Ok(7)), (Err(reason), false));
+        assert!(setup.as_ref().and_then(Setup::ready).is_none());
     }
 }
