@@ -51,6 +51,12 @@ impl<K: PartialEq, V> IdentityCache<K, V> {
         }
     }
 
+    /// Drops the entries whose value `keep` refuses (entries that can no longer be
+    /// looked up, say).
+    pub fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
+        self.entries.retain(|(_, v, _)| keep(v));
+    }
+
     /// Bytes the entries account for.
     pub fn bytes(&self) -> usize {
         self.entries.iter().map(|(_, _, b)| b).sum()
@@ -128,6 +134,23 @@ mod tests {
         assert_eq!(cache.get(&5), None, "larger than the budget: not kept");
         cache.clear();
         assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn entries_whose_source_only_the_cache_holds_can_be_dropped() {
+        // A value derived from a source the cache holds too (cuDNN's weight space and the
+        // flat buffer it was copied from): once nobody else holds the source, its id is
+        // never looked up again.
+        let mut cache = IdentityCache::new(4, 100);
+        let (live, dead) = (Arc::new(1), Arc::new(2));
+        cache.insert(1, (live.clone(), "space 1"), 10);
+        cache.insert(2, (dead.clone(), "space 2"), 10);
+        drop(dead);
+        cache.retain(|(source, _)| Arc::strong_count(source) > 1);
+        assert_eq!(cache.len(), 1);
+        assert_eq!(cache.bytes(), 10);
+        assert_eq!(cache.get(&1).map(|(_, space)| *space), Some("space 1"));
+        assert!(cache.get(&2).is_none());
     }
 
     #[test]

@@ -53,7 +53,9 @@ pub(crate) struct DeviceCudnn {
     props: Option<DeviceProps>,
     /// Inference's weight spaces, by the fusion id of the flat buffer they were copied
     /// from and the configuration: `(flat buffer, weight space)`, the buffer held so its
-    /// memory is neither reused nor written in place (`kernels/identity_cache.rs`).
+    /// memory is neither reused nor written in place (`kernels/identity_cache.rs`). Both
+    /// buffers count against the byte budget; an entry whose flat buffer nothing else
+    /// holds any more is dropped at the next call.
     pub(crate) spaces: IdentityCache<(TensorId, RnnConfig), (CudaTensor, CudaTensor)>,
 }
 

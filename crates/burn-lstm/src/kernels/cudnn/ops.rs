@@ -225,7 +225,11 @@ fn forward_with(
     // weight cache, on the fused backend) skips the copy. With the cache off, the spaces
     // kept while it was on go (`set_gpu_weight_cache(false)` empties it).
     let cache_on = gpu_weight_cache();
-    if !cache_on {
+    if cache_on {
+        // An entry whose flat buffer only it holds is dead: the flat-buffer cache let go
+        // of that buffer, so its id never comes again. Its two buffers go now.
+        device.spaces.retain(|(flat, _)| !flat.can_mut());
+    } else {
         device.spaces.clear();
     }
     let space_key = (!save && cache_on)
@@ -306,7 +310,8 @@ fn forward_with(
     keep_device_thread_awake(&x);
     trace.finish(plan, &pick.reason, layout);
     if let (Some(key), true) = (space_key, copy_weights) {
-        let bytes = byte_len(&space);
+        // The entry holds both buffers: both count against the cache's budget.
+        let bytes = byte_len(&space) + byte_len(&weights);
         device
             .spaces
             .insert(key, (weights.clone(), space.clone()), bytes);
