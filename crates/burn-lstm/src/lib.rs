@@ -120,6 +120,8 @@ pub use kernels::cubecl::flat_cache::{gpu_weight_cache, set_gpu_weight_cache};
 pub use kernels::cubecl::flat_join::{fusion_flat_join, set_fusion_flat_join};
 #[cfg(feature = "cubecl")]
 pub use kernels::cubecl::keep_awake::{keep_awake, set_keep_awake};
+#[cfg(feature = "cubecl")]
+pub use kernels::cubecl::release::release_gpu_buffers;
 #[cfg(feature = "cuda")]
 pub use kernels::cudnn::PlainCuda;
 #[cfg(feature = "cuda")]

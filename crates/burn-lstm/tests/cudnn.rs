@@ -948,8 +948,9 @@ fn a_new_path_keeps_every_value(get: fn() -> bool, set: fn(bool), label: &str) {
 /// golden case through cuDNN on the fused backend (each backward reads a reserve space
 /// the pool lent), 200 training calls on two inputs in turn, each call's gradient against
 /// its input's alone (a reserve space lent to the next forward before the backward
-/// reading it had finished would show), the several-threads load, and the device memory
-/// flat over 2,000 training calls of the memory test's stack, the pool within its bound.
+/// reading it had finished would show), the several-threads load, the device memory
+/// flat over 2,000 training calls of the memory test's stack, the pool within its bound,
+/// and `release_gpu_buffers` giving every pool back.
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn the_reserve_space_pool_keeps_every_value_and_the_memory_flat() {
@@ -978,9 +979,49 @@ fn the_reserve_space_pool_keeps_every_value_and_the_memory_flat() {
             device_memory_stays_flat(2_000);
             let usage = pooled();
             assert!(bound.contains(&usage.idle_reserve_spaces), "{usage:?}");
+            release_gives_back_the_pools_and_the_weight_spaces();
         },
     );
     assert_no_runtime_fallback();
+}
+
+/// Inference of a 2-layer bidirectional stack on the fused backend, twice (the second
+/// call reuses the weight space where cuDNN's layout needs one), after training calls
+/// (idle reserve spaces), then `release_gpu_buffers`: the work space, the idle reserve
+/// spaces and the weight spaces are all given back, and the calls after it give the
+/// same outputs and gradients as before. Needs the work-space and reserve pools on.
+fn release_gives_back_the_pools_and_the_weight_spaces() {
+    let pooled = || burn_lstm::cudnn_pool_usage(0).expect("device 0's cuDNN state");
+    let device = CudaDevice::default();
+    let model = CudnnCompatibleLstmConfig::new(32, 64)
+        .with_num_layers(2)
+        .with_bidirectional(true)
+        .init::<Cuda>(&device);
+    let x = tensor::<Cuda, 3>(&uniform(20 * 16 * 32, 1.0, 13), [20, 16, 32]);
+    let infer = || to_f64(model.forward(x.clone(), None).0);
+    let first = infer();
+    assert_eq!(infer(), first, "the second call, on the kept weight space");
+    let usage = pooled();
+    println!("before release_gpu_buffers: {usage:?}");
+    assert!(
+        usage.work_space_bytes > 0 && usage.idle_reserve_spaces > 0,
+        "{usage:?}"
+    );
+    burn_lstm::release_gpu_buffers();
+    let usage = pooled();
+    assert_eq!(
+        (
+            usage.work_space_bytes,
+            usage.idle_reserve_spaces,
+            usage.idle_reserve_bytes,
+            usage.weight_spaces,
+            usage.weight_space_bytes
+        ),
+        (0, 0, 0, 0, 0),
+        "{usage:?}"
+    );
+    assert_eq!(infer(), first, "after the release");
+    repeated_training_calls_keep_their_gradient(20);
 }
 
 /// `calls` training calls of the memory test's stack (2 layers, bidirectional, 16 padded

@@ -63,7 +63,6 @@ impl<K: PartialEq, V> IdentityCache<K, V> {
     }
 
     /// Entries kept.
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }

@@ -26,8 +26,9 @@ mod dispatch;
 pub(crate) mod empty_rows;
 pub(crate) mod flex;
 pub(crate) mod fused_cpu;
-// Used by the CubeCL and cuDNN glue (features `cubecl`, `cuda`) and by its own tests.
-#[cfg_attr(not(feature = "cubecl"), allow(dead_code))]
+// Used by the CubeCL and cuDNN glue (features `cubecl`, `cuda`: the cuDNN weight spaces
+// use all of it) and by its own tests.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) mod identity_cache;
 mod ndarray;
 pub(crate) mod portable;

@@ -39,8 +39,14 @@ pub fn gpu_weight_cache() -> bool {
 pub fn set_gpu_weight_cache(enabled: bool) {
     SWITCH.set(enabled);
     if !enabled {
-        entries().clear();
+        release();
     }
+}
+
+/// Drops every kept flat buffer (their memory goes back to the backend's allocator once
+/// no call uses them).
+pub(crate) fn release() {
+    entries().clear();
 }
 
 /// Most bytes kept: `BURN_LSTM_WEIGHT_CACHE_MIB` (the CPU cache's variable), else 512 MiB.

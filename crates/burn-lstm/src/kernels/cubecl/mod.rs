@@ -9,6 +9,7 @@ use burn_fusion::{Fusion, FusionBackend};
 pub(crate) mod flat_cache;
 pub(crate) mod flat_join;
 pub(crate) mod keep_awake;
+pub(crate) mod release;
 
 use crate::kernels::portable;
 use crate::op::choice::{KernelChoice, RnnKernel};

@@ -238,7 +238,8 @@ pub(crate) fn device(ordinal: usize) -> Slot {
 /// What one GPU's cuDNN state keeps between calls (see [`cudnn_pool_usage`]). For
 /// monitoring a long-running process and for tests: the work space grows to the largest
 /// call's need and stays; idle reserve spaces are at most
-/// [`cudnn_rnn::RESERVE_POOL_MAX_IDLE`].
+/// [`cudnn_rnn::RESERVE_POOL_MAX_IDLE`]; weight spaces stay within the GPU weight
+/// cache's limit. [`crate::release_gpu_buffers`] gives all three back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CudnnPoolUsage {
     /// Whether the state was created with the work-space pool (call reuse,
@@ -254,6 +255,11 @@ pub struct CudnnPoolUsage {
     pub idle_reserve_spaces: usize,
     /// Their bytes.
     pub idle_reserve_bytes: usize,
+    /// Inference's weight spaces kept for unchanged parameters (the GPU weight cache,
+    /// [`crate::gpu_weight_cache`]).
+    pub weight_spaces: usize,
+    /// Their bytes, with the flat buffers they were copied from.
+    pub weight_space_bytes: usize,
 }
 
 /// What the cuDNN state of CUDA device `ordinal` keeps between calls; `None` when no
@@ -276,7 +282,28 @@ pub fn cudnn_pool_usage(ordinal: usize) -> Option<CudnnPoolUsage> {
         reserve_pool: reuse.reserve_pool,
         idle_reserve_spaces,
         idle_reserve_bytes,
+        weight_spaces: device.spaces.len(),
+        weight_space_bytes: device.spaces.bytes(),
     })
+}
+
+/// Gives back what every GPU's cuDNN state keeps between calls: inference's weight
+/// spaces, the pooled work space and the idle reserve spaces (each freed stream-ordered,
+/// or handed back to CubeCL, whose later work waits for this state's stream). The
+/// configured RNNs, the handle and the dropout state stay.
+pub(crate) fn release_buffers() {
+    let states: Vec<_> = devices()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .filter_map(|setup| setup.as_ref()?.ready())
+        .collect();
+    for state in states {
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        state.spaces.clear();
+        state.handle.release_work_pool();
+        state.handle.release_reserve_pool();
+    }
 }
 
 /// cuDNN calls that failed at run time in this process, each reason once.
