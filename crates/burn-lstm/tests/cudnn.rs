@@ -990,6 +990,8 @@ fn the_reserve_space_pool_keeps_every_value_and_the_memory_flat() {
 /// (idle reserve spaces), then `release_gpu_buffers`: the work space, the idle reserve
 /// spaces and the weight spaces are all given back, and the calls after it give the
 /// same outputs and gradients as before. Needs the work-space and reserve pools on.
+/// Where cuDNN's weight space is laid out as the flat buffer (no copy, so no weight space
+/// is kept) the weight spaces are 0 before too: the line printed says which.
 fn release_gives_back_the_pools_and_the_weight_spaces() {
     let pooled = || burn_lstm::cudnn_pool_usage(0).expect("device 0's cuDNN state");
     let device = CudaDevice::default();

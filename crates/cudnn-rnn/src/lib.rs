@@ -54,6 +54,8 @@ pub use algo::{
     choose_algo, refusal_fallbacks,
 };
 pub use config::{DataType, MathMode, RnnCell, RnnConfig};
+/// cuDNN's status codes ([`CudnnRnnError::Status`]'s `status`), as cudarc names them.
+pub use cudarc::cudnn::sys::cudnnStatus_t as CudnnStatus;
 pub use dropout::DropoutState;
 pub use error::{CudnnRnnError, Result};
 pub use handle::CudnnHandle;

@@ -127,7 +127,8 @@ pub struct Attempt {
 /// `shape`'s layout, in order, until one succeeds: an attempt `refusals` remembers as
 /// refused for this configuration and call is skipped (its remembered reason passed on),
 /// one that cuDNN refuses now is remembered, one that fails otherwise is not. Returns
-/// the first success, else the last attempt's error (`"no attempt"` if none ran).
+/// the first success, else the error of the last attempt that ran, else (every attempt
+/// remembered as refused) the last remembered refusal.
 pub fn first_accepted<T>(
     config: &RnnConfig,
     shape: &SeqShape,
@@ -137,7 +138,7 @@ pub fn first_accepted<T>(
 ) -> Result<T, AttemptError> {
     let locked = || refusals.lock().unwrap_or_else(|e| e.into_inner());
     let mut after: Option<(RnnAlgo, SeqLayout, String)> = None;
-    let mut last_error = None;
+    let (mut last_ran, mut last_remembered) = (None, None);
     for (algo, layout) in refusal_fallbacks(config.algo, shape.layout()) {
         let config = RnnConfig {
             algo,
@@ -148,7 +149,7 @@ pub fn first_accepted<T>(
             .refusal(&config, &shape, training)
             .map(str::to_owned);
         if let Some(why) = remembered {
-            last_error = Some(AttemptError {
+            last_remembered = Some(AttemptError {
                 message: why.clone(),
                 refused: true,
             });
@@ -166,11 +167,13 @@ pub fn first_accepted<T>(
                     locked().remember(&config, &shape, training, &error.message);
                 }
                 after = Some((algo, layout, error.message.clone()));
-                last_error = Some(error);
+                last_ran = Some(error);
             }
         }
     }
-    Err(last_error.unwrap_or_else(|| String::from("no attempt").into()))
+    Err(last_ran
+        .or(last_remembered)
+        .unwrap_or_else(|| String::from("no attempt").into()))
 }
 
 #[cfg(test)]
@@ -355,6 +358,24 @@ mod tests {
         let ran = call(&mut cudnn, &refusals, PersistStatic, &seq_major, false);
         assert_eq!(ran, Err(refused("standard refused")));
         assert!(cudnn.tried().is_empty());
+    }
+
+    #[test]
+    fn the_error_of_an_attempt_that_ran_wins_over_a_remembered_refusal() {
+        let refusals = Mutex::new(Refusals::default());
+        let seq_major = shape(64, SeqMajor);
+        let standard = config(Standard);
+        refusals
+            .lock()
+            .unwrap()
+            .remember(&standard, &seq_major, false, "standard refused");
+        let mut cudnn = Fake::new(&[]);
+        cudnn.fails_once = vec![(PersistStatic, SeqMajor)];
+        // persist_static runs out of memory; standard is skipped (remembered): the
+        // caller hears of the memory, not of the old refusal.
+        let ran = call(&mut cudnn, &refusals, PersistStatic, &seq_major, false);
+        assert_eq!(ran, Err(String::from("out of memory").into()));
+        assert_eq!(cudnn.tried(), [(PersistStatic, SeqMajor)]);
     }
 
     #[test]

@@ -26,6 +26,13 @@ struct Entry<B: Backend, const D: usize> {
 
 static ENTRIES: Mutex<Vec<Box<dyn Any + Send + Sync>>> = Mutex::new(Vec::new());
 
+/// Drops every kept zero tensor (at most [`MAX_ENTRIES`] of [`MAX_BYTES`] each); later
+/// calls fill and keep them again.
+#[cfg_attr(not(feature = "cubecl"), allow(dead_code))]
+pub(crate) fn release() {
+    ENTRIES.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
 /// A tensor of zeros of `shape` and `dtype` on `device`: the one an earlier call got when
 /// it is small enough to keep.
 pub(crate) fn zeros<B: Backend, const D: usize>(
@@ -71,7 +78,31 @@ mod tests {
     use burn::backend::{Flex, NdArray};
     use burn::tensor::{DType, Tensor};
 
-    use crate::op::zero_state::{MAX_BYTES, zeros};
+    use crate::op::zero_state::{ENTRIES, Entry, MAX_BYTES, release, zeros};
+
+    /// Whether a zero tensor of `shape` on NdArray is kept.
+    fn kept(shape: [usize; 3]) -> bool {
+        ENTRIES.lock().unwrap().iter().any(|entry| {
+            entry
+                .downcast_ref::<Entry<NdArray, 3>>()
+                .is_some_and(|entry| entry.shape == shape)
+        })
+    }
+
+    #[test]
+    fn release_drops_the_kept_zeros() {
+        // A shape no other test uses (the list is shared by the tests running at once).
+        let shape = [7, 5, 3];
+        let device = Default::default();
+        zeros::<NdArray, 3>(shape, (&device, DType::F32));
+        assert!(kept(shape));
+        release();
+        assert!(!kept(shape));
+        assert_eq!(
+            values(zeros::<NdArray, 3>(shape, (&device, DType::F32))),
+            vec![0.0; 105]
+        );
+    }
 
     /// The values of `tensor` as f64, whatever element type it has.
     fn values<B: burn::tensor::backend::Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f64> {

@@ -128,8 +128,9 @@ fn algorithm(ordinal: usize, spec: &RnnSpec, data_type: DataType) -> Option<Algo
     };
     let config = rnn_config(&spec.arch, data_type, cudnn_math());
     let pick = pick(cudnn_algo(), &config, &shape, spec.training, props);
-    // A refusal of the pick sequence-major (the layout every call falls back to before
-    // the standard algorithm) sends every such call to the standard algorithm.
+    // Where cuDNN refused the pick sequence-major (the layout a call falls back to before
+    // the standard algorithm), calls of this shape in sequence-major memory run the
+    // standard algorithm (a batch-major one tries the pick batch-major first).
     let picked = RnnConfig {
         algo: pick.algo,
         ..config

@@ -1,8 +1,8 @@
 //! Per-GPU cuDNN state, created on first use and kept for the process: the handle (on
 //! its own stream), the dropout generator, and one configured LSTM (with its weight plan)
 //! per architecture. A GPU where any of it fails is remembered with the reason, logged
-//! once, and its calls run the portable kernel; where it failed for want of memory, a
-//! call a second later tries again.
+//! once, and its calls run the portable kernel; where the failure may pass (out of
+//! memory, say), a call a second later tries again (then two, four, up to 64 seconds).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -53,9 +53,10 @@ pub(crate) struct DeviceCudnn {
     props: Option<DeviceProps>,
     /// Inference's weight spaces, by the fusion id of the flat buffer they were copied
     /// from and the configuration: `(flat buffer, weight space)`, the buffer held so its
-    /// memory is neither reused nor written in place (`kernels/identity_cache.rs`). Both
-    /// buffers count against the byte budget; an entry whose flat buffer nothing else
-    /// holds any more is dropped at the next call.
+    /// memory is neither reused nor written in place (`kernels/identity_cache.rs`). The
+    /// weight spaces count against the byte budget (the flat buffers in the flat-buffer
+    /// cache's); an entry whose flat buffer nothing else holds any more (that cache let
+    /// go of it) is dropped at the device's next inference call.
     pub(crate) spaces: IdentityCache<(TensorId, RnnConfig), (CudaTensor, CudaTensor)>,
 }
 
@@ -150,17 +151,20 @@ pub(crate) fn rnn_config(arch: &RnnArch, data_type: DataType, math: MathMode) ->
 
 type Slot = Result<Arc<Mutex<DeviceCudnn>>, String>;
 
-/// How long after a set-up that failed for want of memory the next call tries again
-/// (meanwhile calls run the portable kernel without trying).
+/// How long after a first failed set-up that may pass the next call tries again; each
+/// failure after it doubles the wait, up to [`SETUP_RETRY_MAX`].
 const SETUP_RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// One GPU's set-up: its state, or why it failed and, for a failure that may pass (out
-/// of memory), from when a call tries again.
+/// The longest wait between two tries of a set-up that keeps failing.
+const SETUP_RETRY_MAX: Duration = Duration::from_secs(64);
+
+/// One GPU's set-up: its state, or why it failed and, for a failure that may pass, from
+/// when a call tries again and how long the wait was.
 enum Setup<T> {
     Ready(Arc<Mutex<T>>),
     Failed {
         reason: String,
-        retry_from: Option<Instant>,
+        retry: Option<(Instant, Duration)>,
     },
 }
 
@@ -174,40 +178,55 @@ impl<T> Setup<T> {
     }
 }
 
+/// Whether a GPU's set-up that failed with `error` may pass later: not for a missing,
+/// too old or mismatched library, a device or configuration cuDNN does not support
+/// ([`CudnnRnnError::is_refusal`]) or a bad argument; yes for out of memory and the
+/// other driver and cuDNN errors (`cudnnCreate` answers `NOT_INITIALIZED` or
+/// `INTERNAL_ERROR` when the device is short of memory, for instance).
+fn set_up_may_pass(error: &CudnnRnnError) -> bool {
+    matches!(
+        error,
+        CudnnRnnError::Driver { .. } | CudnnRnnError::Status { .. }
+    ) && !error.is_refusal()
+}
+
 /// The state `setup` holds, else a new one from `create` (when there is none yet, or
-/// the last failed for want of memory and `now` is past its retry time), kept in
-/// `setup`. A failure is kept with its reason (`describe` words it): one for want of
-/// memory until [`SETUP_RETRY_AFTER`] has passed, any other for the process (a missing
-/// or too old library, a device cuDNN cannot use).
+/// the last failed in a way that may pass and `now` is past its retry time), kept in
+/// `setup`. A failure is kept with its reason (`describe` words it): one that may pass
+/// ([`set_up_may_pass`]) until its wait is over (1 s after the first failure, twice the
+/// last wait after each later one, at most [`SETUP_RETRY_MAX`]), any other for the
+/// process.
 fn set_up<T>(
     setup: &mut Option<Setup<T>>,
     now: Instant,
     create: impl FnOnce() -> Result<T, CudnnRnnError>,
     describe: impl FnOnce(&CudnnRnnError) -> String,
 ) -> Result<Arc<Mutex<T>>, String> {
-    match setup {
+    let last_wait = match setup {
         Some(Setup::Ready(state)) => return Ok(state.clone()),
-        Some(Setup::Failed { reason, retry_from }) if retry_from.is_none_or(|from| now < from) => {
-            return Err(reason.clone());
-        }
-        Some(Setup::Failed { .. }) | None => {}
-    }
+        Some(Setup::Failed { reason, retry }) => match retry {
+            Some((from, wait)) if now >= *from => Some(*wait),
+            _ => return Err(reason.clone()),
+        },
+        None => None,
+    };
     let created = create();
     *setup = Some(match created {
         Ok(state) => Setup::Ready(Arc::new(Mutex::new(state))),
         Err(error) => {
-            let may_pass = error.is_out_of_memory();
             let reason = describe(&error);
-            Setup::Failed {
-                reason: if may_pass {
-                    format!(
-                        "{reason} (out of memory: a call from {} s on tries again)",
-                        SETUP_RETRY_AFTER.as_secs()
-                    )
-                } else {
-                    reason
-                },
-                retry_from: may_pass.then(|| now + SETUP_RETRY_AFTER),
+            if set_up_may_pass(&error) {
+                let wait =
+                    last_wait.map_or(SETUP_RETRY_AFTER, |last| (last * 2).min(SETUP_RETRY_MAX));
+                Setup::Failed {
+                    reason: format!("{reason} (a call {} s later tries again)", wait.as_secs()),
+                    retry: Some((now + wait, wait)),
+                }
+            } else {
+                Setup::Failed {
+                    reason,
+                    retry: None,
+                }
             }
         }
     });
@@ -224,7 +243,8 @@ fn devices() -> &'static Mutex<HashMap<usize, Option<Setup<DeviceCudnn>>>> {
 }
 
 /// The cuDNN state of GPU `ordinal`, created on first use, or why cuDNN cannot run there
-/// (a set-up that failed for want of memory is tried again a while later).
+/// (a set-up that failed in a way that may pass, out of memory say, is tried again a
+/// while later).
 pub(crate) fn device(ordinal: usize) -> Slot {
     let mut devices = devices().lock().unwrap_or_else(|e| e.into_inner());
     set_up(
@@ -300,6 +320,9 @@ pub(crate) fn release_buffers() {
         .collect();
     for state in states {
         let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        // The frees below are driver calls on this thread, which may never have used
+        // this GPU's context. A failure to bind is left to them (cudarc records it).
+        let _ = state.handle.bind_to_thread();
         state.spaces.clear();
         state.handle.release_work_pool();
         state.handle.release_reserve_pool();
@@ -383,7 +406,7 @@ mod tests {
     }
 
     #[test]
-    fn a_set_up_out_of_memory_is_tried_again_a_while_later() {
+    fn a_set_up_out_of_memory_is_tried_again_ever_less_often() {
         let start = Instant::now();
         let mut setup = None;
         let (outcome, ran) = try_at(&mut setup, start, Err(out_of_memory()));
@@ -394,35 +417,63 @@ mod tests {
             "{reason}"
         );
         assert!(
-            reason.contains("out of memory: a call from 1 s on tries again"),
+            reason.ends_with("(a call 1 s later tries again)"),
             "{reason}"
         );
         // Before the retry time: the same reason, nothing tried.
         let soon = start + SETUP_RETRY_AFTER / 2;
         assert_eq!(try_at(&mut setup, soon, Ok(7)), (Err(reason), false));
-        // From then on the next call tries, and its state is kept.
-        let later = start + SETUP_RETRY_AFTER;
-        assert_eq!(try_at(&mut setup, later, Ok(7)), (Ok(7), true));
-        assert_eq!(try_at(&mut setup, later, Ok(8)), (Ok(7), false));
-        assert_eq!(
-            setup
-                .as_ref()
-                .and_then(Setup::ready)
-                .map(|s| *s.lock().unwrap()),
-            Some(7)
-        );
+        // Failing again: the wait doubles each time, up to its cap.
+        let mut now = start + SETUP_RETRY_AFTER;
+        for wait_s in [2, 4, 8, 16, 32, 64, 64] {
+            let (outcome, ran) = try_at(&mut setup, now, Err(out_of_memory()));
+            assert!(ran, "tried at {:?}", now - start);
+            let reason = outcome.unwrap_err();
+            assert!(
+                reason.ends_with(&format!("{wait_s} s later tries again)")),
+                "{reason}"
+            );
+            let wait = Duration::from_secs(wait_s);
+            assert!(!try_at(&mut setup, now + wait / 2, Ok(7)).1);
+            now += wait;
+        }
+        // The memory came back: the next try creates the state, which is kept.
+        assert_eq!(try_at(&mut setup, now, Ok(7)), (Ok(7), true));
+        assert_eq!(try_at(&mut setup, now, Ok(8)), (Ok(7), false));
+        let kept = setup.as_ref().and_then(Setup::ready);
+        assert_eq!(kept.map(|state| *state.lock().unwrap()), Some(7));
     }
 
     #[test]
-    fn any_other_set_up_failure_is_kept_for_the_process() {
-        let start = Instant::now();
+    fn an_uninitialised_cudnn_is_tried_again_too() {
+        let not_initialized = CudnnRnnError::Status {
+            call: "cudnnCreate",
+            status: cudnn_rnn::CudnnStatus::CUDNN_STATUS_NOT_INITIALIZED,
+            message: String::new(),
+        };
         let mut setup = None;
-        let (outcome, ran) = try_at(&mut setup, start, Err(CudnnRnnError::DriverMissing));
-        let reason = outcome.unwrap_err();
-        assert!(ran && reason.contains("libcuda"), "{reason}");
-        assert!(!reason.contains("tries again"), "{reason}");
-        let much_later = start + 1000 * SETUP_RETRY_AFTER;
-        assert_eq!(try_at(&mut setup, much_later, Ok(7)), (Err(reason), false));
-        assert!(setup.as_ref().and_then(Setup::ready).is_none());
+        let start = Instant::now();
+        assert!(try_at(&mut setup, start, Err(not_initialized)).0.is_err());
+        let later = start + SETUP_RETRY_AFTER;
+        assert_eq!(try_at(&mut setup, later, Ok(7)), (Ok(7), true));
+    }
+
+    #[test]
+    fn a_missing_library_or_an_unsupported_device_is_kept_for_the_process() {
+        let unsupported = CudnnRnnError::Status {
+            call: "cudnnCreate",
+            status: cudnn_rnn::CudnnStatus::CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH,
+            message: String::new(),
+        };
+        for error in [CudnnRnnError::DriverMissing, unsupported] {
+            let start = Instant::now();
+            let mut setup = None;
+            let (outcome, ran) = try_at(&mut setup, start, Err(error));
+            let reason = outcome.unwrap_err();
+            assert!(ran && !reason.contains("tries again"), "{reason}");
+            let much_later = start + 1000 * SETUP_RETRY_MAX;
+            assert_eq!(try_at(&mut setup, much_later, Ok(7)), (Err(reason), false));
+            assert!(setup.as_ref().and_then(Setup::ready).is_none());
+        }
     }
 }

@@ -310,8 +310,9 @@ fn forward_with(
     keep_device_thread_awake(&x);
     trace.finish(plan, &pick.reason, layout);
     if let (Some(key), true) = (space_key, copy_weights) {
-        // The entry holds both buffers: both count against the cache's budget.
-        let bytes = byte_len(&space) + byte_len(&weights);
+        // The flat buffer the entry holds counts in the flat-buffer cache's budget (and
+        // the entry goes once that cache lets go of it, above).
+        let bytes = byte_len(&space);
         device
             .spaces
             .insert(key, (weights.clone(), space.clone()), bytes);
