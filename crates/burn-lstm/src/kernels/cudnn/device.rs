@@ -178,16 +178,14 @@ impl<T> Setup<T> {
     }
 }
 
-/// Whether a GPU's set-up that failed with `error` may pass later: not for a missing,
-/// too old or mismatched library, a device or configuration cuDNN does not support
-/// ([`CudnnRnnError::is_refusal`]) or a bad argument; yes for out of memory and the
-/// other driver and cuDNN errors (`cudnnCreate` answers `NOT_INITIALIZED` or
-/// `INTERNAL_ERROR` when the device is short of memory, for instance).
+/// Whether a GPU's set-up that failed with `error` may pass later: yes for out of
+/// memory and for a cuDNN status other than a refusal (`cudnnCreate` answers
+/// `NOT_INITIALIZED` or `INTERNAL_ERROR` when the device is short of memory, for
+/// instance); not for a missing, too old or mismatched library, another driver error
+/// (no such device, say), a device or configuration cuDNN does not support
+/// ([`CudnnRnnError::is_refusal`]) or a bad argument.
 fn set_up_may_pass(error: &CudnnRnnError) -> bool {
-    matches!(
-        error,
-        CudnnRnnError::Driver { .. } | CudnnRnnError::Status { .. }
-    ) && !error.is_refusal()
+    error.is_out_of_memory() || matches!(error, CudnnRnnError::Status { .. }) && !error.is_refusal()
 }
 
 /// The state `setup` holds, else a new one from `create` (when there is none yet, or
@@ -278,7 +276,8 @@ pub struct CudnnPoolUsage {
     /// Inference's weight spaces kept for unchanged parameters (the GPU weight cache,
     /// [`crate::gpu_weight_cache`]).
     pub weight_spaces: usize,
-    /// Their bytes, with the flat buffers they were copied from.
+    /// Their bytes (the weight spaces alone; the flat buffers they were copied from
+    /// count in the GPU weight cache).
     pub weight_space_bytes: usize,
 }
 
@@ -459,13 +458,18 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_library_or_an_unsupported_device_is_kept_for_the_process() {
+    fn a_missing_library_or_device_or_an_unsupported_one_is_kept_for_the_process() {
         let unsupported = CudnnRnnError::Status {
             call: "cudnnCreate",
             status: cudnn_rnn::CudnnStatus::CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH,
             message: String::new(),
         };
-        for error in [CudnnRnnError::DriverMissing, unsupported] {
+        let no_device = CudnnRnnError::Driver {
+            call: "cuCtxRetain",
+            message: "CUDA_ERROR_INVALID_DEVICE".into(),
+            out_of_memory: false,
+        };
+        for error in [CudnnRnnError::DriverMissing, unsupported, no_device] {
             let start = Instant::now();
             let mut setup = None;
             let (outcome, ran) = try_at(&mut setup, start, Err(error));
