@@ -363,6 +363,57 @@ fn golden_cases_through_cudnn_with_each_algorithm() {
     assert_no_runtime_fallback();
 }
 
+/// cuDNN refusing an algorithm at run time (made on purpose: `BURN_LSTM_CUDNN_TEST_REFUSE`
+/// refuses `persist_static_small_h` after the call's weight copy is queued, in a child
+/// process), with that algorithm forced: every golden case (LSTM and GRU, forward and
+/// backward) runs on the standard algorithm within its bounds (1e-4 and 3e-4: the
+/// persistent algorithm's errors reach 4.2e-4 and 1.0e-3, so a call that ran it would
+/// fail them), no call falls back to the portable kernel, and the kernel choice's detail
+/// names the forced pick before a call of a shape and the refusal, remembered, after.
+#[test]
+#[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
+fn a_refused_algorithm_runs_the_standard_one_and_is_remembered() {
+    use burn_lstm::{CudnnAlgo, CudnnRnnAlgo, set_cudnn_algo};
+    use common::gru_golden_check::run_all_gru;
+    const REFUSE: &str = "BURN_LSTM_CUDNN_TEST_REFUSE";
+    if std::env::var(REFUSE).is_err() {
+        return lstm_cpu::rerun_test_with_env(
+            module_path!(),
+            "a_refused_algorithm_runs_the_standard_one_and_is_remembered",
+            &[(REFUSE, "persist_static_small_h")],
+        );
+    }
+    assert!(gpu_usable(), "cuDNN does not run here");
+    burn_lstm::set_cudnn_gru(true);
+    set_cudnn_algo(CudnnAlgo::Forced(CudnnRnnAlgo::PersistStaticSmallH));
+    let device = CudaDevice::default();
+    let model = config().init::<Cuda>(&device);
+    let before = model.kernel(&device, 2, 3);
+    assert!(
+        before.detail.as_deref().unwrap_or("").contains("forced"),
+        "before any call of this shape, the pick: {before}"
+    );
+    let x = tensor::<Cuda, 3>(
+        &uniform(3 * 2 * config().input_size, 1.0, 5),
+        [3, 2, config().input_size],
+    );
+    let (y, _) = model.forward(x, None);
+    assert!(to_f64(y).iter().all(|v| v.is_finite()));
+    let after = model.kernel(&device, 2, 3);
+    let detail = after.detail.as_deref().unwrap_or("");
+    assert!(
+        detail.contains("standard: cuDNN refused persist_static_small_h")
+            && detail.contains(REFUSE),
+        "after a refused call of this shape: {after}"
+    );
+    with_math(CudnnMath::Fma, || {
+        run_all::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-small-h-refused", 1e-4);
+        run_all_gru::<Autodiff<Cuda>>("cuda", RnnKernel::Cudnn, "f32-small-h-refused", 3e-4);
+    });
+    set_cudnn_algo(CudnnAlgo::Auto);
+    assert_no_runtime_fallback();
+}
+
 /// TF32 rounds every product's inputs to a 10-bit mantissa (relative 2^-11, about 5e-4).
 /// Measured on an H100 (cuDNN 9.19): at most 1.4e-3 of the largest value on the small
 /// cases, 2.4e-2 on `medium` (20 steps, 2 layers, hidden 128: sums of 192 rounded

@@ -12,6 +12,8 @@
 //!   trip, their memory kept allocated while cuDNN uses it.
 //! - [`ordering`]: how a call is ordered against CubeCL's work (events, or the host
 //!   waits).
+//! - [`test_refusal`]: cuDNN refusing an algorithm on purpose, for the GPU test of the
+//!   op's answer to a refusal.
 //! - [`ops`]: forward and backward on `CubeTensor<CudaRuntime>`: raw device pointers from
 //!   CubeCL, the call ordered after CubeCL's earlier work and CubeCL's later work after
 //!   it.
@@ -28,6 +30,7 @@ mod ordering;
 mod pinned;
 pub(crate) mod runtime_cast;
 mod settings;
+mod test_refusal;
 mod trace;
 pub(crate) mod types;
 pub(crate) mod weights;

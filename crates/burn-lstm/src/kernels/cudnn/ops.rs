@@ -26,6 +26,7 @@ use crate::kernels::cudnn::layout::{
 use crate::kernels::cudnn::ordering::Ordering;
 use crate::kernels::cudnn::pinned::{Pinned, byte_len};
 use crate::kernels::cudnn::settings::{cudnn_math, cudnn_skip_flush};
+use crate::kernels::cudnn::test_refusal;
 use crate::kernels::cudnn::trace::CallTrace;
 use crate::kernels::cudnn::weights::WeightPlan;
 use crate::op::fusion::executing_weights_id;
@@ -299,6 +300,7 @@ fn forward_with(
             } else {
                 "weight space reused"
             });
+            test_refusal::refuse(pick.algo)?;
             let reserve = prepared.lstm.forward(handle, &shape, &buffers, save)?;
             trace.mark("queue cuDNN");
             Ok::<_, CudnnRnnError>(reserve)
