@@ -235,18 +235,49 @@ fn set_up<T>(
     }
 }
 
-fn devices() -> &'static Mutex<HashMap<usize, Option<Setup<DeviceCudnn>>>> {
-    static DEVICES: OnceLock<Mutex<HashMap<usize, Option<Setup<DeviceCudnn>>>>> = OnceLock::new();
+/// One GPU's set-up, behind a lock of its own: a set-up in progress on one GPU (a
+/// `cudnnCreate`, a retry) does not hold up the calls of another.
+type SetupSlot = Arc<Mutex<Option<Setup<DeviceCudnn>>>>;
+
+/// Every GPU's set-up slot, by ordinal.
+fn devices() -> &'static Mutex<HashMap<usize, SetupSlot>> {
+    static DEVICES: OnceLock<Mutex<HashMap<usize, SetupSlot>>> = OnceLock::new();
     DEVICES.get_or_init(Default::default)
+}
+
+/// GPU `ordinal`'s set-up slot (made empty on first use).
+fn slot(ordinal: usize) -> SetupSlot {
+    let mut devices = devices().lock().unwrap_or_else(|e| e.into_inner());
+    devices.entry(ordinal).or_default().clone()
+}
+
+/// The state of every GPU whose set-up succeeded.
+fn ready_states() -> Vec<Arc<Mutex<DeviceCudnn>>> {
+    let slots: Vec<SetupSlot> = devices()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .cloned()
+        .collect();
+    slots
+        .iter()
+        .filter_map(|slot| {
+            slot.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()?
+                .ready()
+        })
+        .collect()
 }
 
 /// The cuDNN state of GPU `ordinal`, created on first use, or why cuDNN cannot run there
 /// (a set-up that failed in a way that may pass, out of memory say, is tried again a
 /// while later).
 pub(crate) fn device(ordinal: usize) -> Slot {
-    let mut devices = devices().lock().unwrap_or_else(|e| e.into_inner());
+    let slot = slot(ordinal);
+    let mut setup = slot.lock().unwrap_or_else(|e| e.into_inner());
     set_up(
-        devices.entry(ordinal).or_default(),
+        &mut setup,
         Instant::now(),
         || DeviceCudnn::new(ordinal),
         |e| format!("cuDNN is not usable on CUDA device {ordinal}: {e}"),
@@ -289,9 +320,13 @@ pub fn cudnn_pool_usage(ordinal: usize) -> Option<CudnnPoolUsage> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&ordinal)?
+        .clone();
+    let state = slot
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
         .as_ref()?
         .ready()?;
-    let device = slot.lock().unwrap_or_else(|e| e.into_inner());
+    let device = state.lock().unwrap_or_else(|e| e.into_inner());
     let handle = &device.handle;
     let reuse = handle.call_reuse();
     let (idle_reserve_bytes, idle_reserve_spaces) = handle.reserve_pool_idle();
@@ -311,13 +346,7 @@ pub fn cudnn_pool_usage(ordinal: usize) -> Option<CudnnPoolUsage> {
 /// or handed back to CubeCL, whose later work waits for this state's stream). The
 /// configured RNNs, the handle and the dropout state stay.
 pub(crate) fn release_buffers() {
-    let states: Vec<_> = devices()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .values()
-        .filter_map(|setup| setup.as_ref()?.ready())
-        .collect();
-    for state in states {
+    for state in ready_states() {
         let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
         // The frees below are driver calls on this thread, which may never have used
         // this GPU's context. A failure to bind is left to them (cudarc records it).
