@@ -4,7 +4,7 @@ use core::any::TypeId;
 
 use burn::tensor::DType;
 use cubecl_cuda::{CudaDevice, CudaRuntime};
-use cudnn_rnn::{DataType, MathMode, RnnAlgo, RnnConfig, SeqShape};
+use cudnn_rnn::{DataType, MathMode, Refusals, RnnAlgo, RnnConfig, SeqLayout, SeqShape};
 
 use crate::kernels::cudnn::algo::{AlgoPick, cudnn_algo, pick};
 use crate::kernels::cudnn::device::{device, rnn_config};
@@ -128,24 +128,45 @@ fn algorithm(ordinal: usize, spec: &RnnSpec, data_type: DataType) -> Option<Algo
     };
     let config = rnn_config(&spec.arch, data_type, cudnn_math());
     let pick = pick(cudnn_algo(), &config, &shape, spec.training, props);
-    // Where cuDNN refused the pick sequence-major (the layout a call falls back to before
-    // the standard algorithm), calls of this shape in sequence-major memory run the
-    // standard algorithm (a batch-major one tries the pick batch-major first).
+    let mut refusals = refusals.lock().unwrap_or_else(|e| e.into_inner());
+    Some(after_refusals(
+        pick,
+        config,
+        &shape,
+        spec.training,
+        &mut refusals,
+    ))
+}
+
+/// `pick` for a call of `config` on `shape`, or the standard algorithm where `refusals`
+/// remembers cuDNN refusing the pick sequence-major (the layout a call falls back to
+/// before the standard algorithm: calls of this shape in sequence-major memory then run
+/// the standard algorithm; a batch-major one tries the pick batch-major first).
+fn after_refusals(
+    pick: AlgoPick,
+    config: RnnConfig,
+    shape: &SeqShape,
+    training: bool,
+    refusals: &mut Refusals,
+) -> AlgoPick {
+    if pick.algo == RnnAlgo::Standard {
+        return pick;
+    }
     let picked = RnnConfig {
         algo: pick.algo,
         ..config
     };
-    let mut refusals = refusals.lock().unwrap_or_else(|e| e.into_inner());
-    match refusals.refusal(&picked, &shape, spec.training) {
-        Some(why) if pick.algo != RnnAlgo::Standard => Some(AlgoPick {
+    let seq_major = shape.clone().with_layout(SeqLayout::SeqMajor);
+    match refusals.refusal(&picked, &seq_major, training) {
+        Some(why) => AlgoPick {
             algo: RnnAlgo::Standard,
             reason: format!(
                 "standard: cuDNN refused {} for this configuration and shape on an earlier \
                  call ({why})",
                 pick.algo
             ),
-        }),
-        _ => Some(pick),
+        },
+        None => pick,
     }
 }
 
@@ -167,5 +188,68 @@ mod tests {
         set_cudnn_half(true);
         assert_eq!(half_switched_off(DataType::F16), None);
         set_cudnn_half(false);
+    }
+
+    #[test]
+    fn a_remembered_refusal_of_the_pick_names_the_standard_algorithm() {
+        use cudnn_rnn::RnnCell;
+        let config = RnnConfig {
+            cell: RnnCell::Lstm,
+            input_size: 8,
+            hidden_size: 16,
+            proj_size: 0,
+            num_layers: 1,
+            bidirectional: false,
+            bias: true,
+            data_type: DataType::F32,
+            math: MathMode::Fma,
+            algo: RnnAlgo::Standard,
+        };
+        let small_h = AlgoPick {
+            algo: RnnAlgo::PersistStaticSmallH,
+            reason: "persist_static_small_h: forced by the policy".into(),
+        };
+        let shape = SeqShape::full(10, 4).unwrap();
+        let mut refusals = Refusals::default();
+        let refused = RnnConfig {
+            algo: RnnAlgo::PersistStaticSmallH,
+            ..config.clone()
+        };
+        let batch_major = shape.clone().with_layout(SeqLayout::BatchMajor);
+        // Refused batch-major only: calls still try the pick (sequence-major next).
+        refusals.remember(&refused, &batch_major, false, "no batch-major");
+        let kept = after_refusals(
+            small_h.clone(),
+            config.clone(),
+            &shape,
+            false,
+            &mut refusals,
+        );
+        assert_eq!(kept, small_h);
+        refusals.remember(&refused, &shape, false, "NOT_SUPPORTED");
+        let standard = after_refusals(
+            small_h.clone(),
+            config.clone(),
+            &shape,
+            false,
+            &mut refusals,
+        );
+        assert_eq!(standard.algo, RnnAlgo::Standard);
+        assert!(
+            standard
+                .reason
+                .contains("cuDNN refused persist_static_small_h")
+                && standard.reason.ends_with("(NOT_SUPPORTED)"),
+            "{}",
+            standard.reason
+        );
+        // Another mode, another shape: the pick.
+        let training = after_refusals(small_h.clone(), config.clone(), &shape, true, &mut refusals);
+        assert_eq!(training, small_h);
+        let other = SeqShape::full(10, 8).unwrap();
+        assert_eq!(
+            after_refusals(small_h.clone(), config, &other, false, &mut refusals),
+            small_h
+        );
     }
 }
