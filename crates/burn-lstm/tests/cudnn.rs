@@ -388,18 +388,19 @@ fn a_refused_algorithm_runs_the_standard_one_and_is_remembered() {
     set_cudnn_algo(CudnnAlgo::Forced(CudnnRnnAlgo::PersistStaticSmallH));
     let device = CudaDevice::default();
     let model = config().init::<Cuda>(&device);
-    let before = model.kernel(&device, 2, 3);
+    let before = model.kernel(&device, 3, 2);
     assert!(
         before.detail.as_deref().unwrap_or("").contains("forced"),
         "before any call of this shape, the pick: {before}"
     );
+    // Batch-first (the config's default): 3 rows of 2 steps.
     let x = tensor::<Cuda, 3>(
         &uniform(3 * 2 * config().input_size, 1.0, 5),
         [3, 2, config().input_size],
     );
     let (y, _) = model.forward(x, None);
     assert!(to_f64(y).iter().all(|v| v.is_finite()));
-    let after = model.kernel(&device, 2, 3);
+    let after = model.kernel(&device, 3, 2);
     let detail = after.detail.as_deref().unwrap_or("");
     assert!(
         detail.contains("standard: cuDNN refused persist_static_small_h")

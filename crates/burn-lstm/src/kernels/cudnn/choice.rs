@@ -243,6 +243,15 @@ mod tests {
             "{}",
             standard.reason
         );
+        // Asked with a batch-major shape: read sequence-major, the same answer.
+        let asked_batch_major = after_refusals(
+            small_h.clone(),
+            config.clone(),
+            &batch_major,
+            false,
+            &mut refusals,
+        );
+        assert_eq!(asked_batch_major, standard);
         // Another mode, another shape: the pick.
         let training = after_refusals(small_h.clone(), config.clone(), &shape, true, &mut refusals);
         assert_eq!(training, small_h);

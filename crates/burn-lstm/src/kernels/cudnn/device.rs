@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use cudnn_rnn::{
-    AttemptError, CudnnHandle, CudnnRnnError, DataType, DeviceProps, DropoutState, MathMode,
-    Refusals, Rnn, RnnAlgo, RnnCell, RnnConfig,
+    AttemptError, CudnnHandle, CudnnRnnError, CudnnStatus, DataType, DeviceProps, DropoutState,
+    MathMode, Refusals, Rnn, RnnAlgo, RnnCell, RnnConfig,
 };
 
 use burn_ir::TensorId;
@@ -179,13 +179,18 @@ impl<T> Setup<T> {
 }
 
 /// Whether a GPU's set-up that failed with `error` may pass later: yes for out of
-/// memory and for a cuDNN status other than a refusal (`cudnnCreate` answers
-/// `NOT_INITIALIZED` or `INTERNAL_ERROR` when the device is short of memory, for
-/// instance); not for a missing, too old or mismatched library, another driver error
-/// (no such device, say), a device or configuration cuDNN does not support
-/// ([`CudnnRnnError::is_refusal`]) or a bad argument.
+/// memory, cuDNN's `NOT_INITIALIZED` and its `INTERNAL_ERROR` class (what `cudnnCreate`
+/// answers when the device is short of memory); not for a missing, too old or
+/// mismatched library, another driver error (no such device, say), a device cuDNN does
+/// not support, a bad argument or any other status.
 fn set_up_may_pass(error: &CudnnRnnError) -> bool {
-    error.is_out_of_memory() || matches!(error, CudnnRnnError::Status { .. }) && !error.is_refusal()
+    use CudnnStatus::{CUDNN_STATUS_INTERNAL_ERROR, CUDNN_STATUS_NOT_INITIALIZED};
+    let initialisation = |status: CudnnStatus| {
+        status == CUDNN_STATUS_NOT_INITIALIZED
+            || status as u32 / 1000 == CUDNN_STATUS_INTERNAL_ERROR as u32 / 1000
+    };
+    error.is_out_of_memory()
+        || matches!(error, CudnnRnnError::Status { status, .. } if initialisation(*status))
 }
 
 /// The state `setup` holds, else a new one from `create` (when there is none yet, or
@@ -479,11 +484,18 @@ mod tests {
             status: cudnn_rnn::CudnnStatus::CUDNN_STATUS_NOT_INITIALIZED,
             message: String::new(),
         };
-        let mut setup = None;
-        let start = Instant::now();
-        assert!(try_at(&mut setup, start, Err(not_initialized)).0.is_err());
-        let later = start + SETUP_RETRY_AFTER;
-        assert_eq!(try_at(&mut setup, later, Ok(7)), (Ok(7), true));
+        let internal = CudnnRnnError::Status {
+            call: "cudnnCreate",
+            status: cudnn_rnn::CudnnStatus::CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED,
+            message: String::new(),
+        };
+        for error in [not_initialized, internal] {
+            let mut setup = None;
+            let start = Instant::now();
+            assert!(try_at(&mut setup, start, Err(error)).0.is_err());
+            let later = start + SETUP_RETRY_AFTER;
+            assert_eq!(try_at(&mut setup, later, Ok(7)), (Ok(7), true));
+        }
     }
 
     #[test]
@@ -493,12 +505,26 @@ mod tests {
             status: cudnn_rnn::CudnnStatus::CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH,
             message: String::new(),
         };
+        let status = |status| CudnnRnnError::Status {
+            call: "cudnnCreate",
+            status,
+            message: String::new(),
+        };
+        let null_pointer = status(cudnn_rnn::CudnnStatus::CUDNN_STATUS_BAD_PARAM_NULL_POINTER);
+        let loading = status(cudnn_rnn::CudnnStatus::CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED);
         let no_device = CudnnRnnError::Driver {
             call: "cuCtxRetain",
             message: "CUDA_ERROR_INVALID_DEVICE".into(),
             out_of_memory: false,
         };
-        for error in [CudnnRnnError::DriverMissing, unsupported, no_device] {
+        let kept = [
+            CudnnRnnError::DriverMissing,
+            unsupported,
+            no_device,
+            null_pointer,
+            loading,
+        ];
+        for error in kept {
             let start = Instant::now();
             let mut setup = None;
             let (outcome, ran) = try_at(&mut setup, start, Err(error));
