@@ -144,7 +144,7 @@ pub(crate) fn pick(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use cudnn_rnn::{DataType, MathMode, RnnCell};
 
@@ -154,7 +154,8 @@ mod tests {
         sm_count: 132,
     };
 
-    fn config(hidden_size: usize, proj_size: usize, data_type: DataType) -> RnnConfig {
+    /// A one-layer LSTM of input 128 on the standard algorithm.
+    pub(crate) fn config(hidden_size: usize, proj_size: usize, data_type: DataType) -> RnnConfig {
         RnnConfig {
             cell: RnnCell::Lstm,
             input_size: 128,

@@ -192,48 +192,26 @@ mod tests {
 
     #[test]
     fn a_remembered_refusal_of_the_pick_names_the_standard_algorithm() {
-        use cudnn_rnn::RnnCell;
-        let config = RnnConfig {
-            cell: RnnCell::Lstm,
-            input_size: 8,
-            hidden_size: 16,
-            proj_size: 0,
-            num_layers: 1,
-            bidirectional: false,
-            bias: true,
-            data_type: DataType::F32,
-            math: MathMode::Fma,
-            algo: RnnAlgo::Standard,
-        };
+        let config = crate::kernels::cudnn::algo::tests::config(16, 0, DataType::F32);
         let small_h = AlgoPick {
             algo: RnnAlgo::PersistStaticSmallH,
             reason: "persist_static_small_h: forced by the policy".into(),
         };
-        let shape = SeqShape::full(10, 4).unwrap();
-        let mut refusals = Refusals::default();
         let refused = RnnConfig {
             algo: RnnAlgo::PersistStaticSmallH,
             ..config.clone()
         };
+        let mut refusals = Refusals::default();
+        let ask = |refusals: &mut Refusals, shape: &SeqShape, training| {
+            after_refusals(small_h.clone(), config.clone(), shape, training, refusals)
+        };
+        let shape = SeqShape::full(10, 4).unwrap();
         let batch_major = shape.clone().with_layout(SeqLayout::BatchMajor);
         // Refused batch-major only: calls still try the pick (sequence-major next).
         refusals.remember(&refused, &batch_major, false, "no batch-major");
-        let kept = after_refusals(
-            small_h.clone(),
-            config.clone(),
-            &shape,
-            false,
-            &mut refusals,
-        );
-        assert_eq!(kept, small_h);
+        assert_eq!(ask(&mut refusals, &shape, false), small_h);
         refusals.remember(&refused, &shape, false, "NOT_SUPPORTED");
-        let standard = after_refusals(
-            small_h.clone(),
-            config.clone(),
-            &shape,
-            false,
-            &mut refusals,
-        );
+        let standard = ask(&mut refusals, &shape, false);
         assert_eq!(standard.algo, RnnAlgo::Standard);
         assert!(
             standard
@@ -244,21 +222,10 @@ mod tests {
             standard.reason
         );
         // Asked with a batch-major shape: read sequence-major, the same answer.
-        let asked_batch_major = after_refusals(
-            small_h.clone(),
-            config.clone(),
-            &batch_major,
-            false,
-            &mut refusals,
-        );
-        assert_eq!(asked_batch_major, standard);
+        assert_eq!(ask(&mut refusals, &batch_major, false), standard);
         // Another mode, another shape: the pick.
-        let training = after_refusals(small_h.clone(), config.clone(), &shape, true, &mut refusals);
-        assert_eq!(training, small_h);
+        assert_eq!(ask(&mut refusals, &shape, true), small_h);
         let other = SeqShape::full(10, 8).unwrap();
-        assert_eq!(
-            after_refusals(small_h.clone(), config, &other, false, &mut refusals),
-            small_h
-        );
+        assert_eq!(ask(&mut refusals, &other, false), small_h);
     }
 }
