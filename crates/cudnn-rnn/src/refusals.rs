@@ -99,6 +99,32 @@ impl Refusals {
         self.refused.insert(key, why.to_owned());
     }
 
+    /// The attempt a call of `config` (its algorithm the pick) on `shape` (its layout the
+    /// input's), training or not, starts at: the first of [`first_accepted`]'s order not
+    /// remembered as refused, with the refusal remembered just before it (`None` when
+    /// every attempt is).
+    pub fn first_unrefused(
+        &mut self,
+        config: &RnnConfig,
+        shape: &SeqShape,
+        training: bool,
+    ) -> Option<Attempt> {
+        let mut after = None;
+        for (algo, layout, config, shape) in attempts(config, shape) {
+            match self.refusal(&config, &shape, training) {
+                Some(why) => after = Some((algo, layout, why.to_owned())),
+                None => {
+                    return Some(Attempt {
+                        algo,
+                        layout,
+                        after,
+                    });
+                }
+            }
+        }
+        None
+    }
+
     /// Refusals remembered.
     pub fn len(&self) -> usize {
         self.refused.len()
@@ -123,6 +149,24 @@ pub struct Attempt {
     pub after: Option<(RnnAlgo, SeqLayout, String)>,
 }
 
+/// The attempts of a call of `config` (its algorithm the pick) on `shape` (its layout the
+/// input's), in [`refusal_fallbacks`]' order: each one's algorithm and layout, and the
+/// configuration and shape it runs with.
+fn attempts<'a>(
+    config: &'a RnnConfig,
+    shape: &'a SeqShape,
+) -> impl Iterator<Item = (RnnAlgo, SeqLayout, RnnConfig, SeqShape)> + 'a {
+    refusal_fallbacks(config.algo, shape.layout())
+        .into_iter()
+        .map(|(algo, layout)| {
+            let config = RnnConfig {
+                algo,
+                ..config.clone()
+            };
+            (algo, layout, config, shape.clone().with_layout(layout))
+        })
+}
+
 /// Runs `run` on the attempts of [`refusal_fallbacks`] for `config`'s algorithm and
 /// `shape`'s layout, in order, until one succeeds: an attempt `refusals` remembers as
 /// refused for this configuration and call is skipped (its remembered reason passed on),
@@ -139,12 +183,7 @@ pub fn first_accepted<T>(
     let locked = || refusals.lock().unwrap_or_else(|e| e.into_inner());
     let mut after: Option<(RnnAlgo, SeqLayout, String)> = None;
     let (mut last_ran, mut last_remembered) = (None, None);
-    for (algo, layout) in refusal_fallbacks(config.algo, shape.layout()) {
-        let config = RnnConfig {
-            algo,
-            ..config.clone()
-        };
-        let shape = shape.clone().with_layout(layout);
+    for (algo, layout, config, shape) in attempts(config, shape) {
         let remembered = locked()
             .refusal(&config, &shape, training)
             .map(str::to_owned);
@@ -376,6 +415,40 @@ mod tests {
         let ran = call(&mut cudnn, &refusals, PersistStatic, &seq_major, false);
         assert_eq!(ran, Err(String::from("out of memory").into()));
         assert_eq!(cudnn.tried(), [(PersistStatic, SeqMajor)]);
+    }
+
+    #[test]
+    fn a_call_starts_at_the_first_attempt_not_remembered_as_refused() {
+        let attempt = |algo, layout, after: Option<(RnnAlgo, SeqLayout, &str)>| Attempt {
+            algo,
+            layout,
+            after: after.map(|(algo, layout, why)| (algo, layout, why.to_owned())),
+        };
+        let mut refusals = Refusals::default();
+        let persist = config(PersistStatic);
+        let (batch_major, seq_major) = (shape(64, BatchMajor), shape(64, SeqMajor));
+        let starts = |refusals: &mut Refusals, shape: &SeqShape, training| {
+            refusals.first_unrefused(&persist, shape, training)
+        };
+        let first = attempt(PersistStatic, BatchMajor, None);
+        assert_eq!(starts(&mut refusals, &batch_major, false), Some(first));
+        refusals.remember(&persist, &batch_major, false, "no batch-major");
+        let refused_before = Some((PersistStatic, BatchMajor, "no batch-major"));
+        let fallback = attempt(PersistStatic, SeqMajor, refused_before);
+        assert_eq!(starts(&mut refusals, &batch_major, false), Some(fallback));
+        refusals.remember(&persist, &seq_major, false, "NOT_SUPPORTED");
+        let refused_before = Some((PersistStatic, SeqMajor, "NOT_SUPPORTED"));
+        let standard = attempt(Standard, SeqMajor, refused_before);
+        assert_eq!(
+            starts(&mut refusals, &batch_major, false),
+            Some(standard.clone())
+        );
+        // The same from a sequence-major call; another mode is another call.
+        assert_eq!(starts(&mut refusals, &seq_major, false), Some(standard));
+        let untouched = attempt(PersistStatic, SeqMajor, None);
+        assert_eq!(starts(&mut refusals, &seq_major, true), Some(untouched));
+        refusals.remember(&config(Standard), &seq_major, false, "standard refused");
+        assert_eq!(starts(&mut refusals, &seq_major, false), None);
     }
 
     #[test]

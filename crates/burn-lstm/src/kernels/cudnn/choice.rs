@@ -4,7 +4,7 @@ use core::any::TypeId;
 
 use burn::tensor::DType;
 use cubecl_cuda::{CudaDevice, CudaRuntime};
-use cudnn_rnn::{DataType, MathMode, Refusals, RnnAlgo, RnnConfig, SeqLayout, SeqShape};
+use cudnn_rnn::{Attempt, DataType, MathMode, Refusals, RnnConfig, SeqShape};
 
 use crate::kernels::cudnn::algo::{AlgoPick, cudnn_algo, pick};
 use crate::kernels::cudnn::device::{device, rnn_config};
@@ -138,10 +138,9 @@ fn algorithm(ordinal: usize, spec: &RnnSpec, data_type: DataType) -> Option<Algo
     ))
 }
 
-/// `pick` for a call of `config` on `shape`, or the standard algorithm where `refusals`
-/// remembers cuDNN refusing the pick sequence-major (the layout a call falls back to
-/// before the standard algorithm: calls of this shape in sequence-major memory then run
-/// the standard algorithm; a batch-major one tries the pick batch-major first).
+/// `pick` for a call of `config` on `shape`, or where `refusals` remembers cuDNN refusing
+/// it for this configuration and shape, the attempt such a call starts at (the standard
+/// algorithm, once the pick is refused sequence-major) with the refusal named.
 fn after_refusals(
     pick: AlgoPick,
     config: RnnConfig,
@@ -149,24 +148,23 @@ fn after_refusals(
     training: bool,
     refusals: &mut Refusals,
 ) -> AlgoPick {
-    if pick.algo == RnnAlgo::Standard {
-        return pick;
-    }
     let picked = RnnConfig {
         algo: pick.algo,
         ..config
     };
-    let seq_major = shape.clone().with_layout(SeqLayout::SeqMajor);
-    match refusals.refusal(&picked, &seq_major, training) {
-        Some(why) => AlgoPick {
-            algo: RnnAlgo::Standard,
+    match refusals.first_unrefused(&picked, shape, training) {
+        Some(Attempt {
+            algo,
+            after: Some((refused, _, why)),
+            ..
+        }) => AlgoPick {
+            algo,
             reason: format!(
-                "standard: cuDNN refused {} for this configuration and shape on an earlier \
-                 call ({why})",
-                pick.algo
+                "{algo}: cuDNN refused {refused} for this configuration and shape on an \
+                 earlier call ({why})"
             ),
         },
-        None => pick,
+        _ => pick,
     }
 }
 
@@ -174,6 +172,7 @@ fn after_refusals(
 mod tests {
     use super::*;
     use crate::kernels::cudnn::settings::set_cudnn_half;
+    use cudnn_rnn::{RnnAlgo, SeqLayout};
 
     #[test]
     fn half_models_name_the_switch_when_it_is_off() {

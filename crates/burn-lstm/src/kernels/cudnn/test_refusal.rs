@@ -14,9 +14,10 @@ use cudnn_rnn::{CudnnRnnError, CudnnStatus, RnnAlgo};
 /// The variable that names the algorithm to refuse.
 const VARIABLE: &str = "BURN_LSTM_CUDNN_TEST_REFUSE";
 
-/// The algorithm `value` (the variable's value) names, if any.
+/// The algorithm `value` (the variable's value) names, if any (`RnnAlgo`'s parse
+/// ignores blanks and case).
 fn refused_algo(value: Option<&str>) -> Option<RnnAlgo> {
-    value?.trim().to_ascii_lowercase().parse().ok()
+    value?.parse().ok()
 }
 
 /// An error as cuDNN's refusal of `algo` if the hook refuses it, else `Ok`.
