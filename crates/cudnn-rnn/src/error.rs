@@ -109,10 +109,25 @@ impl CudnnRnnError {
                     CUDNN_STATUS_BAD_PARAM
                         | CUDNN_STATUS_BAD_PARAM_OUT_OF_BOUND
                         | CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH
-                ) || *status as u32 / 1000 == CUDNN_STATUS_NOT_SUPPORTED as u32 / 1000
+                ) || in_category(*status, CUDNN_STATUS_NOT_SUPPORTED)
             }
             _ => false,
         }
+    }
+
+    /// Whether the same call may pass later, once memory is freed: out of memory
+    /// ([`CudnnRnnError::is_out_of_memory`]), or cuDNN's `NOT_INITIALIZED` or a status of
+    /// its `INTERNAL_ERROR` category (what `cudnnCreate` answers when the device is short
+    /// of memory). A missing, too old or mismatched library, another driver error (no
+    /// such device, say), a refusal, a bad argument or any other status would fail again.
+    pub fn may_pass(&self) -> bool {
+        use cudnnStatus_t::{CUDNN_STATUS_INTERNAL_ERROR, CUDNN_STATUS_NOT_INITIALIZED};
+        let initialisation = |status: cudnnStatus_t| {
+            status == CUDNN_STATUS_NOT_INITIALIZED
+                || in_category(status, CUDNN_STATUS_INTERNAL_ERROR)
+        };
+        self.is_out_of_memory()
+            || matches!(self, Self::Status { status, .. } if initialisation(*status))
     }
 
     /// Whether the call failed for want of memory, device or host (a driver
@@ -147,6 +162,13 @@ impl CudnnRnnError {
 /// Result of this crate.
 pub type Result<T> = core::result::Result<T, CudnnRnnError>;
 
+/// Whether `status` is of `category`: cuDNN 9 groups its statuses by thousands, each
+/// category named by its first status (`CUDNN_STATUS_NOT_SUPPORTED_SHAPE`, 3002, is of
+/// `CUDNN_STATUS_NOT_SUPPORTED`, 3000).
+fn in_category(status: cudnnStatus_t, category: cudnnStatus_t) -> bool {
+    status as u32 / 1000 == category as u32 / 1000
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +179,13 @@ mod tests {
             call: "cudnnRNNForward",
             status,
             message: String::new(),
+        }
+    }
+
+    /// Asserts that `test` answers `answer` for an error of each of `statuses`.
+    fn answers(test: fn(&CudnnRnnError) -> bool, answer: bool, statuses: &[cudnnStatus_t]) {
+        for &code in statuses {
+            assert_eq!(test(&status(code)), answer, "{code:?}");
         }
     }
 
@@ -171,28 +200,32 @@ mod tests {
 
     #[test]
     fn refusals_are_the_statuses_a_repeated_call_gets_again() {
-        for refused in [
-            S::CUDNN_STATUS_NOT_SUPPORTED,
-            S::CUDNN_STATUS_NOT_SUPPORTED_SHAPE,
-            S::CUDNN_STATUS_NOT_SUPPORTED_LAYOUT,
-            S::CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT,
-            S::CUDNN_STATUS_BAD_PARAM,
-            S::CUDNN_STATUS_BAD_PARAM_OUT_OF_BOUND,
-            S::CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH,
-        ] {
-            assert!(status(refused).is_refusal(), "{refused:?}");
-        }
-        for passing in [
-            S::CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
-            S::CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
-            S::CUDNN_STATUS_EXECUTION_FAILED,
-            S::CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER,
-            S::CUDNN_STATUS_BAD_PARAM_NULL_POINTER,
-            S::CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH,
-            S::CUDNN_STATUS_NOT_INITIALIZED,
-        ] {
-            assert!(!status(passing).is_refusal(), "{passing:?}");
-        }
+        answers(
+            CudnnRnnError::is_refusal,
+            true,
+            &[
+                S::CUDNN_STATUS_NOT_SUPPORTED,
+                S::CUDNN_STATUS_NOT_SUPPORTED_SHAPE,
+                S::CUDNN_STATUS_NOT_SUPPORTED_LAYOUT,
+                S::CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT,
+                S::CUDNN_STATUS_BAD_PARAM,
+                S::CUDNN_STATUS_BAD_PARAM_OUT_OF_BOUND,
+                S::CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH,
+            ],
+        );
+        answers(
+            CudnnRnnError::is_refusal,
+            false,
+            &[
+                S::CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+                S::CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
+                S::CUDNN_STATUS_EXECUTION_FAILED,
+                S::CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER,
+                S::CUDNN_STATUS_BAD_PARAM_NULL_POINTER,
+                S::CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH,
+                S::CUDNN_STATUS_NOT_INITIALIZED,
+            ],
+        );
         assert!(!CudnnRnnError::invalid("batch", "at least 1", 0).is_refusal());
         assert!(!driver(true).is_refusal());
     }
@@ -201,13 +234,43 @@ mod tests {
     fn out_of_memory_is_told_apart() {
         assert!(driver(true).is_out_of_memory());
         assert!(!driver(false).is_out_of_memory());
-        for status_code in [
-            S::CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
-            S::CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
-        ] {
-            assert!(status(status_code).is_out_of_memory(), "{status_code:?}");
-        }
+        answers(
+            CudnnRnnError::is_out_of_memory,
+            true,
+            &[
+                S::CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+                S::CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED,
+            ],
+        );
         assert!(!status(S::CUDNN_STATUS_NOT_SUPPORTED).is_out_of_memory());
         assert!(!CudnnRnnError::DriverMissing.is_out_of_memory());
+    }
+
+    #[test]
+    fn what_may_pass_is_memory_and_initialisation() {
+        assert!(driver(true).may_pass());
+        answers(
+            CudnnRnnError::may_pass,
+            true,
+            &[
+                S::CUDNN_STATUS_NOT_INITIALIZED,
+                S::CUDNN_STATUS_INTERNAL_ERROR,
+                S::CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED,
+                S::CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+            ],
+        );
+        answers(
+            CudnnRnnError::may_pass,
+            false,
+            &[
+                S::CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH,
+                S::CUDNN_STATUS_BAD_PARAM_NULL_POINTER,
+                S::CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED,
+                S::CUDNN_STATUS_EXECUTION_FAILED,
+            ],
+        );
+        assert!(!driver(false).may_pass());
+        assert!(!CudnnRnnError::DriverMissing.may_pass());
+        assert!(!CudnnRnnError::invalid("batch", "at least 1", 0).may_pass());
     }
 }

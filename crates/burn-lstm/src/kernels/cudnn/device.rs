@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use cudnn_rnn::{
-    AttemptError, CudnnHandle, CudnnRnnError, CudnnStatus, DataType, DeviceProps, DropoutState,
-    MathMode, Refusals, Rnn, RnnAlgo, RnnCell, RnnConfig,
+    AttemptError, CudnnHandle, CudnnRnnError, DataType, DeviceProps, DropoutState, MathMode,
+    Refusals, Rnn, RnnAlgo, RnnCell, RnnConfig,
 };
 
 use burn_ir::TensorId;
@@ -178,25 +178,10 @@ impl<T> Setup<T> {
     }
 }
 
-/// Whether a GPU's set-up that failed with `error` may pass later: yes for out of
-/// memory, cuDNN's `NOT_INITIALIZED` and its `INTERNAL_ERROR` class (what `cudnnCreate`
-/// answers when the device is short of memory); not for a missing, too old or
-/// mismatched library, another driver error (no such device, say), a device cuDNN does
-/// not support, a bad argument or any other status.
-fn set_up_may_pass(error: &CudnnRnnError) -> bool {
-    use CudnnStatus::{CUDNN_STATUS_INTERNAL_ERROR, CUDNN_STATUS_NOT_INITIALIZED};
-    let initialisation = |status: CudnnStatus| {
-        status == CUDNN_STATUS_NOT_INITIALIZED
-            || status as u32 / 1000 == CUDNN_STATUS_INTERNAL_ERROR as u32 / 1000
-    };
-    error.is_out_of_memory()
-        || matches!(error, CudnnRnnError::Status { status, .. } if initialisation(*status))
-}
-
 /// The state `setup` holds, else a new one from `create` (when there is none yet, or
 /// the last failed in a way that may pass and `now` is past its retry time), kept in
 /// `setup`. A failure is kept with its reason (`describe` words it): one that may pass
-/// ([`set_up_may_pass`]) until its wait is over (1 s after the first failure, twice the
+/// ([`CudnnRnnError::may_pass`]: out of memory, say) until its wait is over (1 s after the first failure, twice the
 /// last wait after each later one, at most [`SETUP_RETRY_MAX`]), any other for the
 /// process.
 fn set_up<T>(
@@ -213,31 +198,30 @@ fn set_up<T>(
         },
         None => None,
     };
-    let created = create();
-    *setup = Some(match created {
+    let made = match create() {
         Ok(state) => Setup::Ready(Arc::new(Mutex::new(state))),
-        Err(error) => {
-            let reason = describe(&error);
-            if set_up_may_pass(&error) {
-                let wait =
-                    last_wait.map_or(SETUP_RETRY_AFTER, |last| (last * 2).min(SETUP_RETRY_MAX));
-                Setup::Failed {
-                    reason: format!("{reason} (a call {} s later tries again)", wait.as_secs()),
-                    retry: Some((now + wait, wait)),
-                }
-            } else {
-                Setup::Failed {
-                    reason,
-                    retry: None,
-                }
+        Err(error) if error.may_pass() => {
+            let wait = last_wait.map_or(SETUP_RETRY_AFTER, |last| (last * 2).min(SETUP_RETRY_MAX));
+            Setup::Failed {
+                reason: format!(
+                    "{} (a call {} s later tries again)",
+                    describe(&error),
+                    wait.as_secs()
+                ),
+                retry: Some((now + wait, wait)),
             }
         }
-    });
-    match setup {
-        Some(Setup::Ready(state)) => Ok(state.clone()),
-        Some(Setup::Failed { reason, .. }) => Err(reason.clone()),
-        None => unreachable!("set above"),
-    }
+        Err(error) => Setup::Failed {
+            reason: describe(&error),
+            retry: None,
+        },
+    };
+    let result = match &made {
+        Setup::Ready(state) => Ok(state.clone()),
+        Setup::Failed { reason, .. } => Err(reason.clone()),
+    };
+    *setup = Some(made);
+    result
 }
 
 /// One GPU's set-up, behind a lock of its own: a set-up in progress on one GPU (a
@@ -477,18 +461,22 @@ mod tests {
         assert_eq!(kept.map(|state| *state.lock().unwrap()), Some(7));
     }
 
+    /// A cuDNN status error of `cudnnCreate`.
+    fn status(status: cudnn_rnn::CudnnStatus) -> CudnnRnnError {
+        CudnnRnnError::Status {
+            call: "cudnnCreate",
+            status,
+            message: String::new(),
+        }
+    }
+
     #[test]
     fn an_uninitialised_cudnn_is_tried_again_too() {
-        let not_initialized = CudnnRnnError::Status {
-            call: "cudnnCreate",
-            status: cudnn_rnn::CudnnStatus::CUDNN_STATUS_NOT_INITIALIZED,
-            message: String::new(),
+        use cudnn_rnn::CudnnStatus::{
+            CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED, CUDNN_STATUS_NOT_INITIALIZED,
         };
-        let internal = CudnnRnnError::Status {
-            call: "cudnnCreate",
-            status: cudnn_rnn::CudnnStatus::CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED,
-            message: String::new(),
-        };
+        let not_initialized = status(CUDNN_STATUS_NOT_INITIALIZED);
+        let internal = status(CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED);
         for error in [not_initialized, internal] {
             let mut setup = None;
             let start = Instant::now();
@@ -500,18 +488,10 @@ mod tests {
 
     #[test]
     fn a_missing_library_or_device_or_an_unsupported_one_is_kept_for_the_process() {
-        let unsupported = CudnnRnnError::Status {
-            call: "cudnnCreate",
-            status: cudnn_rnn::CudnnStatus::CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH,
-            message: String::new(),
+        use cudnn_rnn::CudnnStatus::{
+            CUDNN_STATUS_BAD_PARAM_NULL_POINTER, CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH,
+            CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED,
         };
-        let status = |status| CudnnRnnError::Status {
-            call: "cudnnCreate",
-            status,
-            message: String::new(),
-        };
-        let null_pointer = status(cudnn_rnn::CudnnStatus::CUDNN_STATUS_BAD_PARAM_NULL_POINTER);
-        let loading = status(cudnn_rnn::CudnnStatus::CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED);
         let no_device = CudnnRnnError::Driver {
             call: "cuCtxRetain",
             message: "CUDA_ERROR_INVALID_DEVICE".into(),
@@ -519,10 +499,10 @@ mod tests {
         };
         let kept = [
             CudnnRnnError::DriverMissing,
-            unsupported,
+            status(CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH),
             no_device,
-            null_pointer,
-            loading,
+            status(CUDNN_STATUS_BAD_PARAM_NULL_POINTER),
+            status(CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED),
         ];
         for error in kept {
             let start = Instant::now();
