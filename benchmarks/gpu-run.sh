@@ -45,7 +45,8 @@
 #                                    this machine's runner wake-ups (runner-wake), the
 #                                    driver's drift under each ordering (event-drift), their
 #                                    GPU tests (and those of the op's changes since the last
-#                                    GPU run: a refused algorithm, release_gpu_buffers),
+#                                    GPU run: a refused algorithm, release_gpu_buffers,
+#                                    evaluation between training steps),
 #                                    traces with each on, and ab of each on
 #                                    and off, PyTorch beside, in f32 (about 7
 #                                    minutes; AB_DTYPES='f32 f16' for about 9)
@@ -175,7 +176,7 @@ if [ "$phase" = pending ]; then
     timeout 60 "$kit/bin/runner-wake" --calls 100 $poke 2>&1 | sed 's/^/runner-wake /' | log
   done
   bash "$0" event-drift
-  ONLY="${ONLY:-the_event_ordering_without_a_flush|the_reserve_space_pool|the_runner_threads_kept_awake|cubecl_work_around_the_op_from_several_threads|a_refused_algorithm}" \
+  ONLY="${ONLY:-the_event_ordering_without_a_flush|the_reserve_space_pool|the_runner_threads_kept_awake|cubecl_work_around_the_op_from_several_threads|a_refused_algorithm|evaluation_between_training_steps}" \
     PARALLEL="${PARALLEL:-4}" bash "$0" tests
   for trace_env in "" "BURN_LSTM_KEEP_AWAKE=1" "BURN_LSTM_CUDNN_SKIP_FLUSH=1 BURN_LSTM_CUDNN_RESERVE_POOL=1"; do
     TRACE_ENV="${TRACE_ENV-$trace_env}" \

@@ -12,8 +12,9 @@
 //! projected, right-padded stack against the fused CPU kernel; 10,000 training calls
 //! with flat device memory; several host threads calling one module at once; cuDNN's
 //! inter-layer dropout masks (rate, scaling, the backward using the forward's masks);
-//! the golden cases with each cuDNN algorithm the policy can pick; and the paths of the
-//! op's speed (event ordering, the GPU weight cache, the automatic algorithm) under
+//! the golden cases with each cuDNN algorithm the policy can pick; evaluation between
+//! training steps (the GPU weight caches never serve replaced parameters); and the paths
+//! of the op's speed (event ordering, the GPU weight cache, the automatic algorithm) under
 //! CubeCL work from several threads; the paths still off by default (the batch-major
 //! layout, the flat parameter buffer as one fusion operation) switched on.
 //!
@@ -1076,6 +1077,37 @@ fn release_gives_back_the_pools_and_the_weight_spaces() {
     );
     assert_eq!(infer(), first, "after the release");
     repeated_training_calls_keep_their_gradient(20);
+}
+
+/// Evaluation between SGD steps, as a training loop runs it, with the op's default
+/// settings: inference on fused Cuda keeps the flat buffer and cuDNN's weight space of
+/// unchanged parameters (`kernels/cubecl/flat_cache.rs`, `kernels/cudnn/weights.rs`).
+/// Each evaluation matches NdArray on that step's parameters, a module kept from before
+/// a step its own, and `release_gpu_buffers` changes no value
+/// (`common::eval_between_steps_check`); on the plain backend too. The bound is the
+/// automatic algorithm's (its persistent picks are less exact than the standard one).
+#[test]
+#[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
+fn evaluation_between_training_steps_sees_each_steps_parameters() {
+    use common::eval_between_steps_check::check_evaluation_between_steps;
+    with_math(CudnnMath::Fma, || {
+        let device = CudaDevice::default();
+        let release = burn_lstm::release_gpu_buffers;
+        check_evaluation_between_steps::<Autodiff<Cuda>>(
+            &device,
+            4,
+            RnnKernel::Cudnn,
+            1e-3,
+            release,
+        );
+        check_evaluation_between_steps::<Autodiff<PlainCuda>>(
+            &device,
+            4,
+            RnnKernel::Cudnn,
+            1e-3,
+            release,
+        );
+    });
 }
 
 /// `calls` training calls of the memory test's stack (2 layers, bidirectional, 16 padded

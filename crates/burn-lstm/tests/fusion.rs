@@ -1,8 +1,8 @@
 //! The op on Burn's fused Wgpu backend (feature `wgpu`), with the flat parameter buffer
 //! and its gradient as one fusion operation each way (`BURN_LSTM_FUSION_FLAT_JOIN`,
 //! switched on by every test here): every LSTM and GRU golden case, outputs, final
-//! states and every gradient, and a stack of 40 parameters (two join operations), through
-//! the portable kernel.
+//! states and every gradient, a stack of 40 parameters (two join operations), through
+//! the portable kernel, and evaluation between training steps (the GPU weight cache).
 //!
 //! `#[ignore]`d: they need a Wgpu adapter. A CPU one serves: Mesa's lavapipe (Debian's
 //! `mesa-vulkan-drivers`) runs them in about five minutes on two cores
@@ -16,6 +16,7 @@ use burn::backend::{Autodiff, NdArray, Wgpu};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use burn_lstm::{CudnnCompatibleLstmConfig, RnnBackend, RnnKernel, set_fusion_flat_join};
+use common::eval_between_steps_check::check_evaluation_between_steps;
 use common::golden_check::{layer_parameter_grad, run_all};
 use common::gru_golden_check::run_all_gru;
 use common::{rel_err, to_f64};
@@ -32,6 +33,23 @@ fn golden_cases_with_one_operation_flat_buffer() {
 fn gru_golden_cases_with_one_operation_flat_buffer() {
     set_fusion_flat_join(true);
     run_all_gru::<Autodiff<Wgpu>>("wgpu", RnnKernel::Portable, "f32", 3e-4);
+}
+
+/// Evaluation between SGD steps on fused Wgpu, where inference keeps the flat parameter
+/// buffer of unchanged parameters (`kernels/cubecl/flat_cache.rs`): each evaluation
+/// matches NdArray on the step's parameters, a module kept from before a step its own,
+/// and `release_gpu_buffers` changes no value (`common::eval_between_steps_check`).
+#[test]
+#[ignore = "needs a Wgpu adapter (lavapipe serves)"]
+fn evaluation_between_training_steps_sees_each_steps_parameters() {
+    set_fusion_flat_join(true);
+    check_evaluation_between_steps::<Autodiff<Wgpu>>(
+        &Default::default(),
+        4,
+        RnnKernel::Portable,
+        1e-5,
+        burn_lstm::release_gpu_buffers,
+    );
 }
 
 /// A 4-layer bidirectional LSTMP has 40 parameters: two join operations, the second

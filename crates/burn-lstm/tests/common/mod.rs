@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 pub mod dropout_check;
 pub mod empty_rows_check;
+pub mod eval_between_steps_check;
 pub mod golden_check;
 pub mod gru_golden_check;
 pub mod half_check;

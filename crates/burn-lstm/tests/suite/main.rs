@@ -19,6 +19,7 @@ mod api;
 mod backends;
 mod deprecated_names;
 mod dropout;
+mod eval_between_steps;
 mod golden_f32;
 mod gru;
 mod gru_golden_f32;
