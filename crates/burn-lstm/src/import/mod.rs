@@ -14,6 +14,7 @@ mod keras_file;
 mod keras_weights;
 mod mask;
 mod onnx;
+mod onnx_link;
 mod onnx_proto;
 mod selection;
 

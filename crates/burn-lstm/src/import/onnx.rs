@@ -2,7 +2,8 @@
 //! [`CudnnCompatibleLstm`] / [`CudnnCompatibleGru`] with the config they imply.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Component, Path};
 
 use burn::tensor::backend::Backend;
 use prost::Message;
@@ -13,6 +14,7 @@ use crate::import::gates::{ONNX_GRU, ONNX_LSTM, onnx_matrix, reorder};
 use crate::import::hdf5::io;
 use crate::import::host::{DirectionParams, HostTensor, StackParams, build_gru, build_lstm};
 use crate::import::keras_config::cell_name;
+use crate::import::onnx_link;
 use crate::import::onnx_proto::{AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto};
 use crate::import::selection::{RecurrentSelection, resolve};
 use crate::module::config::CudnnCompatibleLstmConfig;
@@ -45,9 +47,13 @@ pub struct OnnxRecurrentNode {
     /// `forward_with_lengths` (ONNX's semantics are the module's: zeros past each
     /// row's length, final states at it, the reverse direction from it).
     pub sequence_lens: Option<String>,
-    /// The name of its `initial_h` input, when it has one (pass it as the state).
+    /// The name of its `initial_h` input, when it has one: pass it as the state.
+    /// With `layout` 0 it is `[dirs, batch, hidden]`, the module's layout (nodes loaded
+    /// as one module: theirs concatenated on dimension 0, bottom first); with `layout`
+    /// 1 it is `[batch, dirs, hidden]`: swap its first two dimensions first (and those
+    /// of the final states to compare them with ONNX's `Y_h` / `Y_c`).
     pub initial_h: Option<String>,
-    /// The name of its `initial_c` input (LSTM), when it has one.
+    /// The name of its `initial_c` input (LSTM), when it has one: as `initial_h`.
     pub initial_c: Option<String>,
     /// Why the node cannot be loaded (an attribute or input cuDNN cannot run, weights
     /// that are not constants or have other shapes), returned when it is selected;
@@ -114,6 +120,7 @@ impl OnnxModel {
                 format!("not an ONNX model (protobuf decoding failed: {e})"),
             )
         })?;
+        drop(bytes);
         let graph = model
             .graph
             .ok_or_else(|| io(&source, "an ONNX model without a graph"))?;
@@ -261,9 +268,8 @@ impl OnnxModel {
     }
 
     /// Checks that `upper` can sit on `lower` in one module: same sizes and options,
-    /// and `upper`'s `X` is `lower`'s `Y` reshaped as PyTorch exports a stack
-    /// (`Transpose` with perm (0, 2, 1, 3) and `Reshape` for two directions, `Squeeze`
-    /// for one; `Identity` and `Dropout` also pass).
+    /// and `upper`'s `X` is `lower`'s `Y` with its direction axis folded into the
+    /// features as PyTorch exports a stack (`onnx_link`).
     fn check_link(&self, lower: &Node, upper: &Node) -> Result<(), RnnError> {
         let (a, b) = (&lower.info, &upper.info);
         let what = |s: &str| {
@@ -312,66 +318,36 @@ impl OnnxModel {
                 b.input_size.to_string(),
             ));
         }
-        let producers: HashMap<&str, usize> = self
-            .graph
-            .node
-            .iter()
-            .enumerate()
-            .flat_map(|(i, n)| n.output.iter().map(move |o| (o.as_str(), i)))
-            .collect();
         let y = self.graph.node[lower.index]
             .output
             .first()
             .map(String::as_str)
             .unwrap_or_default();
-        let mut tensor = self.graph.node[upper.index]
+        let x = self.graph.node[upper.index]
             .input
             .first()
             .map(String::as_str)
             .unwrap_or_default();
-        for _ in 0..self.graph.node.len() {
-            if tensor == y && !y.is_empty() {
-                return Ok(());
-            }
-            let Some(&producer) = producers.get(tensor) else {
-                break;
-            };
-            let node = &self.graph.node[producer];
-            let op = node.op_type.as_deref().unwrap_or_default();
-            let passes = match op {
-                "Transpose" => attr(node, "perm").is_some_and(|p| p.ints == [0, 2, 1, 3]),
-                "Reshape" | "Squeeze" | "Identity" | "Dropout" => true,
-                _ => false,
-            };
-            if !passes {
-                return Err(RnnError::invalid(
-                    what("input X"),
-                    format!(
-                        "the output Y of '{}' reshaped (Transpose (0, 2, 1, 3), Reshape, Squeeze)",
-                        a.name
-                    ),
-                    format!(
-                        "the output of {op} node '{}'",
-                        node.name.as_deref().unwrap_or_default()
-                    ),
-                ));
-            }
-            tensor = node.input.first().map(String::as_str).unwrap_or_default();
-        }
-        Err(RnnError::invalid(
-            what("input X"),
-            format!("the output Y of '{}' (reshaped)", a.name),
-            format!("'{tensor}', which does not come from it"),
-        ))
+        let directions = if a.bidirectional { 2 } else { 1 };
+        onnx_link::check(
+            &self.graph,
+            &a.name,
+            y,
+            x,
+            directions,
+            a.hidden_size,
+            a.batch_first,
+        )
+        .map_err(|(expected, actual)| RnnError::invalid(what("input X"), expected, actual))
     }
 }
 
 /// The graph's constant tensors: initializers and `Constant` nodes' values.
-fn constants(graph: &GraphProto) -> HashMap<String, TensorProto> {
-    let mut out: HashMap<String, TensorProto> = graph
+fn constants(graph: &GraphProto) -> HashMap<&str, &TensorProto> {
+    let mut out: HashMap<&str, &TensorProto> = graph
         .initializer
         .iter()
-        .filter_map(|t| Some((t.name.clone()?, t.clone())))
+        .filter_map(|t| Some((t.name.as_deref()?, t)))
         .collect();
     for node in &graph.node {
         if node.op_type.as_deref() == Some("Constant")
@@ -380,7 +356,7 @@ fn constants(graph: &GraphProto) -> HashMap<String, TensorProto> {
                 attr(node, "value").and_then(|a| a.t.as_ref()),
             )
         {
-            out.insert(output.clone(), value.clone());
+            out.insert(output.as_str(), value);
         }
     }
     out
@@ -499,14 +475,14 @@ fn weights(
     dir: &Path,
     node: &NodeProto,
     info: &mut OnnxRecurrentNode,
-    constants: &HashMap<String, TensorProto>,
+    constants: &HashMap<&str, &TensorProto>,
 ) -> Result<(DirectionParams, Option<DirectionParams>), RnnError> {
     let what = |s: &str| format!("{source}: ONNX node '{}' {s}", info.name);
     let read = |slot: usize, label: &str| -> Result<Option<HostTensor>, RnnError> {
         let Some(name) = node.input.get(slot).filter(|n| !n.is_empty()) else {
             return Ok(None);
         };
-        let tensor = constants.get(name).ok_or_else(|| {
+        let tensor = constants.get(name.as_str()).ok_or_else(|| {
             RnnError::invalid(
                 what(&format!("input {label}")),
                 "a constant (an initializer or a Constant node)",
@@ -643,10 +619,9 @@ fn read_external(dir: &Path, tensor: &TensorProto) -> Result<Vec<u8>, String> {
     };
     let location = entry("location").ok_or("external data without a location")?;
     let relative = Path::new(&location);
-    if relative.is_absolute()
-        || relative
-            .components()
-            .any(|c| matches!(c, std::path::Component::ParentDir))
+    if !relative
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
     {
         return Err(format!(
             "external data location '{location}' outside the model's folder"
@@ -663,22 +638,28 @@ fn read_external(dir: &Path, tensor: &TensorProto) -> Result<Vec<u8>, String> {
     let offset = parse("offset")?.unwrap_or(0);
     let length = parse("length")?;
     let path = dir.join(relative);
-    let bytes =
-        std::fs::read(&path).map_err(|e| format!("external data {}: {e}", path.display()))?;
-    let start = usize::try_from(offset).map_err(|_| "offset too large".to_string())?;
+    let failed = |e: std::io::Error| format!("external data {}: {e}", path.display());
+    let mut file = std::fs::File::open(&path).map_err(failed)?;
+    let size = file.metadata().map_err(failed)?.len();
     let end = match length {
-        Some(n) => start
-            .checked_add(usize::try_from(n).map_err(|_| "length too large".to_string())?)
-            .ok_or("length too large")?,
-        None => bytes.len(),
+        Some(n) => offset.checked_add(n),
+        None => Some(size),
     };
-    bytes.get(start..end).map(<[u8]>::to_vec).ok_or_else(|| {
-        format!(
-            "external data {}: bytes {start}..{end} of {}",
-            path.display(),
-            bytes.len()
-        )
-    })
+    // Only the tensor's bytes are read, after the file is known to hold them.
+    let len = match end {
+        Some(end) if offset <= end && end <= size => end - offset,
+        _ => {
+            return Err(format!(
+                "external data {}: bytes {offset}..{} of {size}",
+                path.display(),
+                end.map_or_else(|| "overflow".to_string(), |e| e.to_string())
+            ));
+        }
+    };
+    let mut bytes = vec![0; usize::try_from(len).map_err(|_| "length too large".to_string())?];
+    file.seek(SeekFrom::Start(offset)).map_err(failed)?;
+    file.read_exact(&mut bytes).map_err(failed)?;
+    Ok(bytes)
 }
 
 impl<B: Backend> CudnnCompatibleLstm<B> {

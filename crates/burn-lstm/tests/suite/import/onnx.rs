@@ -203,3 +203,82 @@ fn damaged_files_are_errors_never_panics() {
     }
     assert!(refused > 0, "no cut refused");
 }
+
+#[test]
+fn stacks_link_only_through_the_folding_pytorch_exports() {
+    // links.onnx: `{case}_lo` feeds `{case}_up` through a folding of its `Y`.
+    let model = OnnxModel::open(path("links.onnx")).unwrap();
+    let device = Default::default();
+    let stack = |case: &str| {
+        model.lstm::<NdArray<f32>>(
+            RecurrentSelection::Stack(vec![format!("{case}_lo"), format!("{case}_up")]),
+            &device,
+        )
+    };
+    for case in [
+        "transpose_reshape",
+        "transpose_identity_reshape",
+        "squeeze",
+        "layout1_reshape",
+    ] {
+        let (_, config) = stack(case).unwrap_or_else(|e| panic!("{case}: {e}"));
+        assert_eq!(config.num_layers, 2, "{case}");
+    }
+    // Each of the right size, with directions and batch rows mixed (or the sequence
+    // axis removed): refused, naming what was found.
+    for (case, expected, actual) in [
+        (
+            "reshape_only",
+            "Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, -1] (or [0, 0, 4])",
+            "got Y through Reshape to [0, 0, -1]",
+        ),
+        (
+            "rows_mixed",
+            "Transpose (perm 0, 2, 1, 3) then Reshape",
+            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [0, -1, 4]",
+        ),
+        (
+            "squeeze_seq",
+            "or Squeeze on axis 1",
+            "got Y through Squeeze on axes [0]",
+        ),
+        (
+            "layout1_transpose",
+            "features: Reshape to [0, 0, -1] (or [0, 0, 4])",
+            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, -1]",
+        ),
+    ] {
+        let e = stack(case).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "ONNX node '{case}_up' input X (stacked on '{case}_lo')"
+            )),
+            "{case}: {e}"
+        );
+        assert!(e.contains(expected), "{case}: {e}");
+        assert!(e.contains(actual), "{case}: {e}");
+    }
+}
+
+#[test]
+fn external_data_is_read_from_the_models_folder_only() {
+    let weights = |file: &str| {
+        OnnxModel::open(path(file)).and_then(|model| {
+            model
+                .lstm::<NdArray<f32>>(RecurrentSelection::All, &Default::default())
+                .map(|(m, _)| to_f64(m.flat_weights()))
+        })
+    };
+    let inline = weights("lstm_bi2.onnx").unwrap();
+    assert_eq!(weights("external.onnx").unwrap(), inline);
+    for (file, part) in [
+        (
+            "external_escape.onnx",
+            "external data location '../external.onnx.data' outside the model's folder",
+        ),
+        ("external_short.onnx", "of 4480"),
+    ] {
+        let e = weights(file).unwrap_err().to_string();
+        assert!(e.contains(part), "{file}: {e}");
+    }
+}
