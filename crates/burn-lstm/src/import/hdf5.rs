@@ -6,7 +6,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use hdf5_reader::{Datatype, Hdf5File};
+use hdf5_reader::{Datatype, Hdf5File, OpenOptions};
 
 use crate::error::RnnError;
 use crate::import::host::HostTensor;
@@ -24,6 +24,14 @@ pub(crate) fn is_hdf5(bytes: &[u8]) -> bool {
         offset = if offset == 0 { 512 } else { offset * 2 };
     }
     false
+}
+
+/// The most bytes one dataset read of a file of `file_len` bytes may decode: what its
+/// bytes can hold deflated at deflate's highest ratio (1032:1), at least 1 MiB. A
+/// dataset's extent is the file's claim (chunks never written read as zeros), so
+/// without a bound a small file could make the reader allocate any amount.
+fn max_read_bytes(file_len: usize) -> usize {
+    file_len.saturating_mul(1032).max(1 << 20)
 }
 
 /// The names of a group's child groups and child datasets.
@@ -63,8 +71,9 @@ impl H5 {
         if !is_hdf5(&bytes) {
             return Err(io(&source, "not an HDF5 file (no HDF5 signature)"));
         }
+        let options = OpenOptions::default().with_max_read_bytes(max_read_bytes(bytes.len()));
         let file = caught(&source, "reading the HDF5 superblock", || {
-            Hdf5File::from_vec(bytes).map_err(|e| e.to_string())
+            Hdf5File::from_vec_with_options(bytes, options).map_err(|e| e.to_string())
         })?;
         let h5 = Self { file, source };
         // A file cut short usually fails here already: the root group is read eagerly.

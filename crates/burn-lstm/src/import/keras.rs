@@ -46,15 +46,18 @@ pub struct KerasRecurrentLayer {
     /// `false` for a Keras 2 layer with `time_major=True`.
     pub batch_first: bool,
     /// The layer that masks its input, when there is one upstream (`Masking`, or an
-    /// `Embedding` with `mask_zero`): pass the rows' lengths to `forward_with_lengths`
+    /// `Embedding` with `mask_zero`) and the layers in between hand its mask on (Keras's
+    /// masking layers: dropout-like, `Dense`, normalisations, recurrent layers that
+    /// return every step): pass the rows' lengths to `forward_with_lengths`
     /// ([`keras_mask_lengths`](crate::keras_mask_lengths) computes them for a `Masking`).
     pub mask_source: Option<String>,
     /// The `Masking` layer's `mask_value`.
     pub mask_value: Option<f64>,
     /// Whether the file holds the layer's settings. A weights-only `.h5` without its
     /// architecture (see [`KerasModel::open_with_architecture`]) does not: the layer is
-    /// then read from its weights alone, assuming Keras's defaults (tanh, sigmoid,
-    /// `reset_after=True`, forward, not stateful).
+    /// then read from its weights alone, assuming the defaults of Keras 2.3 and later
+    /// (tanh, sigmoid, `reset_after=True`, forward, not stateful); a file that says an
+    /// older Keras wrote it is refused without its architecture.
     pub settings_known: bool,
     /// Why the layer cannot be loaded (a setting cuDNN cannot run, a missing or
     /// misshapen weight), returned when it is selected; `None` when it can.
@@ -275,8 +278,26 @@ impl KerasModel {
                 });
             }
         } else {
+            let old_defaults = file
+                .h5
+                .attr_strings("", "keras_version")?
+                .and_then(|v| v.into_iter().next())
+                .filter(|v| defaults_predate_2_3(v));
             for (order, paths) in weights.iter().enumerate() {
-                let loaded = keras_weights::load(&file.h5, &source, paths, None);
+                let loaded = keras_weights::load(&file.h5, &source, paths, None).and_then(|l| {
+                    match &old_defaults {
+                        // CuDNN layers have no activation or reset settings.
+                        Some(version) if !l.cudnn => Err(RnnError::invalid(
+                            format!("{source}: Keras layer '{}'", paths.name),
+                            "its architecture (KerasModel::open_with_architecture): without \
+                             it the layer's settings are Keras's defaults, which Keras \
+                             changed in 2.3 (recurrent_activation hard_sigmoid to sigmoid, \
+                             GRU reset_after false to true)",
+                            format!("a weights-only file written by Keras {version}"),
+                        )),
+                        _ => Ok(l),
+                    }
+                });
                 let (cell, units, bias, input_size, cudnn) = match &loaded {
                     Ok(l) => (l.cell, l.units, l.bias, l.input_size, l.cudnn),
                     Err(_) => (CellKind::Lstm, 0, true, 0, false),
@@ -326,7 +347,9 @@ impl KerasModel {
     }
 
     /// The recurrent layers this crate loads, in the model's order (an
-    /// [`RecurrentSelection::Index`] counts among them).
+    /// [`RecurrentSelection::Index`] counts among them). A Keras 3 weights file opened
+    /// without its architecture keeps no model order: its layers are listed by class,
+    /// then in the model's order within a class.
     pub fn layers(&self) -> Vec<&KerasRecurrentLayer> {
         self.recurrent.iter().map(|r| &r.info).collect()
     }
@@ -569,11 +592,46 @@ fn mask_of(entries: &[LayerEntry], index: usize) -> (Option<String>, Option<f64>
             "Embedding" if entry.config.get("mask_zero").and_then(Value::as_bool) == Some(true) => {
                 return (Some(entry.name.clone()), None);
             }
-            "InputLayer" => break,
-            _ => at = next,
+            class if passes_mask(class, &entry.config) => at = next,
+            _ => break,
         }
     }
     (None, None)
+}
+
+/// Whether a layer hands its input's mask on to the next layer (Keras's
+/// `supports_masking` layers that keep the time steps, and recurrent layers that return
+/// every step); other layers drop it.
+fn passes_mask(class_name: &str, config: &Value) -> bool {
+    let returns_sequences =
+        |config: &Value| config.get("return_sequences").and_then(Value::as_bool) == Some(true);
+    match class_name {
+        "Dense" | "Activation" | "TimeDistributed" | "BatchNormalization"
+        | "LayerNormalization" | "UnitNormalization" | "ReLU" | "LeakyReLU" | "PReLU" | "ELU"
+        | "Softmax" => true,
+        "Bidirectional" => config
+            .get("layer")
+            .and_then(|l| l.get("config"))
+            .is_some_and(returns_sequences),
+        class => {
+            identity_at_inference(class)
+                || (recurrent_class(class).is_some() && returns_sequences(config))
+        }
+    }
+}
+
+/// Whether a file's `keras_version` is older than 2.3, whose LSTM and GRU defaults
+/// (`recurrent_activation="hard_sigmoid"`, `reset_after=False`) cuDNN's cells do not
+/// run. tf.keras labelled itself `2.2.4-tf` in TensorFlow 1 (those defaults) and in
+/// TensorFlow 2.0 and 2.1 (the new ones): older than 2.3 too, as it cannot be told
+/// apart. A version that does not parse is taken as recent.
+fn defaults_predate_2_3(version: &str) -> bool {
+    let mut parts = version.split(['.', '-']);
+    let mut number = || parts.next().and_then(|p| p.parse::<u32>().ok());
+    match (number(), number()) {
+        (Some(major), Some(minor)) => (major, minor) < (2, 3),
+        _ => false,
+    }
 }
 
 impl<B: Backend> CudnnCompatibleLstm<B> {
@@ -599,5 +657,29 @@ impl<B: Backend> CudnnCompatibleGru<B> {
         device: &B::Device,
     ) -> Result<(Self, CudnnCompatibleGruConfig), RnnError> {
         KerasModel::open(path)?.gru(layers, device)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::defaults_predate_2_3;
+
+    #[test]
+    fn keras_versions_before_2_3_have_the_old_defaults() {
+        for (version, old) in [
+            ("2.2.4", true),
+            ("2.2.4-tf", true),
+            ("2.1.6", true),
+            ("1.2.2", true),
+            ("2.3.0", false),
+            ("2.3.0-tf", false),
+            ("2.21.0", false),
+            ("3.15.1", false),
+            ("10.0", false),
+            ("", false),
+            ("tf", false),
+        ] {
+            assert_eq!(defaults_predate_2_3(version), old, "{version}");
+        }
     }
 }

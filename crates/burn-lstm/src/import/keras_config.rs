@@ -28,12 +28,15 @@ pub(crate) fn layers(source: &str, model: &Value) -> Result<Vec<LayerEntry>, Rnn
         .get("class_name")
         .and_then(Value::as_str)
         .ok_or_else(|| bad("'class_name'"))?;
+    let sequential = class == "Sequential";
+    // Keras up to 2.2.2 wrote a Sequential model's `config` as the list of its layers.
     let list = model
         .get("config")
-        .and_then(|c| c.get("layers"))
-        .and_then(Value::as_array)
+        .and_then(|c| match c {
+            Value::Array(layers) if sequential => Some(layers),
+            _ => c.get("layers").and_then(Value::as_array),
+        })
         .ok_or_else(|| bad(&format!("'config.layers' ({class} model)")))?;
-    let sequential = class == "Sequential";
     let mut out: Vec<LayerEntry> = Vec::with_capacity(list.len());
     for entry in list {
         let class_name = entry
@@ -222,7 +225,16 @@ fn inner_settings(
         ));
     };
     let get = |key: &str| config.get(key).filter(|v| !v.is_null());
-    let flag = |key: &str, default: bool| get(key).and_then(Value::as_bool).unwrap_or(default);
+    // A flag that is not a boolean is refused (not read as its default).
+    let flag = |key: &str, default: bool| match get(key) {
+        None => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(RnnError::invalid(
+            setting(source, name, key),
+            "true or false",
+            other.to_string(),
+        )),
+    };
     let refuse = |key: &str, expected: &str, actual: &Value| {
         Err(RnnError::invalid(
             setting(source, name, key),
@@ -231,9 +243,10 @@ fn inner_settings(
         ))
     };
     if !cudnn {
-        // CuDNNLSTM and CuDNNGRU have no activation settings: cuDNN's own.
+        // CuDNNLSTM and CuDNNGRU have no activation settings: cuDNN's own. A null
+        // activation is Keras's linear one.
         for (key, expected) in [("activation", "tanh"), ("recurrent_activation", "sigmoid")] {
-            if let Some(value) = get(key)
+            if let Some(value) = config.get(key)
                 && value.as_str() != Some(expected)
             {
                 let hint = if value.as_str() == Some("hard_sigmoid") {
@@ -249,18 +262,18 @@ fn inner_settings(
             }
         }
     }
-    if cell == CellKind::Gru
-        && !cudnn
-        && let Some(value) = get("reset_after")
-        && value.as_bool() != Some(true)
+    // Keras has written `reset_after` since it has had the setting (2.1.3); before, its
+    // GRU applied the reset gate before the product: an absent key is not `true`.
+    if cell == CellKind::Gru && !cudnn && get("reset_after").and_then(Value::as_bool) != Some(true)
     {
         return refuse(
             "reset_after",
-            "true (cuDNN's and PyTorch's GRU apply the reset gate after the recurrent product)",
-            value,
+            "true (cuDNN's and PyTorch's GRU apply the reset gate after the recurrent product; \
+             a GRU saved before Keras had the setting applies it before)",
+            get("reset_after").unwrap_or(&Value::Null),
         );
     }
-    let go_backwards = flag("go_backwards", false);
+    let go_backwards = flag("go_backwards", false)?;
     if go_backwards != backward {
         return refuse(
             "go_backwards",
@@ -273,7 +286,7 @@ fn inner_settings(
         );
     }
     for key in ["stateful", "unroll"] {
-        if flag(key, false) {
+        if flag(key, false)? {
             let why = if key == "stateful" {
                 "false (states carried between batches are not part of a module; pass them as the initial state)"
             } else {
@@ -298,9 +311,9 @@ fn inner_settings(
         cudnn,
         units,
         bidirectional: false,
-        bias: flag("use_bias", true),
-        return_sequences: flag("return_sequences", false),
-        batch_first: !flag("time_major", false),
+        bias: flag("use_bias", true)?,
+        return_sequences: flag("return_sequences", false)?,
+        batch_first: !flag("time_major", false)?,
         inner_class: class_name,
     })
 }

@@ -11,6 +11,7 @@
 //!   itself is named after the class: `lstm`, `lstm_1`, ...).
 
 use crate::error::RnnError;
+use crate::import::MAX_UNITS;
 use crate::import::gates::{
     KERAS_GRU, KERAS_LSTM, cudnn_input_kernel, cudnn_recurrent_kernel, keras_kernel, reorder,
 };
@@ -93,19 +94,6 @@ fn legacy(h5: &H5, root: &str) -> Result<Vec<LayerPaths>, RnnError> {
                 bias: find("bias"),
             })
         };
-        let is = |w: &str, side: &str| w.split('/').any(|c| c.starts_with(side));
-        let forward: Vec<_> = weights
-            .iter()
-            .zip(&triples)
-            .filter(|(w, _)| is(w, "forward_"))
-            .map(|(_, t)| t.clone())
-            .collect();
-        let backward: Vec<_> = weights
-            .iter()
-            .zip(&triples)
-            .filter(|(w, _)| is(w, "backward_"))
-            .map(|(_, t)| t.clone())
-            .collect();
         let bad = || {
             io(
                 h5.source(),
@@ -115,24 +103,20 @@ fn legacy(h5: &H5, root: &str) -> Result<Vec<LayerPaths>, RnnError> {
                 ),
             )
         };
-        let (forward, backward) = if !forward.is_empty() && !backward.is_empty() {
+        // A `Bidirectional` lists its forward layer's weights, then its backward
+        // layer's: Keras reads them back as two halves, and so does this (a layer named
+        // `backward_...` has that part in every weight name, its forward ones too).
+        let kernels = triples.iter().filter(|(r, _)| r == "kernel").count();
+        let (forward, backward) = if kernels == 2 && triples.len().is_multiple_of(2) {
+            let half = triples.len() / 2;
             (
-                direction(&forward).ok_or_else(bad)?,
-                Some(direction(&backward).ok_or_else(bad)?),
+                direction(&triples[..half]).ok_or_else(bad)?,
+                Some(direction(&triples[half..]).ok_or_else(bad)?),
             )
+        } else if kernels == 1 {
+            (direction(&triples).ok_or_else(bad)?, None)
         } else {
-            let kernels = triples.iter().filter(|(r, _)| r == "kernel").count();
-            if kernels == 2 {
-                // Two directions without forward_/backward_ names: Keras lists the
-                // forward layer's weights first.
-                let half = triples.len() / 2;
-                (
-                    direction(&triples[..half]).ok_or_else(bad)?,
-                    Some(direction(&triples[half..]).ok_or_else(bad)?),
-                )
-            } else {
-                (direction(&triples).ok_or_else(bad)?, None)
-            }
+            return Err(bad());
         };
         out.push(LayerPaths {
             name,
@@ -384,16 +368,19 @@ fn load_direction(
     // The recurrent kernel gives the units and, without an architecture, the cell.
     let (h, cell) = match (expected, recurrent.shape.as_slice()) {
         (Some(e), _) => (e.units, e.cell),
-        (None, &[rows, cols]) if rows > 0 && cols == 4 * rows => (rows, CellKind::Lstm),
-        (None, &[rows, cols]) if rows > 0 && cols == 3 * rows => (rows, CellKind::Gru),
+        // Units bounded first: no product below overflows, whatever extent the file claims.
+        (None, &[rows, cols]) if (1..=MAX_UNITS).contains(&rows) && cols == 4 * rows => {
+            (rows, CellKind::Lstm)
+        }
+        (None, &[rows, cols]) if (1..=MAX_UNITS).contains(&rows) && cols == 3 * rows => {
+            (rows, CellKind::Gru)
+        }
         (None, actual) => {
+            let rows = actual.first().copied().unwrap_or(0);
             return Err(shape_error(
                 "recurrent_kernel",
                 &paths.recurrent_kernel,
-                vec![
-                    actual.first().copied().unwrap_or(0),
-                    4 * actual.first().copied().unwrap_or(0),
-                ],
+                vec![rows, rows.saturating_mul(4)],
                 actual,
             ));
         }

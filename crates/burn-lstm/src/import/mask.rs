@@ -1,6 +1,6 @@
 //! [`keras_mask_lengths`]: the rows' lengths a Keras `Masking` layer implies.
 
-use burn::tensor::{Tensor, backend::Backend};
+use burn::tensor::{DType, Tensor, backend::Backend, bf16, f16};
 
 use crate::error::RnnError;
 
@@ -9,6 +9,8 @@ use crate::error::RnnError;
 /// equals `mask_value`. Rows must be right-padded (no valid step after a masked one):
 /// Keras skips masked steps wherever they are, which lengths cannot express, so such a
 /// row is an error naming it and the step. Pass the result to `forward_with_lengths`.
+/// Values are compared in the input's float type, as Keras compares them (`mask_value`
+/// rounded to it).
 ///
 /// Reads the input back to the host.
 pub fn keras_mask_lengths<B: Backend>(
@@ -16,9 +18,16 @@ pub fn keras_mask_lengths<B: Backend>(
     mask_value: f64,
 ) -> Result<Vec<usize>, RnnError> {
     let [batch, seq, features] = input.dims();
-    let values: Vec<f64> = input
-        .clone()
-        .into_data()
+    let data = input.clone().into_data();
+    // Keras compares in the input's float type: `Masking(0.1)` on float32 input masks
+    // the steps equal to 0.1f32, which 0.1 in f64 is not.
+    let mask_value = match data.dtype {
+        DType::F32 | DType::Flex32 => f64::from(mask_value as f32),
+        DType::F16 => f16::from_f64(mask_value).to_f64(),
+        DType::BF16 => bf16::from_f64(mask_value).to_f64(),
+        _ => mask_value,
+    };
+    let values: Vec<f64> = data
         .convert::<f64>()
         .to_vec()
         .map_err(|e| RnnError::invalid("input", "float values", format!("{e:?}")))?;

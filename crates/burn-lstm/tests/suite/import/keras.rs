@@ -168,6 +168,12 @@ fn mask_lengths_are_keras_masks() {
             );
         }
     }
+    // `Masking(0.1)` on float32 input masks the steps equal to 0.1f32 (Keras compares
+    // in the input's type), though 0.1f32 is not 0.1.
+    let mut values = vec![1.0f32; 2 * 4 * 3];
+    values[(4 + 2) * 3..].fill(0.1);
+    let x = Tensor::<NdArray<f32>, 3>::from_data(TensorData::new(values, [2, 4, 3]), &device);
+    assert_eq!(keras_mask_lengths(&x, 0.1).unwrap(), [4, 2]);
     // A masked step before a valid one: Keras would skip it, lengths cannot say so.
     let mut values = vec![1.0f32; 2 * 4 * 3];
     values[(4 + 1) * 3..(4 + 2) * 3].fill(0.0);
@@ -361,6 +367,42 @@ fn missing_and_misshapen_weights_are_named() {
     }
 }
 
+/// `k2_huge_dataset.h5`: a 17 kB file whose GRU recurrent kernel claims 400,000 x
+/// 40,000 values in chunks never written. Reading it is refused before anything of
+/// that size is allocated; the file's other layer still loads.
+#[test]
+fn a_dataset_larger_than_its_file_can_hold_is_refused() {
+    let device = Default::default();
+    let model = KerasModel::open(path("k2_huge_dataset.h5")).unwrap();
+    model.lstm::<NdArray<f32>>("lstm", &device).unwrap();
+    let e = model
+        .gru::<NdArray<f32>>("gru", &device)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("recurrent_kernel") && e.contains("64000000000 bytes"),
+        "{e}"
+    );
+}
+
+/// `k2_zero_extent.h5`: a weights-only file (units read from the recurrent kernel)
+/// whose forward recurrent kernel is an empty dataset of 2^62 rows: a shape error, not
+/// an overflow computing the gates' width.
+#[test]
+fn an_empty_kernel_of_any_extent_is_a_shape_error() {
+    let model = KerasModel::open(path("k2_zero_extent.h5")).unwrap();
+    let e = model
+        .gru::<NdArray<f32>>("bigru", &Default::default())
+        .unwrap_err();
+    match &e {
+        RnnError::ParameterShape { name, actual, .. } => {
+            assert!(name.contains("'bigru' recurrent_kernel"), "{name}");
+            assert_eq!(actual, &[1usize << 62, 0]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn a_bidirectional_whose_layers_differ_names_both() {
     let dir = scratch();
@@ -391,6 +433,26 @@ fn a_bidirectional_whose_layers_differ_names_both() {
             "{key}: {e}"
         );
     }
+}
+
+/// A `Bidirectional` named `backward_enc` (`k2_bigru_weights.h5` renamed with h5py):
+/// each of its weight names has a `backward_` part; the forward weights are still the
+/// first half, as Keras reads them.
+#[test]
+fn a_bidirectional_named_backward_keeps_its_directions() {
+    let weights = |file: &str, layer: &str| {
+        let (gru, config) = KerasModel::open(path(file))
+            .unwrap()
+            .gru::<NdArray<f32>>(layer, &Default::default())
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(config.bidirectional, "{file}");
+        to_f64(gru.flat_weights())
+    };
+    let original = weights("k2_bigru_weights.h5", "bigru");
+    assert_eq!(
+        weights("k2_bigru_backward_name.h5", "backward_enc"),
+        original
+    );
 }
 
 /// A layer that returns only its last step cannot feed another: `k3_lstm_stack.keras`
@@ -470,6 +532,147 @@ fn an_architecture_whose_inputs_form_a_cycle_is_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.ends_with("layers whose inputs form a cycle"), "{e}");
+}
+
+/// Settings whose value Keras would read otherwise than as their default: a flag that
+/// is not a boolean, a null activation (Keras's linear one), a GRU without
+/// `reset_after` (saved before Keras had the setting: the reset gate before the
+/// product). Each refused, naming the setting and the value.
+#[test]
+fn settings_of_another_type_or_absent_are_not_defaults() {
+    let dir = scratch();
+    let config = architecture("k3_lstm_stack.keras");
+    for (key, value, got) in [
+        (
+            "return_sequences",
+            serde_json::json!("true"),
+            "expected true or false, got \"true\"",
+        ),
+        (
+            "stateful",
+            serde_json::json!(1),
+            "expected true or false, got 1",
+        ),
+        (
+            "activation",
+            serde_json::Value::Null,
+            "expected \"tanh\" (cuDNN's LSTM), got null",
+        ),
+        (
+            "recurrent_activation",
+            serde_json::Value::Null,
+            "expected \"sigmoid\" (cuDNN's LSTM), got null",
+        ),
+    ] {
+        let mut edited = config.clone();
+        layer_mut(&mut edited, "lstm_a")["config"][key] = value;
+        let architecture = damaged(&dir, &format!("{key}.json"), edited.to_string().as_bytes());
+        let e = edited_refusal("k3_lstm_stack.keras", architecture, "lstm_a");
+        assert!(
+            e.contains(&format!("Keras layer 'lstm_a' {key}`: {got}")),
+            "{key}: {e}"
+        );
+    }
+    let mut edited = architecture("k3_bigru_functional.keras");
+    let bi = &mut layer_mut(&mut edited, "bigru_1")["config"];
+    for side in ["layer", "backward_layer"] {
+        bi[side]["config"]
+            .as_object_mut()
+            .unwrap()
+            .remove("reset_after");
+    }
+    let architecture = damaged(&dir, "no_reset_after.json", edited.to_string().as_bytes());
+    let e = KerasModel::open_with_architecture(path("k3_bigru_functional.keras"), architecture)
+        .unwrap()
+        .gru::<NdArray<f32>>("bigru_1", &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("reset_after`: expected true") && e.ends_with("got null"),
+        "{e}"
+    );
+}
+
+/// `k2_keras_2_2.h5`: a weights-only file labelled Keras 2.2.4, whose defaults cuDNN
+/// does not run: without its architecture the layer is refused, with it (the
+/// settings are then read) it loads.
+#[test]
+fn a_weights_only_file_of_keras_before_2_3_needs_its_architecture() {
+    let device = Default::default();
+    let model = KerasModel::open(path("k2_keras_2_2.h5")).unwrap();
+    let e = model
+        .gru::<NdArray<f32>>("bigru", &device)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "Keras layer 'bigru'`: expected its architecture (KerasModel::open_with_architecture)"
+        ) && e.ends_with("got a weights-only file written by Keras 2.2.4"),
+        "{e}"
+    );
+    KerasModel::open_with_architecture(path("k2_keras_2_2.h5"), path("k2_bigru.json"))
+        .unwrap()
+        .gru::<NdArray<f32>>("bigru", &device)
+        .expect("the settings read from the architecture");
+}
+
+/// Keras up to 2.2.2 wrote a Sequential model's `config` as its list of layers:
+/// `k2_bigru.json` in that form gives the same layer as the file as written.
+#[test]
+fn a_sequential_config_written_as_a_list_of_layers_is_read() {
+    let dir = scratch();
+    let mut old = serde_json::from_str::<serde_json::Value>(
+        &std::fs::read_to_string(path("k2_bigru.json")).unwrap(),
+    )
+    .unwrap();
+    old["config"] = old["config"]["layers"].take();
+    let architecture = damaged(&dir, "list.json", old.to_string().as_bytes());
+    let load = |architecture: PathBuf| {
+        let model =
+            KerasModel::open_with_architecture(path("k2_bigru_weights.h5"), architecture).unwrap();
+        let layer = model.layers()[0].clone();
+        let (gru, _) = model
+            .gru::<NdArray<f32>>("bigru", &Default::default())
+            .unwrap();
+        (layer, to_f64(gru.flat_weights()))
+    };
+    let (layer, weights) = load(architecture);
+    assert!(
+        layer.settings_known && layer.mask_source.is_some(),
+        "{layer:?}"
+    );
+    assert_eq!((layer, weights), load(path("k2_bigru.json")));
+}
+
+/// The mask a layer receives: `k3_bilstm_masked.keras` (Masking, then two
+/// Bidirectional LSTMs) with a layer put after the Masking. A Dense or a Dropout hands
+/// the mask on; a Conv1D (no `supports_masking`) drops it, for both layers above it.
+#[test]
+fn a_mask_reaches_a_layer_only_through_layers_that_pass_it_on() {
+    let dir = scratch();
+    for (class, passes) in [("Dense", true), ("Dropout", true), ("Conv1D", false)] {
+        let mut config = architecture("k3_bilstm_masked.keras");
+        config["config"]["layers"].as_array_mut().unwrap().insert(
+            2,
+            serde_json::json!({"class_name": class, "config": {"name": "between"}}),
+        );
+        let architecture = damaged(
+            &dir,
+            &format!("{class}.json"),
+            config.to_string().as_bytes(),
+        );
+        let model =
+            KerasModel::open_with_architecture(path("k3_bilstm_masked.keras"), architecture)
+                .unwrap();
+        for layer in model.layers() {
+            assert_eq!(
+                layer.mask_source.as_deref(),
+                passes.then_some("masking"),
+                "{class}: {}",
+                layer.name
+            );
+        }
+    }
 }
 
 /// The architecture (`config.json`) inside the `.keras` fixture `file`.
