@@ -200,6 +200,12 @@ if [ "$phase" = event-drift ]; then
     CUDA_LAUNCH_BLOCKING=1 timeout 60 "$kit/bin/event-drift" --variant "$variant" 2>&1 |
       sed "s/^/event-drift launch-blocking $variant /" | log
   done
+  # The context-wide wait with streams that never run work (CubeCL's collective and
+  # cleanup streams, a finished thread's stream): whether waits pile up on them.
+  timeout 60 "$kit/bin/event-drift" --variant context-events --idle-streams 4 2>&1 |
+    sed "s/^/event-drift idle-streams context-events /" | log
+  CUDA_LAUNCH_BLOCKING=1 timeout 60 "$kit/bin/event-drift" --variant context-events --idle-streams 4 2>&1 |
+    sed "s/^/event-drift launch-blocking idle-streams context-events /" | log
 fi
 
 if [ "$phase" = drift ]; then
@@ -236,6 +242,16 @@ if [ "$phase" = drift ]; then
   echo "ab f32 context-wait=0 $(BURN_LSTM_CUDNN_CONTEXT_WAIT=0 timeout 150 "$kit/bin/lstm-bench" "${flags[@]}" 2>&1 | tail -1)" | log
   echo "ab f32 dropout=0.1 $(timeout 150 "$kit/bin/lstm-bench" "${flags[@]}" --dropout 0.1 2>&1 | tail -1)" | log
   echo "ab f32 launch-blocking $(CUDA_LAUNCH_BLOCKING=1 timeout 150 "$kit/bin/lstm-bench" "${flags[@]}" 2>&1 | tail -1)" | log
+  # Whether burn-fusion keeps adding execution plans (each lookup scans the plans that
+  # start alike): the plan ids it executes and its explorations, per tenth of the log.
+  fusion_flags=()
+  for flag in "${flags[@]}"; do
+    if [ "${skip:-}" = 1 ]; then skip=; continue; fi
+    if [ "$flag" = --iters ]; then skip=1; continue; fi
+    fusion_flags+=("$flag")
+  done
+  echo "drift fusion plans $(BURN_FUSION_LOG=full timeout 150 "$kit/bin/lstm-bench" "${fusion_flags[@]}" --iters 1000 2>&1 >/dev/null |
+    python3 benchmarks/fusion_plans.py)" | log
   echo "drift trace, the op's phases (ms), first and last tenth of the calls:" | log
   BURN_LSTM_CUDNN_TRACE=1 LSTM_BENCH_PROFILE="${OUT:-/tmp}/profile-drift.txt" timeout 200 \
     "$kit/bin/lstm-bench" "${flags[@]}" 2>&1 >/dev/null |

@@ -15,6 +15,9 @@
 //! - `host-sync`: host synchronisations before and after (`BURN_LSTM_CUDNN_EVENTS=0`);
 //! - `unordered`: neither (the two streams' cost alone; not a correct ordering).
 //!
+//! `--idle-streams N` adds streams that never run anything: `cuCtxWaitEvent` makes every
+//! stream of the context wait, those too.
+//!
 //! Every `--block` calls both streams are synchronised and the block's wall time and
 //! the host time of its queueing are printed (one JSON line per block, then a summary
 //! line with the first and the last block): a per-call time that grows from block to
@@ -89,6 +92,11 @@ struct Args {
     /// Kernels queued on the other stream per call.
     #[arg(long, default_value_t = 16)]
     launches: u32,
+    /// Streams created in the context and never given work (as CubeCL's collective and
+    /// cleanup streams, or a thread's stream after its last call): whether each
+    /// context-wide wait they receive stays pending and piles up.
+    #[arg(long, default_value_t = 0)]
+    idle_streams: u32,
     /// CUDA device.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -202,6 +210,11 @@ fn run(args: &Args) -> Result<(), String> {
         .context()
         .new_stream()
         .map_err(|e| format!("cuStreamCreate: {e:?}"))?;
+    // Held to the end of the run: created, never used.
+    let idle: Vec<Arc<CudaStream>> = (0..args.idle_streams)
+        .map(|_| handle.stream().context().new_stream())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("cuStreamCreate (idle): {e:?}"))?;
     let work = Work::load();
     let zeros = |stream: &Arc<CudaStream>| -> Result<CudaSlice<f32>, String> {
         stream.alloc_zeros::<f32>(32).map_err(|e| format!("{e:?}"))
@@ -231,7 +244,7 @@ fn run(args: &Args) -> Result<(), String> {
         let host_us = per_call_us(host, calls);
         stdout_line::print_line_or_end(json!({
             "what": "event-drift", "variant": variant, "work": work.name(),
-            "launches": args.launches, "first_call": done, "calls": calls,
+            "launches": args.launches, "idle_streams": idle.len(), "first_call": done, "calls": calls,
             "wall_us_per_call": wall_us, "host_us_per_call": host_us,
         }));
         blocks.push(wall_us);
@@ -240,7 +253,7 @@ fn run(args: &Args) -> Result<(), String> {
     let (first, last) = (blocks[0], blocks[blocks.len() - 1]);
     stdout_line::print_line_or_end(json!({
         "what": "event-drift-summary", "variant": variant, "work": work.name(),
-        "launches": args.launches, "calls": args.calls, "block": args.block,
+        "launches": args.launches, "idle_streams": idle.len(), "calls": args.calls, "block": args.block,
         "first_block_us_per_call": first, "last_block_us_per_call": last,
         "last_over_first": last / first,
     }));
