@@ -42,8 +42,10 @@
 //!   [`load_file_checked`]. Both check every tensor against the config (names, shapes,
 //!   none missing or extra) and name the file, the expected and the actual value; a
 //!   damaged file is an error, never a panic.
-//! - PyTorch state dicts in safetensors:
-//!   [`CudnnCompatibleLstmConfig::load_pytorch_safetensors`],
+//! - PyTorch state dicts, `torch.save` files or safetensors:
+//!   [`CudnnCompatibleLstmConfig::load_pytorch`],
+//!   [`CudnnCompatibleLstmConfig::load_pytorch_with_prefix`] (either, told apart by
+//!   content), [`CudnnCompatibleLstmConfig::load_pytorch_safetensors`],
 //!   [`CudnnCompatibleLstmConfig::load_pytorch_safetensors_with_prefix`] (an `nn.LSTM`
 //!   inside a larger module), [`CudnnCompatibleLstm::save_pytorch_safetensors`]; the
 //!   GRU's alike.

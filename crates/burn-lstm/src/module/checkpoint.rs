@@ -1,15 +1,17 @@
 //! Checkpoints: Burn records checked against the config before they are applied
 //! (Burn itself would silently drop a missing bias or panic on a layer count), and
-//! PyTorch `nn.LSTM` and `nn.GRU` state dicts in safetensors, by their PyTorch names
-//! (the two share every helper: their parameters have the same names).
+//! PyTorch `nn.LSTM` and `nn.GRU` state dicts in safetensors or `torch.save` files, by
+//! their PyTorch names (the two share every helper: their parameters have the same
+//! names).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
+use std::rc::Rc;
 
 use burn::module::{Module, Param};
 use burn::record::{FileRecorder, Recorder};
 use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
-use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore};
+use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore, TensorSnapshot};
 
 use crate::error::RnnError;
 use crate::module::config::CudnnCompatibleLstmConfig;
@@ -18,6 +20,8 @@ use crate::module::gru_config::CudnnCompatibleGruConfig;
 use crate::module::lstm::CudnnCompatibleLstm;
 use crate::module::record_guard;
 use crate::module::shapes::{PARAM_NAMES, expected_shapes, unexpected, validate_layers};
+use crate::module::torch_file::{self, TorchFile};
+use crate::module::torch_pickle::TensorMeta;
 use crate::module::weights::{RnnLayer, RnnLayerRecord};
 use crate::op::spec::RnnArch;
 
@@ -62,13 +66,7 @@ impl CudnnCompatibleLstmConfig {
     /// The file does not hold the config: build it with PyTorch's values, and mind
     /// `batch_first`, which is `False` by default in PyTorch and `true` by default here
     /// (`.with_batch_first(false)` for a model that was fed `[seq, batch, features]`).
-    /// A `.pt` file converts to safetensors in three lines of Python:
-    ///
-    /// ```text
-    /// import torch, safetensors.torch
-    /// state = torch.load("model.pt", map_location="cpu")  # a state dict (model.state_dict())
-    /// safetensors.torch.save_file({k: v.contiguous() for k, v in state.items()}, "model.safetensors")
-    /// ```
+    /// A `torch.save` file (`.pt`) loads with [`Self::load_pytorch`].
     pub fn load_pytorch_safetensors<B: Backend>(
         &self,
         path: impl AsRef<Path>,
@@ -102,9 +100,60 @@ impl CudnnCompatibleLstmConfig {
         prefix: &str,
         device: &B::Device,
     ) -> Result<CudnnCompatibleLstm<B>, RnnError> {
-        let path = path.as_ref();
+        self.load_pytorch_formats(path.as_ref(), prefix, PytorchFormats::Safetensors, device)
+    }
+
+    /// Loads PyTorch `nn.LSTM` parameters from a state dict saved by `torch.save`
+    /// (`.pt`, `.pth`, `.bin`: PyTorch 1.6's format and later) or as safetensors, told
+    /// apart by content, with the checks of [`Self::load_pytorch_safetensors`]. A
+    /// `torch.save` file is read without running anything in it: dicts and tensors are
+    /// read, any other object is only named (a pickled whole model is an error that
+    /// says to save its `state_dict()`). A checkpoint dict (`{"model":
+    /// model.state_dict(), "optimizer": ...}`) names its tensors `model.weight_ih_l0`,
+    /// ...: load them with [`Self::load_pytorch_with_prefix`].
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), burn_lstm::RnnError> {
+    /// use burn::backend::Flex;
+    /// use burn_lstm::CudnnCompatibleLstmConfig;
+    ///
+    /// // PyTorch: torch.save(nn.LSTM(16, 32, num_layers=2).state_dict(), "lstm.pt")
+    /// let lstm = CudnnCompatibleLstmConfig::new(16, 32)
+    ///     .with_num_layers(2)
+    ///     .with_batch_first(false)
+    ///     .load_pytorch::<Flex>("lstm.pt", &Default::default())?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn load_pytorch<B: Backend>(
+        &self,
+        path: impl AsRef<Path>,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleLstm<B>, RnnError> {
+        self.load_pytorch_with_prefix(path, "", device)
+    }
+
+    /// [`Self::load_pytorch`] for an `nn.LSTM` that is a submodule (`prefix` as in
+    /// [`Self::load_pytorch_safetensors_with_prefix`]; `"model.encoder."` for the
+    /// encoder of a checkpoint dict's `"model"` entry).
+    pub fn load_pytorch_with_prefix<B: Backend>(
+        &self,
+        path: impl AsRef<Path>,
+        prefix: &str,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleLstm<B>, RnnError> {
+        self.load_pytorch_formats(path.as_ref(), prefix, PytorchFormats::Any, device)
+    }
+
+    fn load_pytorch_formats<B: Backend>(
+        &self,
+        path: &Path,
+        prefix: &str,
+        formats: PytorchFormats,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleLstm<B>, RnnError> {
         let arch = self.arch();
-        let pytorch = PytorchParameters::open(&arch, path, prefix)?;
+        let pytorch = PytorchParameters::open(&arch, path, prefix, formats)?;
         let mut module = self.try_init::<B>(device)?;
         pytorch.load_into(&mut module.layers, device)?;
         Ok(module)
@@ -161,8 +210,40 @@ impl CudnnCompatibleGruConfig {
         prefix: &str,
         device: &B::Device,
     ) -> Result<CudnnCompatibleGru<B>, RnnError> {
+        self.load_pytorch_formats(path.as_ref(), prefix, PytorchFormats::Safetensors, device)
+    }
+
+    /// Loads PyTorch `nn.GRU` parameters from a state dict saved by `torch.save` or as
+    /// safetensors, told apart by content, as
+    /// [`CudnnCompatibleLstmConfig::load_pytorch`](crate::CudnnCompatibleLstmConfig::load_pytorch)
+    /// does for an LSTM.
+    pub fn load_pytorch<B: Backend>(
+        &self,
+        path: impl AsRef<Path>,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleGru<B>, RnnError> {
+        self.load_pytorch_with_prefix(path, "", device)
+    }
+
+    /// [`Self::load_pytorch`] for an `nn.GRU` that is a submodule.
+    pub fn load_pytorch_with_prefix<B: Backend>(
+        &self,
+        path: impl AsRef<Path>,
+        prefix: &str,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleGru<B>, RnnError> {
+        self.load_pytorch_formats(path.as_ref(), prefix, PytorchFormats::Any, device)
+    }
+
+    fn load_pytorch_formats<B: Backend>(
+        &self,
+        path: &Path,
+        prefix: &str,
+        formats: PytorchFormats,
+        device: &B::Device,
+    ) -> Result<CudnnCompatibleGru<B>, RnnError> {
         let arch = self.arch();
-        let pytorch = PytorchParameters::open(&arch, path.as_ref(), prefix)?;
+        let pytorch = PytorchParameters::open(&arch, path, prefix, formats)?;
         let mut module = self.try_init::<B>(device)?;
         pytorch.load_into(&mut module.layers, device)?;
         Ok(module)
@@ -229,24 +310,118 @@ where
     Ok(module.load_record(record))
 }
 
-/// A PyTorch state dict in safetensors (`nn.LSTM` or `nn.GRU` names, each after
-/// `prefix`), checked against an architecture: no parameter the architecture lacks.
+/// Which files a PyTorch loader reads, and its name (errors name it in their hints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PytorchFormats {
+    /// safetensors only (`load_pytorch_safetensors`).
+    Safetensors,
+    /// safetensors or a `torch.save` file, told apart by content (`load_pytorch`).
+    Any,
+}
+
+impl PytorchFormats {
+    fn loader(self) -> &'static str {
+        match self {
+            Self::Safetensors => "load_pytorch_safetensors",
+            Self::Any => "load_pytorch",
+        }
+    }
+}
+
+/// Where a state dict's tensors come from.
+enum Tensors {
+    Safetensors(SafetensorsStore),
+    Torch(TorchFile),
+}
+
+/// One tensor of a state dict, found by name.
+enum Found {
+    Snapshot(TensorSnapshot),
+    Torch(Rc<TensorMeta>),
+}
+
+impl Found {
+    fn shape(&self) -> Vec<usize> {
+        match self {
+            Found::Snapshot(s) => s.shape.to_vec(),
+            Found::Torch(t) => torch_file::shape(t),
+        }
+    }
+
+    fn dtype(&self) -> DType {
+        match self {
+            Found::Snapshot(s) => s.dtype,
+            Found::Torch(t) => torch_file::dtype(t.storage.dtype),
+        }
+    }
+}
+
+impl Tensors {
+    fn open(path: &Path, formats: PytorchFormats) -> Result<Self, RnnError> {
+        match torch_file::open_if_torch(path).map_err(|e| io_error(path, e))? {
+            Some(file) if formats == PytorchFormats::Any => Ok(Self::Torch(file)),
+            Some(_) => Err(io_error(
+                path,
+                "a torch.save file, not safetensors: load it with load_pytorch (or \
+                 load_pytorch_with_prefix), which reads both",
+            )),
+            None => Ok(Self::Safetensors(SafetensorsStore::from_file(path))),
+        }
+    }
+
+    fn names(&mut self) -> Result<Vec<String>, String> {
+        match self {
+            Self::Safetensors(store) => store.keys().map_err(|e| e.to_string()),
+            Self::Torch(file) => Ok(file.names()),
+        }
+    }
+
+    fn find(&mut self, key: &str) -> Result<Option<Found>, String> {
+        match self {
+            Self::Safetensors(store) => store
+                .get_snapshot(key)
+                .map(|s| s.cloned().map(Found::Snapshot))
+                .map_err(|e| e.to_string()),
+            Self::Torch(file) => Ok(file.get(key).map(Found::Torch)),
+        }
+    }
+
+    fn data(&mut self, found: Found) -> Result<TensorData, String> {
+        match (self, found) {
+            (_, Found::Snapshot(s)) => s.to_data().map_err(|e| format!("{e:?}")),
+            (Self::Torch(file), Found::Torch(t)) => file.read(&t),
+            (Self::Safetensors(_), Found::Torch(_)) => {
+                Err("a torch.save tensor asked of a safetensors file".into())
+            }
+        }
+    }
+}
+
+/// A PyTorch state dict (`nn.LSTM` or `nn.GRU` names, each after `prefix`) in
+/// safetensors or a `torch.save` file, checked against an architecture: no parameter
+/// the architecture lacks.
 pub(crate) struct PytorchParameters<'a> {
     arch: &'a RnnArch,
     path: &'a Path,
     prefix: &'a str,
+    formats: PytorchFormats,
     /// Every tensor name of the file (for the hint of a missing one).
     names: Vec<String>,
-    store: SafetensorsStore,
+    tensors: Tensors,
 }
 
 impl<'a> PytorchParameters<'a> {
-    pub fn open(arch: &'a RnnArch, path: &'a Path, prefix: &'a str) -> Result<Self, RnnError> {
+    pub fn open(
+        arch: &'a RnnArch,
+        path: &'a Path,
+        prefix: &'a str,
+        formats: PytorchFormats,
+    ) -> Result<Self, RnnError> {
         if !path.is_file() {
             return Err(io_error(path, "no such file"));
         }
-        let mut store = SafetensorsStore::from_file(path);
-        let names = store.keys().map_err(|e| io_error(path, e))?;
+        let mut tensors = Tensors::open(path, formats)?;
+        let names = tensors.names().map_err(|e| io_error(path, e))?;
         for name in &names {
             let Some((param, layer, reverse)) =
                 name.strip_prefix(prefix).and_then(parse_pytorch_name)
@@ -268,8 +443,9 @@ impl<'a> PytorchParameters<'a> {
             arch,
             path,
             prefix,
+            formats,
             names,
-            store,
+            tensors,
         })
     }
 
@@ -280,44 +456,45 @@ impl<'a> PytorchParameters<'a> {
         layers: &mut [RnnLayer<B>],
         device: &B::Device,
     ) -> Result<(), RnnError> {
-        let (path, prefix, names) = (self.path, self.prefix, &self.names);
+        let (path, prefix, names, loader) =
+            (self.path, self.prefix, &self.names, self.formats.loader());
+        let tensors = &mut self.tensors;
         let mut load = |name: String, shape: Vec<usize>| -> Result<TensorData, RnnError> {
             let key = format!("{prefix}{name}");
-            let snapshot = self
-                .store
-                .get_snapshot(&key)
+            let found = tensors
+                .find(&key)
                 .map_err(|e| io_error(path, e))?
                 .ok_or_else(|| RnnError::CheckpointTensor {
                     source_name: path.display().to_string(),
                     problem: "missing",
-                    hint: prefix_hint(names, &name, &key),
+                    hint: prefix_hint(names, &name, &key, loader),
                     name: key.clone(),
                 })?;
-            if snapshot.shape.to_vec() != shape {
+            if found.shape() != shape {
                 return Err(RnnError::ParameterShape {
                     name: key,
                     expected: shape,
-                    actual: snapshot.shape.to_vec(),
+                    actual: found.shape(),
                 });
             }
             // Float values are converted to the device's float type; an integer or
             // boolean tensor under a parameter's name is not a parameter.
             if !matches!(
-                snapshot.dtype,
+                found.dtype(),
                 DType::F64 | DType::F32 | DType::F16 | DType::BF16
             ) {
                 return Err(RnnError::CheckpointDtype {
                     source_name: path.display().to_string(),
                     name: key,
                     expected: "a float dtype (F64, F32, F16 or BF16)".into(),
-                    actual: format!("{:?}", snapshot.dtype),
+                    actual: format!("{:?}", found.dtype()),
                 });
             }
             // `Tensor::from_data` converts to the device's float type (not the backend's
             // `FloatElem`: Flex's is f32 even on a device set to f64).
-            snapshot
-                .to_data()
-                .map_err(|e| io_error(path, format!("{e:?}")))
+            tensors
+                .data(found)
+                .map_err(|e| io_error(path, format!("tensor `{key}`: {e}")))
         };
         for (l, layer) in layers.iter_mut().enumerate() {
             let expected = expected_shapes(self.arch, l);
@@ -348,7 +525,7 @@ impl<'a> PytorchParameters<'a> {
 /// Where a file holds the tensor `name` that was looked for as `key`: under other
 /// prefixes (a parent module's state dict: `encoder.weight_ih_l0`), named with the call
 /// that loads them; `None` where it holds no such name.
-fn prefix_hint(names: &[String], name: &str, key: &str) -> Option<String> {
+fn prefix_hint(names: &[String], name: &str, key: &str, loader: &str) -> Option<String> {
     let prefixes: Vec<&str> = names
         .iter()
         .filter(|n| n.as_str() != key)
@@ -357,9 +534,9 @@ fn prefix_hint(names: &[String], name: &str, key: &str) -> Option<String> {
         .collect();
     let call = |p: &str| {
         if p.is_empty() {
-            "load_pytorch_safetensors(path, device)".to_string()
+            format!("{loader}(path, device)")
         } else {
-            format!("load_pytorch_safetensors_with_prefix(path, {p:?}, device)")
+            format!("{loader}_with_prefix(path, {p:?}, device)")
         }
     };
     match prefixes.as_slice() {

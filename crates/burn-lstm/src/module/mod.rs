@@ -16,5 +16,7 @@ pub(crate) mod record_guard;
 pub(crate) mod record_paths;
 pub(crate) mod shapes;
 pub(crate) mod state;
+pub(crate) mod torch_file;
+pub(crate) mod torch_pickle;
 pub(crate) mod validate;
 pub(crate) mod weights;

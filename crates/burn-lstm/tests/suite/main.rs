@@ -32,3 +32,4 @@ mod layout;
 mod long_run;
 mod model_checkpoint;
 mod nan_policy;
+mod pytorch_files;

@@ -13,7 +13,7 @@
 //! - float64, against Keras's float64 outputs from the same weights, and against
 //!   PyTorch's float64 module for the ONNX files: [`F64_TOL`].
 
-mod io;
+pub(crate) mod io;
 mod keras;
 mod onnx;
 

@@ -1,0 +1,527 @@
+//! `torch.save` files (PyTorch 1.6 and later): a zip archive of `{archive}/data.pkl`
+//! (the pickled object), `{archive}/data/{key}` (each storage's bytes) and
+//! `{archive}/byteorder`, read as named tensors without running anything
+//! (`torch_pickle`). A state dict's names are its keys; a dict inside (a checkpoint
+//! `{"model": model.state_dict(), "optimizer": ...}`) gives `model.encoder.weight_ih_l0`.
+//! Tensors are views of storages (a state dict saved from a GPU `nn.LSTM` keeps every
+//! parameter in one flat storage, each at its offset), read when asked for, with every
+//! size checked against what the archive holds.
+
+use std::collections::HashMap;
+use std::io::{Cursor, Read};
+use std::path::Path;
+use std::rc::Rc;
+
+use burn::tensor::{DType, TensorData, bf16, f16};
+
+use crate::module::torch_pickle::{self, Pickle, StorageType, TensorMeta, Value};
+
+/// The first bytes of a zip archive (`torch.save`'s format since PyTorch 1.6).
+const ZIP: &[u8; 4] = b"PK\x03\x04";
+/// The first bytes of PyTorch's format before 1.6 (a pickled magic number).
+const LEGACY: &[u8; 4] = b"\x80\x02\x8a\x0a";
+/// Most dict entries read (every nested dict included).
+const MAX_ENTRIES: usize = 10_000_000;
+/// Deepest dict nesting read.
+const MAX_DEPTH: usize = 64;
+/// Deflate's highest ratio: no entry of the archive inflates beyond this many times
+/// the archive's size.
+const MAX_RATIO: u64 = 1032;
+
+/// What a file's first bytes say it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A zip archive: `torch.save`'s format (or another archive: [`TorchFile::open`]
+    /// says which).
+    Zip,
+    /// `torch.save`'s format before PyTorch 1.6.
+    LegacyTorch,
+    /// Anything else (safetensors, for one).
+    Other,
+}
+
+/// What the first bytes of a file say it is.
+pub(crate) fn kind(head: &[u8]) -> Kind {
+    if head.starts_with(ZIP) {
+        Kind::Zip
+    } else if head.starts_with(LEGACY) {
+        Kind::LegacyTorch
+    } else {
+        Kind::Other
+    }
+}
+
+/// A `torch.save` file's tensors.
+pub(crate) struct TorchFile {
+    archive: zip::ZipArchive<Cursor<Vec<u8>>>,
+    archive_len: u64,
+    /// `{archive}/`: the folder every entry is in.
+    folder: String,
+    /// Every tensor, by name, in the file's order.
+    tensors: Vec<(String, Rc<TensorMeta>)>,
+    /// Storages read so far, by key (a state dict's tensors may share one).
+    storages: HashMap<Rc<str>, Rc<[u8]>>,
+}
+
+impl TorchFile {
+    /// Reads the archive's pickle and lists its tensors. Errors say what the file is
+    /// when it is not a state dict.
+    pub fn open(bytes: Vec<u8>) -> Result<Self, String> {
+        let archive_len = bytes.len() as u64;
+        let mut archive = zip::ZipArchive::new(Cursor::new(bytes))
+            .map_err(|e| format!("a damaged zip archive: {e}"))?;
+        let pickles: Vec<String> = archive
+            .file_names()
+            .filter(|n| n.ends_with("/data.pkl") && n.matches('/').count() == 1)
+            .map(str::to_string)
+            .collect();
+        let pkl = match pickles.as_slice() {
+            [one] => one.clone(),
+            [] => {
+                return Err(
+                    "a zip archive without `{name}/data.pkl`: not a file of torch.save".into(),
+                );
+            }
+            many => return Err(format!("a zip archive with {} data.pkl files", many.len())),
+        };
+        let folder = pkl.trim_end_matches("data.pkl").to_string();
+        let byteorder = read_entry(&mut archive, &format!("{folder}byteorder"), archive_len)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).trim().to_string());
+        if let Some(order) = byteorder.filter(|o| o != "little") {
+            return Err(format!(
+                "storages in {order:?} byte order (only little-endian files are read)"
+            ));
+        }
+        let data = read_entry(&mut archive, &pkl, archive_len)?;
+        let pickle = torch_pickle::decode(&data).map_err(|e| format!("{pkl}: {e}"))?;
+        let Value::Dict(root) = pickle.root else {
+            let what = match &pickle.root {
+                Value::Object(name) => format!("a {name} object"),
+                other => other.kind(),
+            };
+            let hint = if archive
+                .index_for_name(&format!("{folder}constants.pkl"))
+                .is_some()
+            {
+                "a TorchScript archive (torch.jit.save); save the model's state_dict() with torch.save"
+            } else {
+                "save the model's state_dict(): torch.save(model.state_dict(), path)"
+            };
+            return Err(format!("the file holds {what}, not a state dict: {hint}"));
+        };
+        let mut tensors = Vec::new();
+        let mut budget = MAX_ENTRIES;
+        flatten(&pickle, root, "", 0, &mut tensors, &mut budget)?;
+        Ok(Self {
+            archive,
+            archive_len,
+            folder,
+            tensors: last_of_each_name(tensors),
+            storages: HashMap::new(),
+        })
+    }
+
+    /// Every tensor's name, in the file's order.
+    pub fn names(&self) -> Vec<String> {
+        self.tensors.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// The tensor named `name`.
+    pub fn get(&self, name: &str) -> Option<Rc<TensorMeta>> {
+        self.tensors
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t.clone())
+    }
+
+    /// A tensor's values, in its shape and storage type (floats only: the others are
+    /// no parameters).
+    pub fn read(&mut self, tensor: &TensorMeta) -> Result<TensorData, String> {
+        let storage = &tensor.storage;
+        let size = storage.dtype.size();
+        let shape: Vec<usize> = tensor
+            .shape
+            .iter()
+            .map(|&d| usize::try_from(d).map_err(|_| format!("a dimension of {d}")))
+            .collect::<Result<_, _>>()?;
+        let count = shape
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| format!("a shape {shape:?} whose size overflows"))?;
+        // The highest element the view reads, which its storage must hold.
+        let last = tensor
+            .shape
+            .iter()
+            .zip(&tensor.strides)
+            .try_fold(tensor.offset, |at, (&d, &s)| {
+                at.checked_add(d.saturating_sub(1).checked_mul(s)?)
+            })
+            .ok_or("a view whose extent overflows")?;
+        if count > 0 && last >= storage.len {
+            return Err(format!(
+                "a view (offset {}, shape {:?}, strides {:?}) reaching element {last} of a \
+                 storage of {}",
+                tensor.offset, tensor.shape, tensor.strides, storage.len
+            ));
+        }
+        let bytes = self.storage(&storage.key, storage.len, size)?;
+        let element = |i: usize| &bytes[i * size..(i + 1) * size];
+        let indices = view_indices(tensor, count);
+        let data = match storage.dtype {
+            StorageType::F32 => TensorData::new(
+                indices
+                    .map(|i| f32::from_le_bytes(element(i).try_into().expect("4 bytes")))
+                    .collect::<Vec<_>>(),
+                shape,
+            ),
+            StorageType::F64 => TensorData::new(
+                indices
+                    .map(|i| f64::from_le_bytes(element(i).try_into().expect("8 bytes")))
+                    .collect::<Vec<_>>(),
+                shape,
+            ),
+            StorageType::F16 => TensorData::new(
+                indices
+                    .map(|i| f16::from_le_bytes(element(i).try_into().expect("2 bytes")))
+                    .collect::<Vec<_>>(),
+                shape,
+            ),
+            StorageType::BF16 => TensorData::new(
+                indices
+                    .map(|i| bf16::from_le_bytes(element(i).try_into().expect("2 bytes")))
+                    .collect::<Vec<_>>(),
+                shape,
+            ),
+            other => return Err(format!("a tensor of {other:?}, not of floats")),
+        };
+        Ok(data)
+    }
+
+    /// The bytes of storage `key` (`len` elements of `size` bytes).
+    fn storage(&mut self, key: &Rc<str>, len: u64, size: usize) -> Result<Rc<[u8]>, String> {
+        if let Some(bytes) = self.storages.get(key) {
+            return Ok(bytes.clone());
+        }
+        let need = len
+            .checked_mul(size as u64)
+            .ok_or_else(|| format!("storage '{key}': {len} elements overflow"))?;
+        let name = format!("{}data/{key}", self.folder);
+        let bytes: Rc<[u8]> = read_entry(&mut self.archive, &name, self.archive_len)
+            .map_err(|e| format!("storage '{key}': {e}"))?
+            .into();
+        if (bytes.len() as u64) < need {
+            return Err(format!(
+                "storage '{key}' holds {} bytes where {len} elements of {size} bytes were declared",
+                bytes.len()
+            ));
+        }
+        self.storages.insert(key.clone(), bytes.clone());
+        Ok(bytes)
+    }
+}
+
+/// Reads the whole entry `name` (to its end, where the zip reader checks its CRC: a
+/// damaged byte is an error, not another value), never more than the archive's size
+/// times deflate's highest ratio (a header's size claim reserves nothing beyond that).
+fn read_entry(
+    archive: &mut zip::ZipArchive<Cursor<Vec<u8>>>,
+    name: &str,
+    archive_len: u64,
+) -> Result<Vec<u8>, String> {
+    let entry = archive
+        .by_name(name)
+        .map_err(|e| format!("no entry '{name}' in the archive ({e})"))?;
+    let bound = archive_len.saturating_mul(MAX_RATIO);
+    if entry.size() > bound {
+        return Err(format!(
+            "'{name}' claims {} bytes, more than the archive can hold",
+            entry.size()
+        ));
+    }
+    let mut out = Vec::with_capacity(entry.size().min(archive_len) as usize);
+    entry
+        .take(bound)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("reading '{name}': {e}"))?;
+    Ok(out)
+}
+
+/// The storage indices of a view's elements, in row-major order.
+fn view_indices(tensor: &TensorMeta, count: usize) -> impl Iterator<Item = usize> + '_ {
+    let dims = tensor.shape.len();
+    let mut index = vec![0u64; dims];
+    let mut at = tensor.offset;
+    (0..count).map(move |k| {
+        if k > 0 {
+            // Advance the last dimension, carrying into the ones before.
+            // Wrapping: a step past a dimension's end may leave u64 before the carry
+            // brings it back (the elements themselves were checked by `read`).
+            for d in (0..dims).rev() {
+                index[d] += 1;
+                at = at.wrapping_add(tensor.strides[d]);
+                if index[d] < tensor.shape[d] {
+                    break;
+                }
+                at = at.wrapping_sub(tensor.strides[d].wrapping_mul(tensor.shape[d]));
+                index[d] = 0;
+            }
+        }
+        // Within the storage: `read` checked the view's extent.
+        at as usize
+    })
+}
+
+/// Every tensor under the dict `id` (and the dicts inside it), named by their keys
+/// joined with dots after `prefix`.
+fn flatten(
+    pickle: &Pickle,
+    id: usize,
+    prefix: &str,
+    depth: usize,
+    out: &mut Vec<(String, Rc<TensorMeta>)>,
+    budget: &mut usize,
+) -> Result<(), String> {
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "dicts nested more than {MAX_DEPTH} deep (or a dict that holds itself)"
+        ));
+    }
+    for (key, value) in pickle.dict(id) {
+        *budget = budget
+            .checked_sub(1)
+            .ok_or_else(|| format!("more than {MAX_ENTRIES} dict entries"))?;
+        let key = match key {
+            Value::Str(s) => s.to_string(),
+            Value::Int(i) => i.to_string(),
+            _ => continue,
+        };
+        let name = if prefix.is_empty() {
+            key
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match value {
+            Value::Tensor(t) => out.push((name, t.clone())),
+            Value::Dict(child) => flatten(pickle, *child, &name, depth + 1, out, budget)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// `tensors` with each name once, at its first place with its last value (a key set
+/// twice in a dict keeps its last value, as in Python).
+fn last_of_each_name(tensors: Vec<(String, Rc<TensorMeta>)>) -> Vec<(String, Rc<TensorMeta>)> {
+    let mut at: HashMap<String, usize> = HashMap::new();
+    let mut out: Vec<(String, Rc<TensorMeta>)> = Vec::with_capacity(tensors.len());
+    for (name, tensor) in tensors {
+        match at.get(&name) {
+            Some(&i) => out[i].1 = tensor,
+            None => {
+                at.insert(name.clone(), out.len());
+                out.push((name, tensor));
+            }
+        }
+    }
+    out
+}
+
+/// A storage type as Burn's dtype.
+pub(crate) fn dtype(storage: StorageType) -> DType {
+    match storage {
+        StorageType::F64 => DType::F64,
+        StorageType::F32 => DType::F32,
+        StorageType::F16 => DType::F16,
+        StorageType::BF16 => DType::BF16,
+        StorageType::I64 => DType::I64,
+        StorageType::I32 => DType::I32,
+        StorageType::I16 => DType::I16,
+        StorageType::I8 => DType::I8,
+        StorageType::U8 => DType::U8,
+        StorageType::Bool => DType::Bool(burn::tensor::BoolStore::Native),
+    }
+}
+
+/// A tensor's shape as `usize` (dimensions beyond it are refused when it is read).
+pub(crate) fn shape(tensor: &TensorMeta) -> Vec<usize> {
+    tensor
+        .shape
+        .iter()
+        .map(|&d| usize::try_from(d).unwrap_or(usize::MAX))
+        .collect()
+}
+
+/// Opens `path` when it is a `torch.save` file: `Ok(None)` for another kind of file.
+pub(crate) fn open_if_torch(path: &Path) -> Result<Option<TorchFile>, String> {
+    let mut head = [0u8; 4];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .map_err(|e| e.to_string())?;
+    match kind(&head[..n]) {
+        Kind::Zip => {
+            let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+            TorchFile::open(bytes).map(Some)
+        }
+        Kind::LegacyTorch => Err(
+            "a torch.save file in PyTorch's format before 1.6: load it in PyTorch and save \
+             it again with torch.save (or as safetensors)"
+                .into(),
+        ),
+        Kind::Other => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    /// A pickle int: BININT1 below 256, else LONG1 of 8 bytes.
+    fn int(v: u64) -> Vec<u8> {
+        match u8::try_from(v) {
+            Ok(b) => vec![b'K', b],
+            Err(_) => {
+                let mut out = vec![0x8a, 8];
+                out.extend(v.to_le_bytes());
+                out
+            }
+        }
+    }
+
+    /// A state dict `{"w": view}` of a float32 storage "0" of `len` elements.
+    fn state_dict(len: u64, offset: u64, size: [u64; 2], stride: [u64; 2]) -> Vec<u8> {
+        let mut p = b"\x80\x02}q\x00X\x01\x00\x00\x00wctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpu".to_vec();
+        p.extend(int(len));
+        p.extend(b"tQ");
+        p.extend(int(offset));
+        p.extend(int(size[0]));
+        p.extend(int(size[1]));
+        p.push(0x86);
+        p.extend(int(stride[0]));
+        p.extend(int(stride[1]));
+        p.extend(b"\x86\x89}tRs.");
+        p
+    }
+
+    /// A zip archive of `entries` under the folder `archive/`, stored.
+    fn archive(entries: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        for (name, bytes) in entries {
+            zip.start_file(format!("archive/{name}"), options).unwrap();
+            zip.write_all(bytes).unwrap();
+        }
+        zip.finish().unwrap().into_inner()
+    }
+
+    fn floats(n: usize) -> Vec<u8> {
+        (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect()
+    }
+
+    fn read(pickle: &[u8], storage: &[u8]) -> Result<TensorData, String> {
+        let mut file = TorchFile::open(archive(&[("data.pkl", pickle), ("data/0", storage)]))?;
+        let w = file.get("w").ok_or("no tensor w")?;
+        file.read(&w)
+    }
+
+    #[test]
+    fn a_view_reads_its_elements_at_their_offset_and_strides() {
+        let data = read(&state_dict(10, 1, [2, 3], [1, 2]), &floats(10)).unwrap();
+        assert_eq!(data.shape.to_vec(), [2, 3]);
+        assert_eq!(
+            data.to_vec::<f32>().unwrap(),
+            [1.0, 3.0, 5.0, 2.0, 4.0, 6.0]
+        );
+        // A stride far beyond the storage on a dimension of 1 reads nothing past it.
+        let data = read(&state_dict(10, 4, [1, 3], [u64::MAX / 2, 1]), &floats(10)).unwrap();
+        assert_eq!(data.to_vec::<f32>().unwrap(), [4.0, 5.0, 6.0]);
+    }
+
+    #[test]
+    fn sizes_the_archive_does_not_hold_are_errors_before_any_allocation() {
+        // A storage declared with 2^40 elements, 40 bytes in the archive.
+        let e = read(&state_dict(1 << 40, 0, [2, 3], [3, 1]), &floats(10)).unwrap_err();
+        assert!(
+            e.contains("holds 40 bytes where 1099511627776 elements of 4 bytes were declared"),
+            "{e}"
+        );
+        // A view reaching past its storage.
+        let e = read(&state_dict(6, 0, [2, 3], [4, 1]), &floats(6)).unwrap_err();
+        assert!(e.contains("reaching element 6 of a storage of 6"), "{e}");
+        // A shape whose size overflows.
+        let e = read(&state_dict(6, 0, [1 << 40, 1 << 40], [0, 0]), &floats(6)).unwrap_err();
+        assert!(e.contains("overflows"), "{e}");
+        // A storage the archive lacks.
+        let mut file =
+            TorchFile::open(archive(&[("data.pkl", &state_dict(6, 0, [2, 3], [3, 1]))])).unwrap();
+        let w = file.get("w").unwrap();
+        let e = file.read(&w).unwrap_err();
+        assert!(e.contains("no entry 'archive/data/0'"), "{e}");
+    }
+
+    #[test]
+    fn archives_that_are_not_little_endian_state_dicts_are_named() {
+        let pickle = state_dict(6, 0, [2, 3], [3, 1]);
+        let e = TorchFile::open(archive(&[("data.pkl", &pickle), ("byteorder", b"big")]))
+            .err()
+            .unwrap();
+        assert!(e.contains("\"big\" byte order"), "{e}");
+        let e = TorchFile::open(archive(&[("other.pkl", &pickle)]))
+            .err()
+            .unwrap();
+        assert!(e.contains("without `{name}/data.pkl`"), "{e}");
+        // A dict that holds itself.
+        let e = TorchFile::open(archive(&[(
+            "data.pkl",
+            b"\x80\x02}q\x00X\x01\x00\x00\x00ah\x00s.",
+        )]))
+        .err()
+        .unwrap();
+        assert!(e.contains("nested more than 64 deep"), "{e}");
+        let e = TorchFile::open(archive(&[("data.pkl", b"\x80\x02K\x07.")]))
+            .err()
+            .unwrap();
+        assert!(
+            e.contains("the file holds an integer, not a state dict"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn nested_dicts_name_their_tensors_with_dots_and_a_key_set_twice_keeps_its_last_value() {
+        // {"model": {"w": t1}, "w2": t1} then "w2" set again to a second view.
+        let tensor = |offset: u8| {
+            let mut t = b"ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x06tQK".to_vec();
+            t.push(offset);
+            t.extend(b"K\x02\x85K\x01\x85\x89}tR");
+            t
+        };
+        let mut p = b"\x80\x02}X\x05\x00\x00\x00model}X\x01\x00\x00\x00w".to_vec();
+        p.extend(tensor(0));
+        p.extend(b"sX\x02\x00\x00\x00w2");
+        p.extend(tensor(1));
+        p.extend(b"X\x02\x00\x00\x00w2");
+        p.extend(tensor(4));
+        p.extend(b"u.");
+        // (`u` with no mark: SETITEMS needs one)
+        let e = TorchFile::open(archive(&[("data.pkl", &p), ("data/0", &floats(6))]))
+            .err()
+            .unwrap();
+        assert!(e.contains("needs a mark"), "{e}");
+        let mut p = b"\x80\x02}(X\x05\x00\x00\x00model}X\x01\x00\x00\x00w".to_vec();
+        p.extend(tensor(0));
+        p.extend(b"sX\x02\x00\x00\x00w2");
+        p.extend(tensor(1));
+        p.extend(b"X\x02\x00\x00\x00w2");
+        p.extend(tensor(4));
+        p.extend(b"u.");
+        let mut file =
+            TorchFile::open(archive(&[("data.pkl", &p), ("data/0", &floats(6))])).unwrap();
+        assert_eq!(file.names(), ["model.w", "w2"]);
+        let w2 = file.get("w2").unwrap();
+        assert_eq!(file.read(&w2).unwrap().to_vec::<f32>().unwrap(), [4.0, 5.0]);
+    }
+}
