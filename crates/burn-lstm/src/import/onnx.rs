@@ -6,6 +6,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path};
 
 use burn::tensor::backend::Backend;
+use burn::tensor::{bf16, f16};
 use prost::Message;
 
 use crate::error::RnnError;
@@ -543,8 +544,15 @@ fn weights(
     Ok((direction(0), info.bidirectional.then(|| direction(1))))
 }
 
-/// The float values of a dense tensor (`float_data`, `double_data`, `raw_data`, or
-/// external data in a file beside the model).
+/// ONNX's `TensorProto.DataType` values of the float types read.
+const FLOAT: i32 = 1;
+const FLOAT16: i32 = 10;
+const DOUBLE: i32 = 11;
+const BFLOAT16: i32 = 16;
+
+/// The float values of a dense tensor (`float_data`, `double_data`, `int32_data` for
+/// 16-bit floats, `raw_data`, or external data in a file beside the model), as f64
+/// (exact for every type read).
 fn tensor_values(
     source: &str,
     dir: &Path,
@@ -563,13 +571,19 @@ fn tensor_values(
         .ok_or_else(|| bad(format!("shape {shape:?} overflows")))?;
     let data_type = tensor.data_type.unwrap_or(0);
     let width = match data_type {
-        1 => 4,
-        11 => 8,
+        FLOAT => 4,
+        DOUBLE => 8,
+        FLOAT16 | BFLOAT16 => 2,
         other => {
             return Err(bad(format!(
-                "data type {other}; expected FLOAT (1) or DOUBLE (11)"
+                "data type {other}; expected FLOAT (1), DOUBLE (11), FLOAT16 (10) or BFLOAT16 (16)"
             )));
         }
+    };
+    // A 16-bit float's bits as f64 (exact).
+    let half = |bits: u16| match data_type {
+        FLOAT16 => f16::from_bits(bits).to_f64(),
+        _ => bf16::from_bits(bits).to_f64(),
     };
     let external;
     let raw: Option<&[u8]> = if tensor.data_location == Some(1) {
@@ -586,20 +600,35 @@ fn tensor_values(
                     bytes.len()
                 )));
             }
-            if width == 4 {
-                bytes
+            match width {
+                4 => bytes
                     .chunks_exact(4)
                     .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-                    .collect()
-            } else {
-                bytes
+                    .collect(),
+                8 => bytes
                     .chunks_exact(8)
                     .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-                    .collect()
+                    .collect(),
+                _ => bytes
+                    .chunks_exact(2)
+                    .map(|c| half(u16::from_le_bytes([c[0], c[1]])))
+                    .collect(),
             }
         }
-        None if width == 4 => tensor.float_data.iter().map(|&v| f64::from(v)).collect(),
-        None => tensor.double_data.clone(),
+        None => match data_type {
+            FLOAT => tensor.float_data.iter().map(|&v| f64::from(v)).collect(),
+            DOUBLE => tensor.double_data.clone(),
+            // ONNX keeps 16-bit floats' bits in `int32_data`, one value each.
+            _ => tensor
+                .int32_data
+                .iter()
+                .map(|&v| {
+                    u16::try_from(v)
+                        .map(half)
+                        .map_err(|_| bad(format!("a 16-bit float stored as {v}")))
+                })
+                .collect::<Result<_, _>>()?,
+        },
     };
     if values.len() != count {
         return Err(bad(format!("{} values for shape {shape:?}", values.len())));

@@ -282,3 +282,31 @@ fn external_data_is_read_from_the_models_folder_only() {
         assert!(e.contains(part), "{file}: {e}");
     }
 }
+
+#[test]
+fn float16_and_bfloat16_weights_load_exactly() {
+    use burn::tensor::{bf16, f16};
+    let device = Default::default();
+    let lstm = |file: &str| {
+        OnnxModel::open(path(file))
+            .unwrap()
+            .lstm::<NdArray<f64>>(RecurrentSelection::All, &device)
+            .map(|(m, _)| to_f64(m.flat_weights()))
+            .unwrap_or_else(|e| panic!("{file}: {e}"))
+    };
+    let gru = |file: &str| {
+        OnnxModel::open(path(file))
+            .unwrap()
+            .gru::<NdArray<f64>>(RecurrentSelection::All, &device)
+            .map(|(m, _)| to_f64(m.flat_weights()))
+            .unwrap_or_else(|e| panic!("{file}: {e}"))
+    };
+    // The float32 weights rounded to the half type (to nearest, ties to even, as numpy
+    // and onnx.helper round), then read exactly.
+    let f16_of =
+        |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| f16::from_f64(x).to_f64()).collect() };
+    let bf16_of =
+        |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| bf16::from_f64(x).to_f64()).collect() };
+    assert_eq!(lstm("lstm_bi2_f16.onnx"), f16_of(lstm("lstm_bi2.onnx")));
+    assert_eq!(gru("gru2_bf16.onnx"), bf16_of(gru("gru2.onnx")));
+}
