@@ -100,7 +100,15 @@ impl CudnnCompatibleLstmConfig {
         prefix: &str,
         device: &B::Device,
     ) -> Result<CudnnCompatibleLstm<B>, RnnError> {
-        self.load_pytorch_formats(path.as_ref(), prefix, PytorchFormats::Safetensors, device)
+        load_pytorch(
+            &self.arch(),
+            path.as_ref(),
+            prefix,
+            PytorchFormats::Safetensors,
+            || self.try_init::<B>(device),
+            |m| &mut m.layers,
+            device,
+        )
     }
 
     /// Loads PyTorch `nn.LSTM` parameters from a state dict saved by `torch.save`
@@ -142,21 +150,15 @@ impl CudnnCompatibleLstmConfig {
         prefix: &str,
         device: &B::Device,
     ) -> Result<CudnnCompatibleLstm<B>, RnnError> {
-        self.load_pytorch_formats(path.as_ref(), prefix, PytorchFormats::Any, device)
-    }
-
-    fn load_pytorch_formats<B: Backend>(
-        &self,
-        path: &Path,
-        prefix: &str,
-        formats: PytorchFormats,
-        device: &B::Device,
-    ) -> Result<CudnnCompatibleLstm<B>, RnnError> {
-        let arch = self.arch();
-        let pytorch = PytorchParameters::open(&arch, path, prefix, formats)?;
-        let mut module = self.try_init::<B>(device)?;
-        pytorch.load_into(&mut module.layers, device)?;
-        Ok(module)
+        load_pytorch(
+            &self.arch(),
+            path.as_ref(),
+            prefix,
+            PytorchFormats::Any,
+            || self.try_init::<B>(device),
+            |m| &mut m.layers,
+            device,
+        )
     }
 }
 
@@ -210,7 +212,15 @@ impl CudnnCompatibleGruConfig {
         prefix: &str,
         device: &B::Device,
     ) -> Result<CudnnCompatibleGru<B>, RnnError> {
-        self.load_pytorch_formats(path.as_ref(), prefix, PytorchFormats::Safetensors, device)
+        load_pytorch(
+            &self.arch(),
+            path.as_ref(),
+            prefix,
+            PytorchFormats::Safetensors,
+            || self.try_init::<B>(device),
+            |m| &mut m.layers,
+            device,
+        )
     }
 
     /// Loads PyTorch `nn.GRU` parameters from a state dict saved by `torch.save` or as
@@ -232,21 +242,15 @@ impl CudnnCompatibleGruConfig {
         prefix: &str,
         device: &B::Device,
     ) -> Result<CudnnCompatibleGru<B>, RnnError> {
-        self.load_pytorch_formats(path.as_ref(), prefix, PytorchFormats::Any, device)
-    }
-
-    fn load_pytorch_formats<B: Backend>(
-        &self,
-        path: &Path,
-        prefix: &str,
-        formats: PytorchFormats,
-        device: &B::Device,
-    ) -> Result<CudnnCompatibleGru<B>, RnnError> {
-        let arch = self.arch();
-        let pytorch = PytorchParameters::open(&arch, path, prefix, formats)?;
-        let mut module = self.try_init::<B>(device)?;
-        pytorch.load_into(&mut module.layers, device)?;
-        Ok(module)
+        load_pytorch(
+            &self.arch(),
+            path.as_ref(),
+            prefix,
+            PytorchFormats::Any,
+            || self.try_init::<B>(device),
+            |m| &mut m.layers,
+            device,
+        )
     }
 }
 
@@ -308,6 +312,23 @@ where
     };
     validate_layers(arch, layers_of(&record)).map_err(|e| with_source(e, path))?;
     Ok(module.load_record(record))
+}
+
+/// A module made by `init` with the PyTorch state dict at `path` loaded into its
+/// `layers` (checked against `arch` first).
+fn load_pytorch<B: Backend, M>(
+    arch: &RnnArch,
+    path: &Path,
+    prefix: &str,
+    formats: PytorchFormats,
+    init: impl FnOnce() -> Result<M, RnnError>,
+    layers: impl FnOnce(&mut M) -> &mut [RnnLayer<B>],
+    device: &B::Device,
+) -> Result<M, RnnError> {
+    let pytorch = PytorchParameters::open(arch, path, prefix, formats)?;
+    let mut module = init()?;
+    pytorch.load_into(layers(&mut module), device)?;
+    Ok(module)
 }
 
 /// Which files a PyTorch loader reads, and its name (errors name it in their hints).
