@@ -1,10 +1,12 @@
 //! Load PyTorch `nn.LSTM` weights and check that the outputs match PyTorch's.
 //!
-//! `cargo run --release --example pytorch_weights [-- WEIGHTS.safetensors IO.json]`
+//! `cargo run --release --example pytorch_weights [-- WEIGHTS IO.json]`
 //!
 //! The default files in `examples/data/` come from `examples/pytorch/make_weights.py`
 //! (a 2-layer bidirectional `nn.LSTM`, its state dict in safetensors, and an input with
 //! PyTorch's output and final state in JSON). Run that script to regenerate them.
+//! WEIGHTS may also be the state dict saved by `torch.save(lstm.state_dict(), path)`:
+//! `load_pytorch` reads either.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -107,7 +109,7 @@ fn run(args: Args) -> Result<(), String> {
     // Every tensor is checked against the config: a file of another shape is an error
     // that names the tensor, not a silently different model.
     let model = config
-        .load_pytorch_safetensors::<Flex>(&weights, &device)
+        .load_pytorch::<Flex>(&weights, &device)
         .map_err(|e| e.to_string())?;
     println!(
         "loaded {} (PyTorch {}), kernel: {}",
