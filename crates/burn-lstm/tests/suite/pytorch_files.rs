@@ -42,26 +42,27 @@ fn torch_save_files_load_the_values_of_their_safetensors_twins() {
     let projected = CudnnCompatibleLstmConfig::new(3, 4)
         .with_proj_size(2)
         .with_batch_first(false);
-    for (config, name, prefix) in [
-        (encoder(), "tagger", "encoder."),
-        (encoder(), "checkpoint", "model.encoder."),
-        (projected.clone(), "lstm_f16", ""),
-        (projected, "lstm_bf16", ""),
+    // (config, the .pt file, its safetensors twin, the prefix)
+    for (config, name, twin, prefix) in [
+        (encoder(), "tagger", "tagger", "encoder."),
+        // nn.Parameter objects (state_dict(keep_vars=True)); pickle protocol 4.
+        (encoder(), "tagger_params", "tagger", "encoder."),
+        (encoder(), "tagger_protocol4", "tagger", "encoder."),
+        (encoder(), "checkpoint", "checkpoint", "model.encoder."),
+        (projected.clone(), "lstm_f16", "lstm_f16", ""),
+        (projected, "lstm_bf16", "lstm_bf16", ""),
     ] {
-        let twin = config
-            .load_pytorch_safetensors_with_prefix::<B>(
-                path(&format!("{name}.safetensors")),
-                prefix,
-                &device,
-            )
+        let twin_path = path(&format!("{twin}.safetensors"));
+        let expected = config
+            .load_pytorch_safetensors_with_prefix::<B>(&twin_path, prefix, &device)
             .map(|m| to_f64(m.flat_weights()))
             .unwrap();
         let pt = lstm_values(&config, &path(&format!("{name}.pt")), prefix)
             .unwrap_or_else(|e| panic!("{name}.pt: {e}"));
-        assert_eq!(pt, twin, "{name}");
+        assert_eq!(pt, expected, "{name}");
         // `load_pytorch` reads safetensors too.
-        let again = lstm_values(&config, &path(&format!("{name}.safetensors")), prefix).unwrap();
-        assert_eq!(again, twin, "{name}.safetensors");
+        let again = lstm_values(&config, &twin_path, prefix).unwrap();
+        assert_eq!(again, expected, "{twin}.safetensors");
     }
     // Views of one flat storage at their offsets, one of them transposed.
     let gru = CudnnCompatibleGruConfig::new(3, 5).with_batch_first(false);
