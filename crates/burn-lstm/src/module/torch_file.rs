@@ -200,23 +200,28 @@ impl TorchFile {
 
     /// The bytes of storage `key` (`len` elements of `size` bytes).
     fn storage(&mut self, key: &Rc<str>, len: u64, size: usize) -> Result<Rc<[u8]>, String> {
-        if let Some(bytes) = self.storages.get(key) {
-            return Ok(bytes.clone());
-        }
         let need = len
             .checked_mul(size as u64)
             .ok_or_else(|| format!("storage '{key}': {len} elements overflow"))?;
-        let name = format!("{}data/{key}", self.folder);
-        let bytes: Rc<[u8]> = read_entry(&mut self.archive, &name, self.archive_len)
-            .map_err(|e| format!("storage '{key}': {e}"))?
-            .into();
+        // Checked for each tensor: two tensors of a damaged file may declare the same
+        // storage with different sizes.
+        let bytes = match self.storages.get(key) {
+            Some(bytes) => bytes.clone(),
+            None => {
+                let name = format!("{}data/{key}", self.folder);
+                let bytes: Rc<[u8]> = read_entry(&mut self.archive, &name, self.archive_len)
+                    .map_err(|e| format!("storage '{key}': {e}"))?
+                    .into();
+                self.storages.insert(key.clone(), bytes.clone());
+                bytes
+            }
+        };
         if (bytes.len() as u64) < need {
             return Err(format!(
                 "storage '{key}' holds {} bytes where {len} elements of {size} bytes were declared",
                 bytes.len()
             ));
         }
-        self.storages.insert(key.clone(), bytes.clone());
         Ok(bytes)
     }
 }
@@ -463,6 +468,32 @@ mod tests {
     }
 
     #[test]
+    fn a_storage_declared_twice_with_other_sizes_is_checked_for_each_tensor() {
+        // "a": storage "0" of 2 elements; "b": the same storage said to have 100, its
+        // view reaching element 99. The archive holds 2 elements.
+        let view = |len: u64, size: u64| {
+            let mut t = b"ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpu".to_vec();
+            t.extend(int(len));
+            t.extend(b"tQK\x00");
+            t.extend(int(size));
+            t.extend(b"\x85K\x01\x85\x89}tR");
+            t
+        };
+        let mut p = b"\x80\x02}(X\x01\x00\x00\x00a".to_vec();
+        p.extend(view(2, 2));
+        p.extend(b"X\x01\x00\x00\x00b");
+        p.extend(view(100, 100));
+        p.extend(b"u.");
+        let mut file =
+            TorchFile::open(archive(&[("data.pkl", &p), ("data/0", &floats(2))])).unwrap();
+        let a = file.get("a").unwrap();
+        assert_eq!(file.read(&a).unwrap().to_vec::<f32>().unwrap(), [0.0, 1.0]);
+        let b = file.get("b").unwrap();
+        let e = file.read(&b).unwrap_err();
+        assert!(e.contains("holds 8 bytes where 100 elements"), "{e}");
+    }
+
+    #[test]
     fn archives_that_are_not_little_endian_state_dicts_are_named() {
         let pickle = state_dict(6, 0, [2, 3], [3, 1]);
         let e = TorchFile::open(archive(&[("data.pkl", &pickle), ("byteorder", b"big")]))
@@ -523,5 +554,79 @@ mod tests {
         assert_eq!(file.names(), ["model.w", "w2"]);
         let w2 = file.get("w2").unwrap();
         assert_eq!(file.read(&w2).unwrap().to_vec::<f32>().unwrap(), [4.0, 5.0]);
+    }
+}
+
+#[cfg(test)]
+mod mutations {
+    use std::io::Write;
+
+    use super::*;
+
+    /// Every entry of a fixture written by PyTorch (`tests/fixtures/pytorch/`).
+    fn entries(name: &str) -> Vec<(String, Vec<u8>)> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/pytorch")
+            .join(name);
+        let mut archive = zip::ZipArchive::new(Cursor::new(std::fs::read(path).unwrap())).unwrap();
+        (0..archive.len())
+            .map(|i| {
+                let mut entry = archive.by_index(i).unwrap();
+                let mut bytes = Vec::new();
+                entry.read_to_end(&mut bytes).unwrap();
+                (entry.name().to_string(), bytes)
+            })
+            .collect()
+    }
+
+    fn archive(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
+        let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        for (name, bytes) in entries {
+            zip.start_file(name.as_str(), options).unwrap();
+            zip.write_all(bytes).unwrap();
+        }
+        zip.finish().unwrap().into_inner()
+    }
+
+    /// The pickle of PyTorch-written state dicts with each byte changed (the zip's CRCs
+    /// recomputed, so the reader meets the changed pickle): opening and reading every
+    /// tensor is an error or a value, never a panic, and reads nothing outside the
+    /// storages.
+    #[test]
+    fn every_byte_of_a_real_pickle_changed_is_an_error_or_a_value() {
+        // (file, every how many bytes, the changes): the checkpoint's pickle (its
+        // optimizer's state included) is the largest.
+        for (file, every, changes) in [
+            ("gru_views.pt", 1, &[0x01u8, 0x80, 0xff][..]),
+            ("lstm_f16.pt", 1, &[0x01, 0x80, 0xff][..]),
+            ("checkpoint.pt", 3, &[0xff][..]),
+        ] {
+            let intact = entries(file);
+            let pkl = intact
+                .iter()
+                .position(|(n, _)| n.ends_with("/data.pkl"))
+                .unwrap();
+            let (mut opened, mut read) = (0, 0);
+            for at in (0..intact[pkl].1.len()).step_by(every) {
+                for &change in changes {
+                    let mut copy = intact.clone();
+                    copy[pkl].1[at] ^= change;
+                    let Ok(mut file) = TorchFile::open(archive(&copy)) else {
+                        continue;
+                    };
+                    opened += 1;
+                    for name in file.names() {
+                        let tensor = file.get(&name).unwrap();
+                        read += usize::from(file.read(&tensor).is_ok());
+                    }
+                }
+            }
+            assert!(
+                opened > 0 && read > 0,
+                "{file}: {opened} opened, {read} read"
+            );
+        }
     }
 }
