@@ -166,33 +166,12 @@ impl TorchFile {
             ));
         }
         let bytes = self.storage(&storage.key, storage.len, size)?;
-        let element = |i: usize| &bytes[i * size..(i + 1) * size];
         let indices = view_indices(tensor, count);
         let data = match storage.dtype {
-            StorageType::F32 => TensorData::new(
-                indices
-                    .map(|i| f32::from_le_bytes(element(i).try_into().expect("4 bytes")))
-                    .collect::<Vec<_>>(),
-                shape,
-            ),
-            StorageType::F64 => TensorData::new(
-                indices
-                    .map(|i| f64::from_le_bytes(element(i).try_into().expect("8 bytes")))
-                    .collect::<Vec<_>>(),
-                shape,
-            ),
-            StorageType::F16 => TensorData::new(
-                indices
-                    .map(|i| f16::from_le_bytes(element(i).try_into().expect("2 bytes")))
-                    .collect::<Vec<_>>(),
-                shape,
-            ),
-            StorageType::BF16 => TensorData::new(
-                indices
-                    .map(|i| bf16::from_le_bytes(element(i).try_into().expect("2 bytes")))
-                    .collect::<Vec<_>>(),
-                shape,
-            ),
+            StorageType::F32 => decode(&bytes, indices, shape, f32::from_le_bytes),
+            StorageType::F64 => decode(&bytes, indices, shape, f64::from_le_bytes),
+            StorageType::F16 => decode(&bytes, indices, shape, f16::from_le_bytes),
+            StorageType::BF16 => decode(&bytes, indices, shape, bf16::from_le_bytes),
             other => return Err(format!("a tensor of {other:?}, not of floats")),
         };
         Ok(data)
@@ -250,6 +229,20 @@ fn read_entry(
         .read_to_end(&mut out)
         .map_err(|e| format!("reading '{name}': {e}"))?;
     Ok(out)
+}
+
+/// The elements at `indices` of a storage's `bytes`, each decoded from its `N`
+/// little-endian bytes (`indices` inside the storage: `TorchFile::read` checks them).
+fn decode<T: burn::tensor::Element, const N: usize>(
+    bytes: &[u8],
+    indices: impl Iterator<Item = usize>,
+    shape: Vec<usize>,
+    from: fn([u8; N]) -> T,
+) -> TensorData {
+    let values: Vec<T> = indices
+        .map(|i| from(bytes[i * N..(i + 1) * N].try_into().expect("N bytes")))
+        .collect();
+    TensorData::new(values, shape)
 }
 
 /// The storage indices of a view's elements, in row-major order.
