@@ -444,9 +444,20 @@ impl<'a> PytorchParameters<'a> {
         let mut tensors = Tensors::open(path, formats)?;
         let names = tensors.names().map_err(|e| io_error(path, e))?;
         for name in &names {
-            let Some((param, layer, reverse)) =
-                name.strip_prefix(prefix).and_then(parse_pytorch_name)
-            else {
+            let Some(rest) = name.strip_prefix(prefix) else {
+                continue;
+            };
+            let Some((param, layer, reverse)) = parse_pytorch_name(rest) else {
+                // A parameter's name spelled otherwise (`weight_ih_l01`, `weight_ih_l+1`)
+                // is no parameter this loader reads, nor one to ignore silently.
+                let numbered = |p: &&str| {
+                    rest.strip_prefix(*p)
+                        .and_then(|r| r.strip_prefix("_l"))
+                        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit() || c == '+'))
+                };
+                if PARAM_NAMES.iter().any(numbered) {
+                    return Err(unexpected(&path.display().to_string(), name.clone()));
+                }
                 continue;
             };
             let index = PARAM_NAMES
@@ -598,6 +609,13 @@ fn parse_pytorch_name(name: &str) -> Option<(&str, usize, bool)> {
         None => (name, false),
     };
     let (param, layer) = stem.rsplit_once("_l")?;
+    // PyTorch's own spelling only: `usize::from_str` also takes "+1" and "01".
+    let canonical = !layer.is_empty()
+        && layer.bytes().all(|b| b.is_ascii_digit())
+        && (layer == "0" || !layer.starts_with('0'));
+    if !canonical {
+        return None;
+    }
     let layer = layer.parse().ok()?;
     PARAM_NAMES
         .iter()

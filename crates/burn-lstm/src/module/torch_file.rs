@@ -27,6 +27,10 @@ const MAX_DEPTH: usize = 64;
 /// Deflate's highest ratio: no entry of the archive inflates beyond this many times
 /// the archive's size.
 const MAX_RATIO: u64 = 1032;
+/// Most bytes of all tensor names together (64 MiB).
+const MAX_NAME_BYTES: usize = 64 << 20;
+/// How much larger than the archive its pickle may be (4 MiB).
+const MAX_PICKLE_GROWTH: u64 = 4 << 20;
 
 /// What a file's first bytes say it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +55,13 @@ pub(crate) fn kind(head: &[u8]) -> Kind {
     }
 }
 
+/// A storage's bytes, with the type and length they were read as.
+struct ReadStorage {
+    dtype: StorageType,
+    len: u64,
+    bytes: Rc<[u8]>,
+}
+
 /// A `torch.save` file's tensors.
 pub(crate) struct TorchFile {
     archive: zip::ZipArchive<Cursor<Vec<u8>>>,
@@ -59,8 +70,9 @@ pub(crate) struct TorchFile {
     folder: String,
     /// Every tensor, by name, in the file's order.
     tensors: Vec<(String, Rc<TensorMeta>)>,
-    /// Storages read so far, by key (a state dict's tensors may share one).
-    storages: HashMap<Rc<str>, Rc<[u8]>>,
+    /// Storages read so far, by key (a state dict's tensors may share one), with the
+    /// type and length they were read as.
+    storages: HashMap<Rc<str>, ReadStorage>,
 }
 
 impl TorchFile {
@@ -85,19 +97,28 @@ impl TorchFile {
             many => return Err(format!("a zip archive with {} data.pkl files", many.len())),
         };
         let folder = pkl.trim_end_matches("data.pkl").to_string();
-        let byteorder = read_entry(&mut archive, &format!("{folder}byteorder"), archive_len)
-            .ok()
-            .map(|b| String::from_utf8_lossy(&b).trim().to_string());
-        if let Some(order) = byteorder.filter(|o| o != "little") {
-            return Err(format!(
-                "storages in {order:?} byte order (only little-endian files are read)"
-            ));
+        // PyTorch writes "little" or "big"; files before it wrote none were little-endian.
+        let byteorder = format!("{folder}byteorder");
+        if archive.index_for_name(&byteorder).is_some() {
+            let order = read_entry(&mut archive, &byteorder, 64)?;
+            if order.trim_ascii() != b"little" {
+                return Err(format!(
+                    "storages in {:?} byte order (only little-endian files are read)",
+                    String::from_utf8_lossy(&order)
+                ));
+            }
         }
-        let data = read_entry(&mut archive, &pkl, archive_len)?;
+        // torch.save stores the pickle uncompressed: no larger than the archive (a
+        // little more allowed for a re-compressed one).
+        let data = read_entry(
+            &mut archive,
+            &pkl,
+            archive_len.saturating_add(MAX_PICKLE_GROWTH),
+        )?;
         let pickle = torch_pickle::decode(&data).map_err(|e| format!("{pkl}: {e}"))?;
         let Value::Dict(root) = pickle.root else {
             let what = match &pickle.root {
-                Value::Object(name) => format!("a {name} object"),
+                Value::Object(m, n) => format!("a {m}.{n} object"),
                 other => other.kind(),
             };
             let hint = if archive
@@ -111,13 +132,23 @@ impl TorchFile {
             return Err(format!("the file holds {what}, not a state dict: {hint}"));
         };
         let mut tensors = Vec::new();
-        let mut budget = MAX_ENTRIES;
+        let mut budget = Budget {
+            entries: MAX_ENTRIES,
+            name_bytes: MAX_NAME_BYTES,
+        };
         flatten(&pickle, root, "", 0, &mut tensors, &mut budget)?;
+        let mut seen = std::collections::HashSet::new();
+        if let Some((name, _)) = tensors.iter().find(|(name, _)| !seen.insert(name.as_str())) {
+            return Err(format!(
+                "two tensors named `{name}` (keys that Python keeps apart, as 0 and \"0\", \
+                 or a key with a dot beside a dict)"
+            ));
+        }
         Ok(Self {
             archive,
             archive_len,
             folder,
-            tensors: last_of_each_name(tensors),
+            tensors,
             storages: HashMap::new(),
         })
     }
@@ -165,7 +196,12 @@ impl TorchFile {
                 tensor.offset, tensor.shape, tensor.strides, storage.len
             ));
         }
-        let bytes = self.storage(&storage.key, storage.len, size)?;
+        if count as u64 > self.archive_len.saturating_mul(MAX_RATIO) / size as u64 {
+            return Err(format!(
+                "a tensor of {count} elements, more than the archive can hold"
+            ));
+        }
+        let bytes = self.storage(&storage.key, storage.dtype, storage.len)?;
         let indices = view_indices(tensor, count);
         let data = match storage.dtype {
             StorageType::F32 => decode(&bytes, indices, shape, f32::from_le_bytes),
@@ -177,57 +213,71 @@ impl TorchFile {
         Ok(data)
     }
 
-    /// The bytes of storage `key` (`len` elements of `size` bytes).
-    fn storage(&mut self, key: &Rc<str>, len: u64, size: usize) -> Result<Rc<[u8]>, String> {
+    /// The bytes of storage `key` (`len` elements of `dtype`), read once. Two tensors
+    /// of a damaged file may declare one storage with other types or sizes: checked
+    /// for each.
+    fn storage(&mut self, key: &Rc<str>, dtype: StorageType, len: u64) -> Result<Rc<[u8]>, String> {
         let need = len
-            .checked_mul(size as u64)
+            .checked_mul(dtype.size() as u64)
             .ok_or_else(|| format!("storage '{key}': {len} elements overflow"))?;
-        // Checked for each tensor: two tensors of a damaged file may declare the same
-        // storage with different sizes.
-        let bytes = match self.storages.get(key) {
-            Some(bytes) => bytes.clone(),
-            None => {
-                let name = format!("{}data/{key}", self.folder);
-                let bytes: Rc<[u8]> = read_entry(&mut self.archive, &name, self.archive_len)
-                    .map_err(|e| format!("storage '{key}': {e}"))?
-                    .into();
-                self.storages.insert(key.clone(), bytes.clone());
-                bytes
+        if let Some(first) = self.storages.get(key) {
+            if (first.dtype, first.len) != (dtype, len) {
+                return Err(format!(
+                    "storage '{key}' declared as {} {:?} and as {len} {dtype:?}",
+                    first.len, first.dtype
+                ));
             }
-        };
+            return Ok(first.bytes.clone());
+        }
+        let name = format!("{}data/{key}", self.folder);
+        let bound = self.archive_len.saturating_mul(MAX_RATIO);
+        let bytes: Rc<[u8]> = read_entry(&mut self.archive, &name, bound)
+            .map_err(|e| format!("storage '{key}': {e}"))?
+            .into();
         if (bytes.len() as u64) < need {
             return Err(format!(
-                "storage '{key}' holds {} bytes where {len} elements of {size} bytes were declared",
-                bytes.len()
+                "storage '{key}' holds {} bytes where {len} elements of {} bytes were declared",
+                bytes.len(),
+                dtype.size()
             ));
         }
+        self.storages.insert(
+            key.clone(),
+            ReadStorage {
+                dtype,
+                len,
+                bytes: bytes.clone(),
+            },
+        );
         Ok(bytes)
     }
 }
 
 /// Reads the whole entry `name` (to its end, where the zip reader checks its CRC: a
-/// damaged byte is an error, not another value), never more than the archive's size
-/// times deflate's highest ratio (a header's size claim reserves nothing beyond that).
+/// damaged byte is an error, not another value), refusing more than `bound` bytes (a
+/// header's size claim reserves nothing beyond that).
 fn read_entry(
     archive: &mut zip::ZipArchive<Cursor<Vec<u8>>>,
     name: &str,
-    archive_len: u64,
+    bound: u64,
 ) -> Result<Vec<u8>, String> {
     let entry = archive
         .by_name(name)
         .map_err(|e| format!("no entry '{name}' in the archive ({e})"))?;
-    let bound = archive_len.saturating_mul(MAX_RATIO);
     if entry.size() > bound {
         return Err(format!(
-            "'{name}' claims {} bytes, more than the archive can hold",
+            "'{name}' claims {} bytes, more than the {bound} it may have",
             entry.size()
         ));
     }
-    let mut out = Vec::with_capacity(entry.size().min(archive_len) as usize);
-    entry
-        .take(bound)
+    let mut out = Vec::with_capacity(entry.size().min(bound).min(1 << 30) as usize);
+    let mut limited = entry.take(bound.saturating_add(1));
+    limited
         .read_to_end(&mut out)
         .map_err(|e| format!("reading '{name}': {e}"))?;
+    if out.len() as u64 > bound {
+        return Err(format!("'{name}' inflates past {bound} bytes"));
+    }
     Ok(out)
 }
 
@@ -270,35 +320,58 @@ fn view_indices(tensor: &TensorMeta, count: usize) -> impl Iterator<Item = usize
     })
 }
 
+/// What [`flatten`] may still produce.
+struct Budget {
+    entries: usize,
+    name_bytes: usize,
+}
+
 /// Every tensor under the dict `id` (and the dicts inside it), named by their keys
-/// joined with dots after `prefix`.
+/// joined with dots after `prefix`. A key set twice in one dict keeps its last value,
+/// as in Python (a string and an integer key are different keys).
 fn flatten(
     pickle: &Pickle,
     id: usize,
     prefix: &str,
     depth: usize,
     out: &mut Vec<(String, Rc<TensorMeta>)>,
-    budget: &mut usize,
+    budget: &mut Budget,
 ) -> Result<(), String> {
     if depth > MAX_DEPTH {
         return Err(format!(
             "dicts nested more than {MAX_DEPTH} deep (or a dict that holds itself)"
         ));
     }
+    let mut at: HashMap<(bool, String), usize> = HashMap::new();
+    let mut items: Vec<(String, &Value)> = Vec::new();
     for (key, value) in pickle.dict(id) {
-        *budget = budget
+        budget.entries = budget
+            .entries
             .checked_sub(1)
             .ok_or_else(|| format!("more than {MAX_ENTRIES} dict entries"))?;
         let key = match key {
-            Value::Str(s) => s.to_string(),
-            Value::Int(i) => i.to_string(),
+            Value::Str(s) => (true, s.to_string()),
+            Value::Int(i) => (false, i.to_string()),
             _ => continue,
         };
+        match at.get(&key) {
+            Some(&i) => items[i].1 = value,
+            None => {
+                at.insert(key.clone(), items.len());
+                items.push((key.1, value));
+            }
+        }
+    }
+    for (key, value) in items {
         let name = if prefix.is_empty() {
             key
         } else {
             format!("{prefix}.{key}")
         };
+        budget.name_bytes = budget
+            .name_bytes
+            .checked_sub(name.len())
+            .ok_or_else(|| format!("names longer than {MAX_NAME_BYTES} bytes in all"))?;
         match value {
             Value::Tensor(t) => out.push((name, t.clone())),
             Value::Dict(child) => flatten(pickle, *child, &name, depth + 1, out, budget)?,
@@ -306,23 +379,6 @@ fn flatten(
         }
     }
     Ok(())
-}
-
-/// `tensors` with each name once, at its first place with its last value (a key set
-/// twice in a dict keeps its last value, as in Python).
-fn last_of_each_name(tensors: Vec<(String, Rc<TensorMeta>)>) -> Vec<(String, Rc<TensorMeta>)> {
-    let mut at: HashMap<String, usize> = HashMap::new();
-    let mut out: Vec<(String, Rc<TensorMeta>)> = Vec::with_capacity(tensors.len());
-    for (name, tensor) in tensors {
-        match at.get(&name) {
-            Some(&i) => out[i].1 = tensor,
-            None => {
-                at.insert(name.clone(), out.len());
-                out.push((name, tensor));
-            }
-        }
-    }
-    out
 }
 
 /// A storage type as Burn's dtype.
@@ -483,7 +539,27 @@ mod tests {
         assert_eq!(file.read(&a).unwrap().to_vec::<f32>().unwrap(), [0.0, 1.0]);
         let b = file.get("b").unwrap();
         let e = file.read(&b).unwrap_err();
-        assert!(e.contains("holds 8 bytes where 100 elements"), "{e}");
+        assert!(
+            e.contains("storage '0' declared as 2 F32 and as 100 F32"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn names_that_python_keeps_apart_are_not_merged() {
+        // {"0": t, 0: t}: two keys in Python, one name here.
+        let full = state_dict(6, 0, [2, 3], [3, 1]);
+        let head = b"\x80\x02}q\x00X\x01\x00\x00\x00w".len();
+        let tensor = &full[head..full.len() - 2];
+        let mut p = b"\x80\x02}(X\x01\x00\x00\x000".to_vec();
+        p.extend(tensor);
+        p.extend(b"K\x00");
+        p.extend(tensor);
+        p.extend(b"u.");
+        let e = TorchFile::open(archive(&[("data.pkl", &p), ("data/0", &floats(6))]))
+            .err()
+            .unwrap();
+        assert!(e.contains("two tensors named `0`"), "{e}");
     }
 
     #[test]
@@ -493,6 +569,10 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.contains("\"big\" byte order"), "{e}");
+        let e = TorchFile::open(archive(&[("data.pkl", &pickle), ("byteorder", b"middle")]))
+            .err()
+            .unwrap();
+        assert!(e.contains("\"middle\" byte order"), "{e}");
         let e = TorchFile::open(archive(&[("other.pkl", &pickle)]))
             .err()
             .unwrap();

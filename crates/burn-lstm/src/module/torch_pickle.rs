@@ -87,8 +87,9 @@ pub(crate) enum Value {
     Global(Rc<str>, Rc<str>),
     Storage(StorageRef),
     Tensor(Rc<TensorMeta>),
-    /// An object of a class this reader does not build, by its qualified name.
-    Object(Rc<str>),
+    /// An object of a class this reader does not build (or a value it does not keep:
+    /// a big integer), by the module and name of its class.
+    Object(Rc<str>, Rc<str>),
     /// The stack's mark (an internal value).
     Mark,
 }
@@ -108,7 +109,7 @@ impl Value {
             Value::Global(m, n) => format!("the class or function {m}.{n}"),
             Value::Storage(_) => "a storage".into(),
             Value::Tensor(_) => "a tensor".into(),
-            Value::Object(name) => format!("a {name} object"),
+            Value::Object(m, n) => format!("a {m}.{n} object"),
             Value::Mark => "a mark".into(),
         }
     }
@@ -145,6 +146,7 @@ pub(crate) fn decode(data: &[u8]) -> Result<Pickle, String> {
     let mut machine = Machine {
         data,
         at: 0,
+        copies_left: data.len().saturating_mul(8).max(1 << 20),
         stack: Vec::new(),
         memo: std::collections::HashMap::new(),
         arena: Vec::new(),
@@ -159,6 +161,9 @@ pub(crate) fn decode(data: &[u8]) -> Result<Pickle, String> {
 struct Machine<'a> {
     data: &'a [u8],
     at: usize,
+    /// Values copied out of containers so far may not exceed this (shared containers
+    /// copied again and again would otherwise grow with the square of the pickle).
+    copies_left: usize,
     stack: Vec<Value>,
     memo: std::collections::HashMap<u32, Value>,
     arena: Vec<Container>,
@@ -179,6 +184,15 @@ impl Machine<'_> {
         let bytes = &self.data[self.at..end];
         self.at = end;
         Ok(bytes)
+    }
+
+    /// Counts `n` values copied out of a container.
+    fn charge(&mut self, n: usize) -> Result<(), String> {
+        self.copies_left = self
+            .copies_left
+            .checked_sub(n)
+            .ok_or("more copies of shared values than the pickle's size allows")?;
+        Ok(())
     }
 
     fn u8(&mut self) -> Result<u8, String> {
@@ -218,6 +232,9 @@ impl Machine<'_> {
             .iter()
             .position(|&b| b == b'\n')
             .ok_or("a GLOBAL without its newline")?;
+        if end > MAX_NAME {
+            return Err(format!("a class name of {end} bytes"));
+        }
         let text =
             std::str::from_utf8(&rest[..end]).map_err(|_| "a GLOBAL name that is not UTF-8")?;
         self.at += end + 1;
@@ -290,7 +307,7 @@ impl Machine<'_> {
                 _ => Err("APPEND to a value that is not a list".into()),
             },
             // Appending to an object this reader does not build: its items are dropped.
-            Value::Object(_) => Ok(()),
+            Value::Object(..) => Ok(()),
             other => Err(format!("APPEND to {}", other.kind())),
         }
     }
@@ -314,7 +331,7 @@ impl Machine<'_> {
                 }
                 _ => Err("SETITEM on a value that is not a dict".into()),
             },
-            Value::Object(_) => Ok(()),
+            Value::Object(..) => Ok(()),
             other => Err(format!("SETITEM on {}", other.kind())),
         }
     }
@@ -359,11 +376,15 @@ impl Machine<'_> {
                 self.stack.push(Value::Int(i64::from(v)));
             }
             // LONG1: a little-endian two's complement integer of up to 8 bytes here.
-            0x8a => {
-                let n = self.len(1)?;
+            // LONG1, LONG4: little-endian two's complement; one of more than 8 bytes (a
+            // seed of 2^63 or more) is only named.
+            0x8a | 0x8b => {
+                let n = self.len(if op == 0x8a { 1 } else { 4 })?;
                 let bytes = self.take(n)?;
                 if n > 8 {
-                    return Err(format!("an integer of {n} bytes"));
+                    self.stack
+                        .push(Value::Object("builtins".into(), "int".into()));
+                    return Ok(());
                 }
                 let mut buf = if bytes.last().is_some_and(|b| b & 0x80 != 0) {
                     [0xff; 8]
@@ -395,7 +416,7 @@ impl Machine<'_> {
             }
             // BINSTRING, SHORT_BINSTRING (Python 2 strings), BINBYTES, SHORT_BINBYTES,
             // BINBYTES8: bytes.
-            b'T' | b'B' | b'U' | b'C' | 0x8e => {
+            b'T' | b'B' | b'U' | b'C' | 0x8e | 0x96 => {
                 let width = match op {
                     b'T' | b'B' => 4,
                     b'U' | b'C' => 1,
@@ -503,7 +524,9 @@ impl Machine<'_> {
                 let name = self.pop()?;
                 let module = self.pop()?;
                 match (module, name) {
-                    (Value::Str(module), Value::Str(name)) => {
+                    (Value::Str(module), Value::Str(name))
+                        if module.len() <= MAX_NAME && name.len() <= MAX_NAME =>
+                    {
                         self.stack.push(Value::Global(module, name));
                     }
                     _ => return Err("STACK_GLOBAL without two strings".into()),
@@ -512,7 +535,7 @@ impl Machine<'_> {
             b'Q' => {
                 let pid = self.pop()?;
                 let storage = self.storage(&pid)?;
-                self.stack.push(Value::Storage(storage));
+                self.stack.push(storage);
             }
             b'R' => {
                 let args = self.pop()?;
@@ -550,27 +573,29 @@ impl Machine<'_> {
         Ok(())
     }
 
-    /// A storage from its persistent id `('storage', type, key, location, numel)`.
-    fn storage(&self, pid: &Value) -> Result<StorageRef, String> {
+    /// A storage from its persistent id `('storage', type, key, location, numel)`; a
+    /// storage of a type not read (complex, quantized) is only named.
+    fn storage(&self, pid: &Value) -> Result<Value, String> {
         let bad = || "a persistent id that is not a torch storage".to_string();
         let items = self.elements(pid).ok_or_else(bad)?;
         match items {
             [
                 Value::Str(tag),
-                Value::Global(_, class),
+                Value::Global(module, class),
                 Value::Str(key),
                 _,
                 Value::Int(len),
             ] if &**tag == "storage" => {
-                let dtype = StorageType::from_class(class)
-                    .ok_or_else(|| format!("a storage of class {class}"))?;
+                let Some(dtype) = StorageType::from_class(class) else {
+                    return Ok(Value::Object(module.clone(), class.clone()));
+                };
                 let len =
                     u64::try_from(*len).map_err(|_| format!("a storage of {len} elements"))?;
-                Ok(StorageRef {
+                Ok(Value::Storage(StorageRef {
                     key: key.clone(),
                     dtype,
                     len,
-                })
+                }))
             }
             _ => Err(bad()),
         }
@@ -580,8 +605,8 @@ impl Machine<'_> {
     fn instance(&mut self, class: &Value) -> Value {
         match class {
             Value::Global(m, n) if is_dict_class(m, n) => self.dict(Vec::new()),
-            Value::Global(m, n) => Value::Object(format!("{m}.{n}").into()),
-            other => Value::Object(other.kind().into()),
+            Value::Global(m, n) => Value::Object(m.clone(), n.clone()),
+            _ => unnamed(),
         }
     }
 
@@ -589,17 +614,34 @@ impl Machine<'_> {
     /// [`Value::Object`] naming any other.
     fn call(&mut self, callable: &Value, args: &Value) -> Result<Value, String> {
         let Value::Global(module, name) = callable else {
-            return Ok(Value::Object(callable.kind().into()));
+            return Ok(unnamed());
         };
+        let known = is_dict_class(module, name)
+            || matches!(
+                (&**module, &**name),
+                (
+                    "torch._utils",
+                    "_rebuild_tensor_v2"
+                        | "_rebuild_tensor"
+                        | "_rebuild_parameter"
+                        | "_rebuild_parameter_with_state"
+                ) | ("torch._tensor", "_rebuild_from_type_v2")
+            );
+        // Any other call is only named: its arguments are not even copied.
+        if !known {
+            return Ok(Value::Object(module.clone(), name.clone()));
+        }
         let args: Vec<Value> = self
             .elements(args)
             .ok_or("REDUCE with arguments that are not a tuple")?
             .to_vec();
+        self.charge(args.len())?;
         match (&**module, &**name) {
             (m, n) if is_dict_class(m, n) => {
                 let dict = self.dict(Vec::new());
                 // `OrderedDict([(key, value), ...])`.
                 if let Some(items) = args.first().and_then(|a| self.elements(a)) {
+                    let copies = items.len() * 2;
                     let mut flat = Vec::with_capacity(items.len() * 2);
                     for pair in items {
                         match self.elements(pair) {
@@ -607,17 +649,22 @@ impl Machine<'_> {
                             _ => return Err("a dict built from items that are not pairs".into()),
                         }
                     }
+                    self.charge(copies)?;
                     self.set_items(&dict, flat)?;
                 }
                 Ok(dict)
             }
-            ("torch._utils", "_rebuild_tensor_v2" | "_rebuild_tensor") => {
-                self.tensor(&args).map(|t| Value::Tensor(Rc::new(t)))
-            }
+            // A storage of a type not read (complex, quantized) makes a tensor that is
+            // only named.
+            ("torch._utils", "_rebuild_tensor_v2" | "_rebuild_tensor") => match args.first() {
+                Some(Value::Storage(_)) => self.tensor(&args).map(|t| Value::Tensor(Rc::new(t))),
+                Some(object @ Value::Object(..)) => Ok(object.clone()),
+                _ => Err("a tensor rebuilt from something that is not a storage".into()),
+            },
             // nn.Parameter: its data.
             ("torch._utils", "_rebuild_parameter" | "_rebuild_parameter_with_state") => {
                 match args.first() {
-                    Some(t @ Value::Tensor(_)) => Ok(t.clone()),
+                    Some(v @ (Value::Tensor(_) | Value::Object(..))) => Ok(v.clone()),
                     _ => Err("a parameter whose data is not a tensor".into()),
                 }
             }
@@ -627,21 +674,23 @@ impl Machine<'_> {
                 [func @ Value::Global(m, _), _, inner, ..] if &**m == "torch._utils" => {
                     self.call(func, inner)
                 }
-                [func, ..] => Ok(Value::Object(
-                    format!("a tensor subclass rebuilt by {}", func.kind()).into(),
-                )),
+                [_, ..] => Ok(Value::Object(module.clone(), name.clone())),
                 [] => Err("_rebuild_from_type_v2 without arguments".into()),
             },
-            _ => Ok(Value::Object(format!("{module}.{name}").into())),
+            _ => Ok(Value::Object(module.clone(), name.clone())),
         }
     }
 
     /// `_rebuild_tensor_v2(storage, offset, size, stride, ...)`.
     fn tensor(&self, args: &[Value]) -> Result<TensorMeta, String> {
         let ints = |v: &Value, what: &str| -> Result<Vec<u64>, String> {
-            self.elements(v)
-                .ok_or_else(|| format!("a tensor whose {what} is not a tuple"))?
-                .iter()
+            let dims = self
+                .elements(v)
+                .ok_or_else(|| format!("a tensor whose {what} is not a tuple"))?;
+            if dims.len() > MAX_DIMS {
+                return Err(format!("a tensor of {} dimensions", dims.len()));
+            }
+            dims.iter()
                 .map(|d| match d {
                     Value::Int(n) => u64::try_from(*n).map_err(|_| format!("a tensor {what} {n}")),
                     other => Err(format!("a tensor {what} holding {}", other.kind())),
@@ -679,6 +728,16 @@ impl Machine<'_> {
             ),
         }
     }
+}
+
+/// Longest class or module name read (bytes).
+const MAX_NAME: usize = 1024;
+/// Most dimensions a tensor may have.
+const MAX_DIMS: usize = 64;
+
+/// An object of no class the pickle names.
+fn unnamed() -> Value {
+    Value::Object("".into(), "?".into())
 }
 
 fn is_dict_class(module: &str, name: &str) -> bool {
@@ -747,10 +806,47 @@ mod tests {
     }
 
     #[test]
+    fn shared_values_copied_again_and_again_run_out_of_budget() {
+        // OrderedDict(pairs) M times over one memoized list of N pairs: each call
+        // copies 2N values, M calls far more than the pickle's size.
+        let mut p =
+            b"\x80\x02ccollections\nOrderedDict\nq\x00X\x01\x00\x00\x00kK\x01\x86q\x01(".to_vec();
+        for _ in 0..2000 {
+            p.extend(b"h\x01");
+        }
+        p.extend(b"l\x85q\x02");
+        for _ in 0..300 {
+            p.extend(b"h\x00h\x02R0");
+        }
+        p.extend(b"N.");
+        let e = decode(&p).unwrap_err();
+        assert!(e.contains("more copies of shared values"), "{e}");
+        // The same a few times decodes.
+        let mut q = p[..p.len() - 300 * 6 - 2].to_vec();
+        q.extend(b"h\x00h\x02R.");
+        assert!(matches!(decode(&q).unwrap().root, Value::Dict(_)));
+    }
+
+    #[test]
+    fn values_not_kept_are_named_not_refused() {
+        // An integer of 9 bytes (a seed of 2^64), a storage of complex numbers.
+        let big = decode(b"\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.").unwrap();
+        assert_eq!(big.root, Value::Object("builtins".into(), "int".into()));
+        let complex = decode(b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nComplexFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x02tQK\x00K\x02\x85K\x01\x85\x89}tR.").unwrap();
+        assert_eq!(
+            complex.root,
+            Value::Object("torch".into(), "ComplexFloatStorage".into())
+        );
+    }
+
+    #[test]
     fn unknown_classes_are_named_never_built() {
         // `__main__.Model()` then a BUILD with its state: an object named, nothing run.
         let pickle = decode(b"\x80\x02c__main__\nModel\nq\x00)\x81}b.").unwrap();
-        assert_eq!(pickle.root, Value::Object("__main__.Model".into()));
+        assert_eq!(
+            pickle.root,
+            Value::Object("__main__".into(), "Model".into())
+        );
         let e = decode(b"\x80\x02\xff.").unwrap_err();
         assert!(e.contains("0xff") && e.contains("at byte 2"), "{e}");
         let e = decode(b"\x80\x02h\x05.").unwrap_err();

@@ -182,3 +182,29 @@ fn damaged_torch_save_files_are_errors_or_the_intact_values() {
         assert!(refused > bytes.len() / 7, "{name}: {refused} refused");
     }
 }
+
+/// A parameter's name spelled otherwise than PyTorch spells it (`weight_ih_l01`,
+/// `weight_ih_l+1`: both read as layer 1 by Rust's integer parsing) is an unexpected
+/// tensor, not one ignored beside the real parameter.
+#[test]
+fn parameter_names_spelled_otherwise_are_unexpected() {
+    let bytes = std::fs::read(path("tagger.safetensors")).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("burn-lstm-pytorch-names-")
+        .tempdir()
+        .unwrap();
+    for odd in ["encoder.weight_ih_l01", "encoder.weight_ih_l+1"] {
+        let mut tensors: Vec<(String, safetensors::tensor::TensorView<'_>)> =
+            file.tensors().into_iter().collect();
+        let extra = file.tensor("encoder.weight_ih_l1").unwrap();
+        tensors.push((odd.to_string(), extra));
+        let out = dir.path().join("odd.safetensors");
+        safetensors::serialize_to_file(tensors, None, &out).unwrap();
+        let e = lstm_values(&encoder(), &out, "encoder.").unwrap_err();
+        assert!(
+            matches!(&e, RnnError::CheckpointTensor { problem: "unexpected", name, .. } if name == odd),
+            "{odd}: {e:?}"
+        );
+    }
+}
