@@ -16,7 +16,9 @@ use crate::import::hdf5::io;
 use crate::import::host::{DirectionParams, HostTensor, StackParams, build_gru, build_lstm};
 use crate::import::keras_config::cell_name;
 use crate::import::onnx_link;
-use crate::import::onnx_proto::{AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto};
+use crate::import::onnx_proto::{
+    AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, attr,
+};
 use crate::import::selection::{RecurrentSelection, resolve};
 use crate::module::config::CudnnCompatibleLstmConfig;
 use crate::module::gru::CudnnCompatibleGru;
@@ -97,12 +99,6 @@ impl core::fmt::Debug for OnnxModel {
             .field("nodes", &self.nodes())
             .finish()
     }
-}
-
-fn attr<'a>(node: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
-    node.attribute
-        .iter()
-        .find(|a| a.name.as_deref() == Some(name))
 }
 
 fn attr_string(a: &AttributeProto) -> String {

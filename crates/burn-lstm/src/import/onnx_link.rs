@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use crate::import::onnx_proto::{AttributeProto, GraphProto, NodeProto, TensorProto};
+use crate::import::onnx_proto::{GraphProto, NodeProto, TensorProto, attr};
 
 /// A reshaping node between two recurrent nodes.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,12 +180,6 @@ fn steps_between(graph: &GraphProto, y: &str, x: &str) -> Result<Vec<Step>, Stri
         tensor = node.input.first().map(String::as_str).unwrap_or_default();
     }
     Err(format!("'{x}', which does not come from it"))
-}
-
-fn attr<'a>(node: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
-    node.attribute
-        .iter()
-        .find(|a| a.name.as_deref() == Some(name))
 }
 
 /// The values of a constant INT64 tensor of the graph (an initializer or a `Constant`

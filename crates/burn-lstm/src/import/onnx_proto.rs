@@ -122,3 +122,10 @@ pub(crate) struct StringStringEntryProto {
     #[prost(string, optional, tag = "2")]
     pub value: Option<String>,
 }
+
+/// The attribute `name` of `node`, when it has one.
+pub(crate) fn attr<'a>(node: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
+    node.attribute
+        .iter()
+        .find(|a| a.name.as_deref() == Some(name))
+}

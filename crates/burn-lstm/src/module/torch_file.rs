@@ -32,29 +32,6 @@ const MAX_NAME_BYTES: usize = 64 << 20;
 /// How much larger than the archive its pickle may be (4 MiB).
 const MAX_PICKLE_GROWTH: u64 = 4 << 20;
 
-/// What a file's first bytes say it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// A zip archive: `torch.save`'s format (or another archive: [`TorchFile::open`]
-    /// says which).
-    Zip,
-    /// `torch.save`'s format before PyTorch 1.6.
-    LegacyTorch,
-    /// Anything else (safetensors, for one).
-    Other,
-}
-
-/// What the first bytes of a file say it is.
-pub(crate) fn kind(head: &[u8]) -> Kind {
-    if head.starts_with(ZIP) {
-        Kind::Zip
-    } else if head.starts_with(LEGACY) {
-        Kind::LegacyTorch
-    } else {
-        Kind::Other
-    }
-}
-
 /// A storage's bytes, with the type and length they were read as.
 struct ReadStorage {
     dtype: StorageType,
@@ -117,10 +94,7 @@ impl TorchFile {
         )?;
         let pickle = torch_pickle::decode(&data).map_err(|e| format!("{pkl}: {e}"))?;
         let Value::Dict(root) = pickle.root else {
-            let what = match &pickle.root {
-                Value::Object(m, n) => format!("a {m}.{n} object"),
-                other => other.kind(),
-            };
+            let what = pickle.root.kind();
             let hint = if archive
                 .index_for_name(&format!("{folder}constants.pkl"))
                 .is_some()
@@ -406,23 +380,26 @@ pub(crate) fn shape(tensor: &TensorMeta) -> Vec<usize> {
         .collect()
 }
 
-/// Opens `path` when it is a `torch.save` file: `Ok(None)` for another kind of file.
+/// Opens `path` when its first bytes say it is a `torch.save` file (a zip archive:
+/// [`TorchFile::open`] says when it is another one): `Ok(None)` for another kind of
+/// file (safetensors, for one).
 pub(crate) fn open_if_torch(path: &Path) -> Result<Option<TorchFile>, String> {
     let mut head = [0u8; 4];
     let n = std::fs::File::open(path)
         .and_then(|mut f| f.read(&mut head))
         .map_err(|e| e.to_string())?;
-    match kind(&head[..n]) {
-        Kind::Zip => {
-            let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-            TorchFile::open(bytes).map(Some)
-        }
-        Kind::LegacyTorch => Err(
+    let head = &head[..n];
+    if head.starts_with(ZIP) {
+        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        TorchFile::open(bytes).map(Some)
+    } else if head.starts_with(LEGACY) {
+        Err(
             "a torch.save file in PyTorch's format before 1.6: load it in PyTorch and save \
              it again with torch.save (or as safetensors)"
                 .into(),
-        ),
-        Kind::Other => Ok(None),
+        )
+    } else {
+        Ok(None)
     }
 }
 
@@ -444,18 +421,31 @@ mod tests {
         }
     }
 
+    /// A pickled tuple of one or two ints (TUPLE1, TUPLE2).
+    fn ints(values: &[u64]) -> Vec<u8> {
+        let mut out: Vec<u8> = values.iter().flat_map(|&v| int(v)).collect();
+        out.push(0x84 + values.len() as u8);
+        out
+    }
+
+    /// A pickled view (`_rebuild_tensor_v2`) of the float32 storage "0" of `len`
+    /// elements.
+    fn tensor(len: u64, offset: u64, size: &[u64], stride: &[u64]) -> Vec<u8> {
+        let mut t = b"ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpu".to_vec();
+        t.extend(int(len));
+        t.extend(b"tQ");
+        t.extend(int(offset));
+        t.extend(ints(size));
+        t.extend(ints(stride));
+        t.extend(b"\x89}tR");
+        t
+    }
+
     /// A state dict `{"w": view}` of a float32 storage "0" of `len` elements.
     fn state_dict(len: u64, offset: u64, size: [u64; 2], stride: [u64; 2]) -> Vec<u8> {
-        let mut p = b"\x80\x02}q\x00X\x01\x00\x00\x00wctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpu".to_vec();
-        p.extend(int(len));
-        p.extend(b"tQ");
-        p.extend(int(offset));
-        p.extend(int(size[0]));
-        p.extend(int(size[1]));
-        p.push(0x86);
-        p.extend(int(stride[0]));
-        p.extend(int(stride[1]));
-        p.extend(b"\x86\x89}tRs.");
+        let mut p = b"\x80\x02}q\x00X\x01\x00\x00\x00w".to_vec();
+        p.extend(tensor(len, offset, &size, &stride));
+        p.extend(b"s.");
         p
     }
 
@@ -520,18 +510,11 @@ mod tests {
     fn a_storage_declared_twice_with_other_sizes_is_checked_for_each_tensor() {
         // "a": storage "0" of 2 elements; "b": the same storage said to have 100, its
         // view reaching element 99. The archive holds 2 elements.
-        let view = |len: u64, size: u64| {
-            let mut t = b"ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpu".to_vec();
-            t.extend(int(len));
-            t.extend(b"tQK\x00");
-            t.extend(int(size));
-            t.extend(b"\x85K\x01\x85\x89}tR");
-            t
-        };
+        let view = |len: u64| tensor(len, 0, &[len], &[1]);
         let mut p = b"\x80\x02}(X\x01\x00\x00\x00a".to_vec();
-        p.extend(view(2, 2));
+        p.extend(view(2));
         p.extend(b"X\x01\x00\x00\x00b");
-        p.extend(view(100, 100));
+        p.extend(view(100));
         p.extend(b"u.");
         let mut file =
             TorchFile::open(archive(&[("data.pkl", &p), ("data/0", &floats(2))])).unwrap();
@@ -548,13 +531,11 @@ mod tests {
     #[test]
     fn names_that_python_keeps_apart_are_not_merged() {
         // {"0": t, 0: t}: two keys in Python, one name here.
-        let full = state_dict(6, 0, [2, 3], [3, 1]);
-        let head = b"\x80\x02}q\x00X\x01\x00\x00\x00w".len();
-        let tensor = &full[head..full.len() - 2];
+        let t = tensor(6, 0, &[2, 3], &[3, 1]);
         let mut p = b"\x80\x02}(X\x01\x00\x00\x000".to_vec();
-        p.extend(tensor);
+        p.extend(&t);
         p.extend(b"K\x00");
-        p.extend(tensor);
+        p.extend(&t);
         p.extend(b"u.");
         let e = TorchFile::open(archive(&[("data.pkl", &p), ("data/0", &floats(6))]))
             .err()
@@ -597,31 +578,26 @@ mod tests {
     #[test]
     fn nested_dicts_name_their_tensors_with_dots_and_a_key_set_twice_keeps_its_last_value() {
         // {"model": {"w": t1}, "w2": t1} then "w2" set again to a second view.
-        let tensor = |offset: u8| {
-            let mut t = b"ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x06tQK".to_vec();
-            t.push(offset);
-            t.extend(b"K\x02\x85K\x01\x85\x89}tR");
-            t
+        let tensor = |offset: u64| tensor(6, offset, &[2], &[1]);
+        let pickle = |mark: &[u8]| {
+            let mut p = b"\x80\x02}".to_vec();
+            p.extend(mark);
+            p.extend(b"X\x05\x00\x00\x00model}X\x01\x00\x00\x00w");
+            p.extend(tensor(0));
+            p.extend(b"sX\x02\x00\x00\x00w2");
+            p.extend(tensor(1));
+            p.extend(b"X\x02\x00\x00\x00w2");
+            p.extend(tensor(4));
+            p.extend(b"u.");
+            p
         };
-        let mut p = b"\x80\x02}X\x05\x00\x00\x00model}X\x01\x00\x00\x00w".to_vec();
-        p.extend(tensor(0));
-        p.extend(b"sX\x02\x00\x00\x00w2");
-        p.extend(tensor(1));
-        p.extend(b"X\x02\x00\x00\x00w2");
-        p.extend(tensor(4));
-        p.extend(b"u.");
         // (`u` with no mark: SETITEMS needs one)
+        let p = pickle(b"");
         let e = TorchFile::open(archive(&[("data.pkl", &p), ("data/0", &floats(6))]))
             .err()
             .unwrap();
         assert!(e.contains("needs a mark"), "{e}");
-        let mut p = b"\x80\x02}(X\x05\x00\x00\x00model}X\x01\x00\x00\x00w".to_vec();
-        p.extend(tensor(0));
-        p.extend(b"sX\x02\x00\x00\x00w2");
-        p.extend(tensor(1));
-        p.extend(b"X\x02\x00\x00\x00w2");
-        p.extend(tensor(4));
-        p.extend(b"u.");
+        let p = pickle(b"(");
         let mut file =
             TorchFile::open(archive(&[("data.pkl", &p), ("data/0", &floats(6))])).unwrap();
         assert_eq!(file.names(), ["model.w", "w2"]);

@@ -116,10 +116,8 @@ impl Value {
 }
 
 /// A container of the arena.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) enum Container {
-    #[default]
-    Empty,
     Seq(Vec<Value>),
     Dict(Vec<(Value, Value)>),
 }
