@@ -16,6 +16,7 @@ mod mask;
 mod onnx;
 mod onnx_link;
 mod onnx_proto;
+mod onnx_shape;
 mod selection;
 
 /// Most units a file's layer may declare (Keras's `units`, ONNX's `hidden_size`): far

@@ -50,11 +50,14 @@ pub struct OnnxRecurrentNode {
     /// `forward_with_lengths` (ONNX's semantics are the module's: zeros past each
     /// row's length, final states at it, the reverse direction from it).
     pub sequence_lens: Option<String>,
-    /// The name of its `initial_h` input, when it has one: pass it as the state.
-    /// With `layout` 0 it is `[dirs, batch, hidden]`, the module's layout (nodes loaded
-    /// as one module: theirs concatenated on dimension 0, bottom first); with `layout`
-    /// 1 it is `[batch, dirs, hidden]`: swap its first two dimensions first (and those
-    /// of the final states to compare them with ONNX's `Y_h` / `Y_c`).
+    /// The name of its `initial_h` input, when it has one that is not zeros: pass it
+    /// as the state. With `layout` 0 it is `[dirs, batch, hidden]`, the module's layout
+    /// (nodes loaded as one module: theirs concatenated on dimension 0, bottom first);
+    /// with `layout` 1 it is `[batch, dirs, hidden]`: swap its first two dimensions
+    /// first (and those of the final states to compare them with ONNX's `Y_h` /
+    /// `Y_c`). `None` also when the input is zeros whatever the graph's inputs (a
+    /// constant of zeros, or one expanded or sliced from zeros: how PyTorch's default
+    /// exporter writes the default state): the module's default state, for any batch.
     pub initial_h: Option<String>,
     /// The name of its `initial_c` input (LSTM), when it has one: as `initial_h`.
     pub initial_c: Option<String>,
@@ -161,12 +164,9 @@ impl OnnxModel {
                 batch_first: attr(node, "layout").and_then(|a| a.i) == Some(1),
                 bias: input(3).is_some(),
                 sequence_lens: input(4),
-                initial_h: input(5),
-                initial_c: if cell == CellKind::Lstm {
-                    input(6)
-                } else {
-                    None
-                },
+                initial_h: input(5).filter(|n| !zeros(&graph, &constants, &dir, n, 0)),
+                initial_c: input(6)
+                    .filter(|n| cell == CellKind::Lstm && !zeros(&graph, &constants, &dir, n, 0)),
                 refusal: None,
             };
             let params = check(&source, node, &info, &direction)
@@ -315,27 +315,23 @@ impl OnnxModel {
                 b.input_size.to_string(),
             ));
         }
-        let y = self.graph.node[lower.index]
-            .output
-            .first()
-            .map(String::as_str)
-            .unwrap_or_default();
-        let x = self.graph.node[upper.index]
-            .input
-            .first()
-            .map(String::as_str)
-            .unwrap_or_default();
-        let directions = if a.bidirectional { 2 } else { 1 };
-        onnx_link::check(
-            &self.graph,
-            &a.name,
-            y,
-            x,
-            directions,
-            a.hidden_size,
-            a.batch_first,
-        )
-        .map_err(|(expected, actual)| RnnError::invalid(what("input X"), expected, actual))
+        fn first(names: &[String]) -> &str {
+            names.first().map(String::as_str).unwrap_or_default()
+        }
+        let (lower_node, upper_node) =
+            (&self.graph.node[lower.index], &self.graph.node[upper.index]);
+        let link = onnx_link::Link {
+            lower: &a.name,
+            lower_x: first(&lower_node.input),
+            input_size: a.input_size,
+            y: first(&lower_node.output),
+            x: first(&upper_node.input),
+            directions: if a.bidirectional { 2 } else { 1 },
+            hidden: a.hidden_size,
+            batch_first: a.batch_first,
+        };
+        onnx_link::check(&self.graph, &link)
+            .map_err(|(expected, actual)| RnnError::invalid(what("input X"), expected, actual))
     }
 }
 
@@ -357,6 +353,52 @@ fn constants(graph: &GraphProto) -> HashMap<&str, &TensorProto> {
         }
     }
     out
+}
+
+/// Most nodes [`zeros`] walks back through.
+const MAX_ZEROS_DEPTH: usize = 16;
+
+/// Whether the tensor `name` holds zeros whatever the graph's inputs: a float constant
+/// of zeros, `ConstantOfShape` of zero, or what reshaping, slicing, expanding or joining
+/// only such tensors gives.
+fn zeros(
+    graph: &GraphProto,
+    constants: &HashMap<&str, &TensorProto>,
+    dir: &Path,
+    name: &str,
+    depth: usize,
+) -> bool {
+    if depth > MAX_ZEROS_DEPTH {
+        return false;
+    }
+    let all_zero = |t: &TensorProto| {
+        tensor_values("", dir, name, t).is_ok_and(|t| t.values.iter().all(|v| *v == 0.0))
+    };
+    if let Some(t) = constants.get(name) {
+        return all_zero(t);
+    }
+    let Some(node) = graph
+        .node
+        .iter()
+        .find(|n| n.output.iter().any(|o| o == name))
+    else {
+        return false;
+    };
+    let input_zeros = |i: usize| {
+        node.input
+            .get(i)
+            .is_some_and(|n| !n.is_empty() && zeros(graph, constants, dir, n, depth + 1))
+    };
+    match node.op_type.as_deref().unwrap_or_default() {
+        "Identity" | "Cast" | "Reshape" | "Squeeze" | "Unsqueeze" | "Transpose" | "Slice"
+        | "Gather" | "Expand" | "Tile" => input_zeros(0),
+        "Concat" => !node.input.is_empty() && (0..node.input.len()).all(input_zeros),
+        // Its value defaults to a float zero.
+        "ConstantOfShape" => attr(node, "value")
+            .and_then(|a| a.t.as_ref())
+            .is_none_or(all_zero),
+        _ => false,
+    }
 }
 
 /// Refuses what cuDNN's layers cannot run, naming the node, the attribute or input, the

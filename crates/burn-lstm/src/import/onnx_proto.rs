@@ -37,13 +37,51 @@ pub(crate) struct GraphProto {
     pub input: Vec<ValueInfoProto>,
     #[prost(message, repeated, tag = "12")]
     pub output: Vec<ValueInfoProto>,
+    #[prost(message, repeated, tag = "13")]
+    pub value_info: Vec<ValueInfoProto>,
 }
 
-/// `ValueInfoProto` (its name only).
+/// `ValueInfoProto`: a tensor's name and declared type.
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct ValueInfoProto {
     #[prost(string, optional, tag = "1")]
     pub name: Option<String>,
+    #[prost(message, optional, tag = "2")]
+    pub r#type: Option<TypeProto>,
+}
+
+/// `TypeProto`, its `tensor_type` arm only (a oneof field reads on the wire as an
+/// optional one; the other arms are skipped).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct TypeProto {
+    #[prost(message, optional, tag = "1")]
+    pub tensor_type: Option<TensorTypeProto>,
+}
+
+/// `TypeProto.Tensor`: element type and shape.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct TensorTypeProto {
+    #[prost(int32, optional, tag = "1")]
+    pub elem_type: Option<i32>,
+    #[prost(message, optional, tag = "2")]
+    pub shape: Option<TensorShapeProto>,
+}
+
+/// `TensorShapeProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct TensorShapeProto {
+    #[prost(message, repeated, tag = "1")]
+    pub dim: Vec<DimensionProto>,
+}
+
+/// `TensorShapeProto.Dimension`: a size, a symbolic name, or neither (the `value`
+/// oneof's two arms read as optional fields).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct DimensionProto {
+    #[prost(int64, optional, tag = "1")]
+    pub dim_value: Option<i64>,
+    #[prost(string, optional, tag = "2")]
+    pub dim_param: Option<String>,
 }
 
 /// `NodeProto`.

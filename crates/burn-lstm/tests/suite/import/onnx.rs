@@ -22,6 +22,11 @@ const GOLDEN: &[&str] = &[
     "gru2.onnx",
     "lstm_lens.onnx",
     "gru_lens.onnx",
+    // PyTorch's default exporter: links folded to static or computed sizes, weights in
+    // external data, the default state as a constant.
+    "lstm_bi2_dynamo.onnx",
+    "gru2_dynamo.onnx",
+    "lstm_bi2_dynamo_dynamic.onnx",
 ];
 
 fn golden<B: RnnBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64) {
@@ -98,6 +103,37 @@ fn nodes_describe_the_graph() {
         .lstm::<NdArray<f32>>(1, &Default::default())
         .unwrap();
     assert_eq!((config.input_size, config.num_layers), (10, 1));
+}
+
+#[test]
+fn zero_initial_states_are_the_default_state() {
+    // PyTorch's default exporter writes the default state as a constant of zeros
+    // (static sizes) or expands and slices one (dynamic axes); a state given as a graph
+    // input is sliced per layer.
+    let initial = |file: &str| -> Vec<(Option<String>, Option<String>)> {
+        let model = OnnxModel::open(path(file)).unwrap();
+        model
+            .nodes()
+            .iter()
+            .map(|n| (n.initial_h.clone(), n.initial_c.clone()))
+            .collect()
+    };
+    assert_eq!(initial("lstm_bi2_dynamo.onnx"), vec![(None, None); 2]);
+    assert_eq!(
+        initial("lstm_bi2_dynamo_dynamic.onnx"),
+        vec![(None, None); 2]
+    );
+    let given = initial("gru2_dynamo.onnx");
+    assert_eq!(given.len(), 2);
+    assert!(
+        given.iter().all(|(h, c)| h.is_some() && c.is_none()),
+        "{given:?}"
+    );
+    let given = initial("lstm_bi2.onnx");
+    assert!(
+        given.iter().all(|(h, c)| h.is_some() && c.is_some()),
+        "{given:?}"
+    );
 }
 
 #[test]
@@ -225,6 +261,11 @@ fn stacks_link_only_through_the_folding_pytorch_exports() {
         "transpose_identity_reshape",
         "squeeze",
         "layout1_reshape",
+        "inferred_batch",
+        "static_sizes",
+        "layout1_static_sizes",
+        "computed_slices",
+        "computed_gathers",
     ] {
         let (_, config) = stack(case).unwrap_or_else(|e| panic!("{case}: {e}"));
         assert_eq!(config.num_layers, 2, "{case}");
@@ -234,13 +275,13 @@ fn stacks_link_only_through_the_folding_pytorch_exports() {
     for (case, expected, actual) in [
         (
             "reshape_only",
-            "Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, -1] (or [0, 0, 4])",
+            "Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, -1] (or [0, 0, 4], [seq, batch, 4])",
             "got Y through Reshape to [0, 0, -1]",
         ),
         (
-            "rows_mixed",
+            "flattened",
             "Transpose (perm 0, 2, 1, 3) then Reshape",
-            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [0, -1, 4]",
+            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [-1, 4]",
         ),
         (
             "squeeze_seq",
@@ -249,8 +290,19 @@ fn stacks_link_only_through_the_folding_pytorch_exports() {
         ),
         (
             "layout1_transpose",
-            "features: Reshape to [0, 0, -1] (or [0, 0, 4])",
+            "features: Reshape to [0, 0, -1] (or [0, 0, 4], [batch, seq, 4])",
             "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, -1]",
+        ),
+        // Sizes of batch rows taken as steps: the graph declares seq 5 and batch 2.
+        (
+            "static_swapped",
+            "[seq, batch, 4]",
+            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [2, 5, 4]",
+        ),
+        (
+            "computed_swapped",
+            "[seq, batch, 4]",
+            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [2, 5, 4]",
         ),
     ] {
         let e = stack(case).unwrap_err().to_string();

@@ -1,0 +1,526 @@
+//! Shapes computed inside an ONNX graph, read without running it: each dimension of a
+//! recurrent node's output `Y` is the symbol `seq`, `batch` or a size, and the small
+//! `Shape` → `Slice` / `Gather` → `Mul` → `Concat` computations that exporters write
+//! for a `Reshape`'s target are evaluated on those symbols. PyTorch's default exporter
+//! (`dynamo`) folds a stack's link with such a computed target when the model has
+//! dynamic axes, and with the static sizes otherwise; the graph's declared shapes
+//! (`value_info`, inputs, outputs) give `seq` and `batch` their sizes where it states
+//! them.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use crate::import::onnx_proto::{GraphProto, NodeProto, TensorProto, ValueInfoProto, attr};
+
+/// One dimension: `factor · seq^seq · batch^batch` (a size when both powers are 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Dim {
+    factor: i64,
+    seq: u8,
+    batch: u8,
+}
+
+/// Highest power of a symbol kept; a product beyond it is not a shape an exporter
+/// writes, and is read as unknown.
+const MAX_POWER: u8 = 4;
+
+impl Dim {
+    /// A size.
+    pub(crate) const fn size(value: i64) -> Self {
+        Self {
+            factor: value,
+            seq: 0,
+            batch: 0,
+        }
+    }
+
+    /// The sequence length.
+    pub(crate) const SEQ: Self = Self {
+        factor: 1,
+        seq: 1,
+        batch: 0,
+    };
+
+    /// The batch size.
+    pub(crate) const BATCH: Self = Self {
+        factor: 1,
+        seq: 0,
+        batch: 1,
+    };
+
+    /// The product of two dimensions; `None` past `i64` or [`MAX_POWER`].
+    fn times(self, other: Self) -> Option<Self> {
+        let power = |a: u8, b: u8| Some(a + b).filter(|p| *p <= MAX_POWER);
+        Some(Self {
+            factor: self.factor.checked_mul(other.factor)?,
+            seq: power(self.seq, other.seq)?,
+            batch: power(self.batch, other.batch)?,
+        })
+    }
+
+    /// This dimension with `seq` and `batch` replaced by their sizes where known (kept
+    /// as it is where the product would pass `i64`).
+    pub(crate) fn with_sizes(self, sizes: Sizes) -> Self {
+        let substitute = || {
+            let mut out = Self::size(self.factor);
+            for (symbol, power, size) in [
+                (Self::SEQ, self.seq, sizes.seq),
+                (Self::BATCH, self.batch, sizes.batch),
+            ] {
+                let factor = size.map_or(symbol, Self::size);
+                for _ in 0..power {
+                    out = out.times(factor)?;
+                }
+            }
+            Some(out)
+        };
+        substitute().unwrap_or(self)
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if self.factor != 1 || (self.seq == 0 && self.batch == 0) {
+            parts.push(self.factor.to_string());
+        }
+        for (name, power) in [("seq", self.seq), ("batch", self.batch)] {
+            parts.extend(std::iter::repeat_n(name.to_string(), power.into()));
+        }
+        write!(f, "{}", parts.join("·"))
+    }
+}
+
+/// The sizes of `seq` and `batch` that the graph declares, where it does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Sizes {
+    pub seq: Option<i64>,
+    pub batch: Option<i64>,
+}
+
+/// Most nodes one evaluation walks through: a shape computation is a handful of nodes.
+const MAX_DEPTH: usize = 64;
+
+/// Evaluates 1-D integer tensors of `graph` on the symbolic dimensions of the tensors
+/// in `known`.
+pub(crate) struct ShapeReader<'g> {
+    graph: &'g GraphProto,
+    producers: HashMap<&'g str, &'g NodeProto>,
+    known: HashMap<String, Vec<Dim>>,
+}
+
+impl<'g> ShapeReader<'g> {
+    /// A reader of `graph`'s shape computations; no tensor's dimensions known yet.
+    pub(crate) fn new(graph: &'g GraphProto) -> Self {
+        let producers = graph
+            .node
+            .iter()
+            .flat_map(|n| n.output.iter().map(move |o| (o.as_str(), n)))
+            .collect();
+        Self {
+            graph,
+            producers,
+            known: HashMap::new(),
+        }
+    }
+
+    /// States the dimensions of the tensor `name`.
+    pub(crate) fn know(&mut self, name: &str, dims: Vec<Dim>) {
+        self.known.insert(name.to_string(), dims);
+    }
+
+    /// The sizes of `seq` and `batch` that the declared shapes of the known tensors
+    /// give; a symbol the graph declares with two different sizes stays unknown.
+    pub(crate) fn declared_sizes(&self) -> Sizes {
+        let declared = declared_shapes(self.graph);
+        let (mut seq, mut batch) = (Vec::new(), Vec::new());
+        for (name, dims) in &self.known {
+            let Some(sizes) = declared.get(name.as_str()) else {
+                continue;
+            };
+            if sizes.len() != dims.len() {
+                continue;
+            }
+            for (dim, size) in dims.iter().zip(sizes) {
+                match (*dim, size) {
+                    (Dim::SEQ, Some(size)) => seq.push(*size),
+                    (Dim::BATCH, Some(size)) => batch.push(*size),
+                    _ => {}
+                }
+            }
+        }
+        let agreed = |sizes: Vec<i64>| {
+            let first = *sizes.first()?;
+            sizes.iter().all(|s| *s == first).then_some(first)
+        };
+        Sizes {
+            seq: agreed(seq),
+            batch: agreed(batch),
+        }
+    }
+
+    /// The values of the 1-D (or scalar) integer tensor `name`, where they are
+    /// constants or computed from known dimensions by the operators exporters use for
+    /// shapes; `None` otherwise.
+    pub(crate) fn values(&self, name: &str) -> Option<Vec<Dim>> {
+        self.values_at(name, 0)
+    }
+
+    fn values_at(&self, name: &str, depth: usize) -> Option<Vec<Dim>> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        if let Some(ints) = constant_ints(self.graph, name) {
+            return Some(ints.into_iter().map(Dim::size).collect());
+        }
+        let node = self.producers.get(name)?;
+        let input = |i: usize| -> Option<Vec<Dim>> {
+            let name = node.input.get(i).filter(|n| !n.is_empty())?;
+            self.values_at(name, depth + 1)
+        };
+        let constant = |i: usize| -> Option<Vec<i64>> {
+            let name = node.input.get(i).filter(|n| !n.is_empty())?;
+            constant_ints(self.graph, name)
+        };
+        match node.op_type.as_deref()? {
+            "Identity" | "Cast" | "Squeeze" => input(0),
+            // A scalar made a one-value vector (a longer vector would become a matrix).
+            "Unsqueeze" => input(0).filter(|v| v.len() == 1),
+            "Shape" => {
+                let dims = self.dims(node.input.first()?)?;
+                let start = attr(node, "start").and_then(|a| a.i).unwrap_or(0);
+                let end = attr(node, "end").and_then(|a| a.i);
+                let (start, end) = (clamp(start, dims.len()), end.map(|e| clamp(e, dims.len())));
+                dims.get(start..end.unwrap_or(dims.len()).max(start))
+                    .map(<[Dim]>::to_vec)
+            }
+            "Slice" => {
+                // Opset 10 made starts, ends, axes and steps inputs; before, attributes.
+                let (starts, ends, axes, steps) = if node.input.len() > 1 {
+                    let optional = |i: usize, default: i64| match node.input.get(i) {
+                        Some(n) if !n.is_empty() => constant(i),
+                        _ => Some(vec![default]),
+                    };
+                    (constant(1)?, constant(2)?, optional(3, 0)?, optional(4, 1)?)
+                } else {
+                    let list = |key: &str| attr(node, key).map(|a| a.ints.clone());
+                    (
+                        list("starts")?,
+                        list("ends")?,
+                        list("axes").unwrap_or(vec![0]),
+                        vec![1],
+                    )
+                };
+                match (&starts[..], &ends[..], &axes[..], &steps[..]) {
+                    ([start], [end], [0 | -1], [1]) => {
+                        let data = input(0)?;
+                        let (start, end) = (clamp(*start, data.len()), clamp(*end, data.len()));
+                        data.get(start..end.max(start)).map(<[Dim]>::to_vec)
+                    }
+                    _ => None,
+                }
+            }
+            "Gather" => {
+                if attr(node, "axis").and_then(|a| a.i).unwrap_or(0) != 0 {
+                    return None;
+                }
+                let data = input(0)?;
+                constant(1)?
+                    .into_iter()
+                    .map(|i| {
+                        let i = if i < 0 { i + data.len() as i64 } else { i };
+                        usize::try_from(i).ok().and_then(|i| data.get(i).copied())
+                    })
+                    .collect()
+            }
+            "Concat" => {
+                if !matches!(attr(node, "axis").and_then(|a| a.i), Some(0 | -1)) {
+                    return None;
+                }
+                let mut out = Vec::new();
+                for i in 0..node.input.len() {
+                    out.extend(input(i)?);
+                }
+                Some(out)
+            }
+            "Mul" => {
+                let (a, b) = (input(0)?, input(1)?);
+                let n = a.len().max(b.len());
+                let at = |v: &[Dim], i: usize| if v.len() == 1 { v[0] } else { v[i] };
+                if !(a.len() == n || a.len() == 1) || !(b.len() == n || b.len() == 1) {
+                    return None;
+                }
+                (0..n).map(|i| at(&a, i).times(at(&b, i))).collect()
+            }
+            // A vector reshaped to a vector of its length: `[-1]` or `[n]`.
+            "Reshape" => {
+                let data = input(0)?;
+                match constant(1)?.as_slice() {
+                    [-1] => Some(data),
+                    [n] if usize::try_from(*n).ok() == Some(data.len()) => Some(data),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The dimensions of the tensor `name`: stated with [`Self::know`], else the sizes
+    /// its declared shape gives when it gives all of them.
+    fn dims(&self, name: &str) -> Option<Vec<Dim>> {
+        if let Some(dims) = self.known.get(name) {
+            return Some(dims.clone());
+        }
+        let declared = self
+            .graph
+            .value_info
+            .iter()
+            .chain(&self.graph.input)
+            .chain(&self.graph.output)
+            .find(|v| v.name.as_deref() == Some(name))?;
+        declared_sizes(declared)?
+            .into_iter()
+            .map(|size| size.map(Dim::size))
+            .collect()
+    }
+}
+
+/// `Shape`'s and `Slice`'s index rule: negative from the end, clamped to `0..=len`.
+fn clamp(index: i64, len: usize) -> usize {
+    let len_i = i64::try_from(len).unwrap_or(i64::MAX);
+    let index = if index < 0 {
+        index.saturating_add(len_i)
+    } else {
+        index
+    };
+    usize::try_from(index.clamp(0, len_i)).unwrap_or(len)
+}
+
+/// The declared shapes of the graph's tensors (`value_info`, inputs, outputs), each
+/// dimension's size where it is given.
+fn declared_shapes(graph: &GraphProto) -> HashMap<&str, Vec<Option<i64>>> {
+    graph
+        .value_info
+        .iter()
+        .chain(&graph.input)
+        .chain(&graph.output)
+        .filter_map(|v| Some((v.name.as_deref()?, declared_sizes(v)?)))
+        .collect()
+}
+
+/// A declared tensor shape: each dimension's size where it is a positive size.
+fn declared_sizes(value: &ValueInfoProto) -> Option<Vec<Option<i64>>> {
+    let shape = value
+        .r#type
+        .as_ref()?
+        .tensor_type
+        .as_ref()?
+        .shape
+        .as_ref()?;
+    Some(
+        shape
+            .dim
+            .iter()
+            .map(|d| d.dim_value.filter(|v| *v > 0))
+            .collect(),
+    )
+}
+
+/// The values of a constant INT64 tensor of the graph (an initializer or a `Constant`
+/// node's `value` or `value_ints`); `None` for anything else.
+pub(crate) fn constant_ints(graph: &GraphProto, name: &str) -> Option<Vec<i64>> {
+    if let Some(t) = graph
+        .initializer
+        .iter()
+        .find(|t| t.name.as_deref() == Some(name))
+    {
+        return tensor_ints(t);
+    }
+    let node = graph.node.iter().find(|n| {
+        n.op_type.as_deref() == Some("Constant")
+            && n.output.first().map(String::as_str) == Some(name)
+    })?;
+    if let Some(t) = attr(node, "value").and_then(|a| a.t.as_ref()) {
+        return tensor_ints(t);
+    }
+    attr(node, "value_ints").map(|a| a.ints.clone())
+}
+
+/// An INT64 tensor's values (`int64_data` or little-endian `raw_data`).
+fn tensor_ints(t: &TensorProto) -> Option<Vec<i64>> {
+    const INT64: i32 = 7;
+    if t.data_type != Some(INT64) || t.data_location == Some(1) {
+        return None;
+    }
+    match &t.raw_data {
+        Some(raw) if raw.len() % 8 == 0 => Some(
+            raw.chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect(),
+        ),
+        Some(_) => None,
+        None => Some(t.int64_data.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::onnx_proto::AttributeProto;
+
+    fn node(op: &str, inputs: &[&str], output: &str, ints: &[(&str, i64)]) -> NodeProto {
+        NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![output.to_string()],
+            op_type: Some(op.to_string()),
+            attribute: ints
+                .iter()
+                .map(|(name, i)| AttributeProto {
+                    name: Some(name.to_string()),
+                    i: Some(*i),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn constant(name: &str, values: &[i64]) -> TensorProto {
+        TensorProto {
+            name: Some(name.to_string()),
+            data_type: Some(7),
+            dims: vec![values.len() as i64],
+            int64_data: values.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn dimensions_multiply_and_take_declared_sizes() {
+        let d = Dim::SEQ
+            .times(Dim::BATCH)
+            .unwrap()
+            .times(Dim::size(3))
+            .unwrap();
+        assert_eq!(d.to_string(), "3·seq·batch");
+        assert_eq!(Dim::size(-1).to_string(), "-1");
+        let sizes = Sizes {
+            seq: Some(6),
+            batch: None,
+        };
+        assert_eq!(d.with_sizes(sizes).to_string(), "18·batch");
+        assert_eq!(Dim::size(i64::MAX).times(Dim::size(2)), None);
+        // A product past i64 keeps its symbols.
+        let big = Dim::SEQ.times(Dim::size(i64::MAX)).unwrap();
+        assert_eq!(big.with_sizes(sizes), big);
+        let mut power = Dim::SEQ;
+        for _ in 1..MAX_POWER {
+            power = power.times(Dim::SEQ).unwrap();
+        }
+        assert_eq!(power.times(Dim::SEQ), None);
+    }
+
+    #[test]
+    fn indices_count_from_the_end_and_clamp() {
+        assert_eq!(clamp(-1, 4), 3);
+        assert_eq!(clamp(-9, 4), 0);
+        assert_eq!(clamp(9, 4), 4);
+        assert_eq!(clamp(i64::MIN, 4), 0);
+        assert_eq!(clamp(i64::MAX, 4), 4);
+    }
+
+    #[test]
+    fn shape_computations_read_on_symbols() {
+        let graph = GraphProto {
+            node: vec![
+                node("Shape", &["t"], "all", &[]),
+                node("Shape", &["t"], "middle", &[("start", 1), ("end", -1)]),
+                node("Gather", &["all", "last"], "g", &[]),
+                node("Slice", &["all", "zero", "two"], "head", &[]),
+                node(
+                    "Slice",
+                    &["all", "zero", "two", "zero", "two"],
+                    "strided",
+                    &[],
+                ),
+                node("Mul", &["head", "g"], "scaled", &[]),
+                node("Concat", &["head", "g"], "joined", &[("axis", 0)]),
+                node("Concat", &["head", "g"], "sideways", &[("axis", 1)]),
+                node("Reshape", &["g", "minus_one"], "flat", &[]),
+                node("Unsqueeze", &["head", "zero"], "matrix", &[]),
+                node("Shape", &["unknown"], "nothing", &[]),
+                node("Add", &["head", "g"], "sum", &[]),
+            ],
+            initializer: vec![
+                constant("last", &[-1]),
+                constant("zero", &[0]),
+                constant("two", &[2]),
+                constant("minus_one", &[-1]),
+            ],
+            ..Default::default()
+        };
+        let mut shapes = ShapeReader::new(&graph);
+        shapes.know("t", vec![Dim::SEQ, Dim::BATCH, Dim::size(5)]);
+        let text = |name: &str| {
+            shapes
+                .values(name)
+                .map(|v| v.iter().map(Dim::to_string).collect::<Vec<_>>().join(", "))
+        };
+        assert_eq!(text("all").as_deref(), Some("seq, batch, 5"));
+        assert_eq!(text("middle").as_deref(), Some("batch"));
+        assert_eq!(text("g").as_deref(), Some("5"));
+        assert_eq!(text("head").as_deref(), Some("seq, batch"));
+        assert_eq!(text("scaled").as_deref(), Some("5·seq, 5·batch"));
+        assert_eq!(text("joined").as_deref(), Some("seq, batch, 5"));
+        assert_eq!(text("flat").as_deref(), Some("5"));
+        assert_eq!(text("two").as_deref(), Some("2"));
+        // Steps, other axes, vectors made matrices, unknown tensors and operators.
+        for name in ["strided", "sideways", "matrix", "nothing", "sum", "absent"] {
+            assert_eq!(text(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn declared_sizes_must_agree() {
+        let declared = |name: &str, dims: &[i64]| ValueInfoProto {
+            name: Some(name.to_string()),
+            r#type: Some(crate::import::onnx_proto::TypeProto {
+                tensor_type: Some(crate::import::onnx_proto::TensorTypeProto {
+                    elem_type: Some(1),
+                    shape: Some(crate::import::onnx_proto::TensorShapeProto {
+                        dim: dims
+                            .iter()
+                            .map(|&d| crate::import::onnx_proto::DimensionProto {
+                                dim_value: Some(d),
+                                dim_param: None,
+                            })
+                            .collect(),
+                    }),
+                }),
+            }),
+        };
+        let graph = GraphProto {
+            input: vec![declared("x", &[6, 3, 4])],
+            value_info: vec![declared("y", &[6, 2, 3, 5]), declared("z", &[6, 2, 7, 5])],
+            ..Default::default()
+        };
+        let mut shapes = ShapeReader::new(&graph);
+        shapes.know("x", vec![Dim::SEQ, Dim::BATCH, Dim::size(4)]);
+        shapes.know("y", vec![Dim::SEQ, Dim::size(2), Dim::BATCH, Dim::size(5)]);
+        assert_eq!(
+            shapes.declared_sizes(),
+            Sizes {
+                seq: Some(6),
+                batch: Some(3)
+            }
+        );
+        shapes.know("z", vec![Dim::SEQ, Dim::size(2), Dim::BATCH, Dim::size(5)]);
+        assert_eq!(
+            shapes.declared_sizes(),
+            Sizes {
+                seq: Some(6),
+                batch: None
+            }
+        );
+    }
+}
