@@ -102,6 +102,7 @@ pub struct PytorchGuide;
 #[doc = include_str!("../../../docs/int8.md")]
 pub struct Int8Guide;
 
+mod bounded_read;
 mod deprecated;
 mod error;
 mod int8;

@@ -8,6 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use hdf5_reader::{Datatype, Hdf5File, OpenOptions};
 
+use crate::bounded_read::inflated_bound;
 use crate::error::RnnError;
 use crate::import::host::HostTensor;
 
@@ -31,7 +32,9 @@ pub(crate) fn is_hdf5(bytes: &[u8]) -> bool {
 /// dataset's extent is the file's claim (chunks never written read as zeros), so
 /// without a bound a small file could make the reader allocate any amount.
 fn max_read_bytes(file_len: usize) -> usize {
-    file_len.saturating_mul(1032).max(1 << 20)
+    usize::try_from(inflated_bound(file_len as u64))
+        .unwrap_or(usize::MAX)
+        .max(1 << 20)
 }
 
 /// The names of a group's child groups and child datasets.

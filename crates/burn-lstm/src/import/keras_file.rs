@@ -3,11 +3,11 @@
 //! `model_weights` group), or a weights-only `.h5` (Keras 2's `save_weights`: a
 //! `layer_names` attribute at the root; Keras 3's `.weights.h5`: a `layers` group).
 
-use std::io::Read;
 use std::path::Path;
 
 use serde_json::Value;
 
+use crate::bounded_read::{inflated_bound, is_zip, read_zip_entry};
 use crate::error::RnnError;
 use crate::import::hdf5::{H5, io, is_hdf5};
 
@@ -44,7 +44,7 @@ const MAX_MEMBER: u64 = 4 << 30;
 pub(crate) fn open(path: &Path) -> Result<KerasFile, RnnError> {
     let source = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| io(&source, e.to_string()))?;
-    if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
+    if is_zip(&bytes) {
         return open_archive(bytes, source);
     }
     if !is_hdf5(&bytes) {
@@ -98,29 +98,15 @@ fn open_archive(bytes: Vec<u8>, source: String) -> Result<KerasFile, RnnError> {
     let archive_len = bytes.len() as u64;
     let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes))
         .map_err(|e| io(&source, format!("a damaged .keras archive: {e}")))?;
+    let bound = MAX_MEMBER.min(inflated_bound(archive_len));
     let mut member = |name: &str| -> Result<Vec<u8>, RnnError> {
-        let file = archive.by_name(name).map_err(|e| {
-            io(
-                &source,
-                format!("a .keras archive without '{name}' ({e}): not a Keras 3 model file"),
-            )
-        })?;
-        if file.size() > MAX_MEMBER {
+        if archive.index_for_name(name).is_none() {
             return Err(io(
                 &source,
-                format!("'{name}' is {} bytes, more than 4 GiB", file.size()),
+                format!("a .keras archive without '{name}': not a Keras 3 model file"),
             ));
         }
-        // Reserve what the header claims only up to what deflate can make of the bytes
-        // the archive has (at most ~1032:1): a damaged header reserves nothing it cannot
-        // fill.
-        let compressed = file.compressed_size().min(archive_len);
-        let claim = file.size().min(compressed.saturating_mul(1032));
-        let mut out = Vec::with_capacity(claim as usize);
-        file.take(MAX_MEMBER)
-            .read_to_end(&mut out)
-            .map_err(|e| io(&source, format!("reading '{name}': {e}")))?;
-        Ok(out)
+        read_zip_entry(&mut archive, name, bound).map_err(|e| io(&source, e))
     };
     let config_bytes = member("config.json")?;
     let weights = member("model.weights.h5")?;

@@ -14,19 +14,15 @@ use std::rc::Rc;
 
 use burn::tensor::{DType, TensorData, bf16, f16};
 
+use crate::bounded_read::{inflated_bound, is_zip, read_zip_entry};
 use crate::module::torch_pickle::{self, Pickle, StorageType, TensorMeta, Value};
 
-/// The first bytes of a zip archive (`torch.save`'s format since PyTorch 1.6).
-const ZIP: &[u8; 4] = b"PK\x03\x04";
 /// The first bytes of PyTorch's format before 1.6 (a pickled magic number).
 const LEGACY: &[u8; 4] = b"\x80\x02\x8a\x0a";
 /// Most dict entries read (every nested dict included).
 const MAX_ENTRIES: usize = 10_000_000;
 /// Deepest dict nesting read.
 const MAX_DEPTH: usize = 64;
-/// Deflate's highest ratio: no entry of the archive inflates beyond this many times
-/// the archive's size.
-const MAX_RATIO: u64 = 1032;
 /// Most bytes of all tensor names together (64 MiB).
 const MAX_NAME_BYTES: usize = 64 << 20;
 /// How much larger than the archive its pickle may be (4 MiB).
@@ -77,7 +73,7 @@ impl TorchFile {
         // PyTorch writes "little" or "big"; files before it wrote none were little-endian.
         let byteorder = format!("{folder}byteorder");
         if archive.index_for_name(&byteorder).is_some() {
-            let order = read_entry(&mut archive, &byteorder, 64)?;
+            let order = read_zip_entry(&mut archive, &byteorder, 64)?;
             if order.trim_ascii() != b"little" {
                 return Err(format!(
                     "storages in {:?} byte order (only little-endian files are read)",
@@ -87,7 +83,7 @@ impl TorchFile {
         }
         // torch.save stores the pickle uncompressed: no larger than the archive (a
         // little more allowed for a re-compressed one).
-        let data = read_entry(
+        let data = read_zip_entry(
             &mut archive,
             &pkl,
             archive_len.saturating_add(MAX_PICKLE_GROWTH),
@@ -170,7 +166,7 @@ impl TorchFile {
                 tensor.offset, tensor.shape, tensor.strides, storage.len
             ));
         }
-        if count as u64 > self.archive_len.saturating_mul(MAX_RATIO) / size as u64 {
+        if count as u64 > inflated_bound(self.archive_len) / size as u64 {
             return Err(format!(
                 "a tensor of {count} elements, more than the archive can hold"
             ));
@@ -204,8 +200,8 @@ impl TorchFile {
             return Ok(first.bytes.clone());
         }
         let name = format!("{}data/{key}", self.folder);
-        let bound = self.archive_len.saturating_mul(MAX_RATIO);
-        let bytes: Rc<[u8]> = read_entry(&mut self.archive, &name, bound)
+        let bound = inflated_bound(self.archive_len);
+        let bytes: Rc<[u8]> = read_zip_entry(&mut self.archive, &name, bound)
             .map_err(|e| format!("storage '{key}': {e}"))?
             .into();
         if (bytes.len() as u64) < need {
@@ -225,34 +221,6 @@ impl TorchFile {
         );
         Ok(bytes)
     }
-}
-
-/// Reads the whole entry `name` (to its end, where the zip reader checks its CRC: a
-/// damaged byte is an error, not another value), refusing more than `bound` bytes (a
-/// header's size claim reserves nothing beyond that).
-fn read_entry(
-    archive: &mut zip::ZipArchive<Cursor<Vec<u8>>>,
-    name: &str,
-    bound: u64,
-) -> Result<Vec<u8>, String> {
-    let entry = archive
-        .by_name(name)
-        .map_err(|e| format!("no entry '{name}' in the archive ({e})"))?;
-    if entry.size() > bound {
-        return Err(format!(
-            "'{name}' claims {} bytes, more than the {bound} it may have",
-            entry.size()
-        ));
-    }
-    let mut out = Vec::with_capacity(entry.size().min(bound).min(1 << 30) as usize);
-    let mut limited = entry.take(bound.saturating_add(1));
-    limited
-        .read_to_end(&mut out)
-        .map_err(|e| format!("reading '{name}': {e}"))?;
-    if out.len() as u64 > bound {
-        return Err(format!("'{name}' inflates past {bound} bytes"));
-    }
-    Ok(out)
 }
 
 /// The elements at `indices` of a storage's `bytes`, each decoded from its `N`
@@ -389,7 +357,8 @@ pub(crate) fn open_if_torch(path: &Path) -> Result<Option<TorchFile>, String> {
         .and_then(|mut f| f.read(&mut head))
         .map_err(|e| e.to_string())?;
     let head = &head[..n];
-    if head.starts_with(ZIP) {
+    // A zip archive: torch.save's format since PyTorch 1.6.
+    if is_zip(head) {
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
         TorchFile::open(bytes).map(Some)
     } else if head.starts_with(LEGACY) {
