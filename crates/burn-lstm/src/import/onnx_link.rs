@@ -2,64 +2,126 @@
 //! output `Y` (`[seq, dirs, batch, hidden]`; `[batch, seq, dirs, hidden]` with
 //! `layout` 1) with its direction axis folded into the features, which is what the
 //! module feeds its next layer (`[seq, batch, dirs·hidden]`, each row's directions
-//! side by side).
+//! side by side, forward first).
 //!
-//! Only the foldings that give exactly that are accepted: a `Reshape` alone on a
-//! sequence-major `Y` (or a `Transpose` with another permutation, or a target that
-//! swaps `seq` and `batch`) also gives a tensor of the right size, with directions and
-//! batch rows mixed. A `Reshape`'s target may be constant (`[0, 0, -1]` from PyTorch's
-//! TorchScript exporter, the static sizes from its `dynamo` exporter) or computed from
-//! `Y`'s shape (the `dynamo` exporter with dynamic axes): `onnx_shape` reads it.
+//! The nodes between are read as what they do to `Y`'s layout: each axis of each
+//! tensor is the row-major product of the factors `seq`, `batch`, directions and
+//! `hidden`, and a link is accepted when the upper node's `X` has exactly the folded
+//! layout, whatever the nodes that made it. PyTorch's TorchScript exporter writes
+//! `Transpose` (0, 2, 1, 3) then `Reshape` to `[0, 0, -1]`; its default (`dynamo`)
+//! exporter the same `Reshape` to static sizes, or to sizes computed from `Y`'s shape
+//! (`onnx_shape` reads them); tf2onnx a `Squeeze` of the direction axis (then two
+//! `Transpose`s that undo each other), or each direction `Slice`d, `Squeeze`d and joined
+//! by `Concat` on the features. A `Reshape` alone on a sequence-major `Y`, a target that
+//! swaps `seq` and `batch`, or another permutation has the right size with directions
+//! and batch rows mixed: it is refused, with the layout it gives.
 
 use std::collections::HashMap;
-use std::fmt;
 
 use crate::import::onnx_proto::{GraphProto, NodeProto, attr};
 use crate::import::onnx_shape::{Dim, ShapeReader, Sizes, constant_ints};
 
-/// A reshaping node between two recurrent nodes.
-#[derive(Debug, Clone, PartialEq)]
-enum Step {
-    /// `Transpose` with its `perm`.
-    Transpose(Vec<i64>),
-    /// `Reshape` with its target shape (`None`: not readable without running the
-    /// graph), `seq` and `batch` replaced by their sizes where the graph declares them,
-    /// and `allowzero`.
-    Reshape {
-        shape: Option<Vec<Dim>>,
-        allowzero: bool,
+/// One factor of an axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Factor {
+    Seq,
+    Batch,
+    /// Directions `first..first + count` of `Y`.
+    Dirs {
+        first: usize,
+        count: usize,
     },
-    /// `Squeeze` with its constant axes (`None`: absent, all unit axes, or computed).
-    Squeeze(Option<Vec<i64>>),
+    Hidden,
 }
 
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fn list<T: ToString>(v: &[T]) -> String {
-            v.iter().map(T::to_string).collect::<Vec<_>>().join(", ")
-        }
-        match self {
-            Step::Transpose(perm) => write!(f, "Transpose (perm {})", list(perm)),
-            Step::Reshape {
-                shape: Some(shape),
-                allowzero,
-            } => {
-                write!(f, "Reshape to [{}]", list(shape))?;
-                if *allowzero {
-                    write!(f, " with allowzero=1")?;
-                }
-                Ok(())
-            }
-            Step::Reshape { shape: None, .. } => {
-                write!(
-                    f,
-                    "Reshape to a shape that cannot be read without running the graph"
-                )
-            }
-            Step::Squeeze(Some(axes)) => write!(f, "Squeeze on axes [{}]", list(axes)),
-            Step::Squeeze(None) => write!(f, "Squeeze without constant axes"),
+/// What a tensor between `Y` and `X` holds: per axis, the factors it merges in
+/// row-major order (none: an axis of size 1), and the one direction of `Y` it holds
+/// when a slice took one (a direction factor of count 1 is kept here instead).
+#[derive(Debug, Clone, PartialEq)]
+struct Layout {
+    axes: Vec<Vec<Factor>>,
+    direction: Option<usize>,
+}
+
+/// The sizes a link's factors have.
+#[derive(Debug, Clone, Copy)]
+struct Scale {
+    directions: usize,
+    hidden: usize,
+    sizes: Sizes,
+}
+
+impl Scale {
+    fn size(&self, factor: Factor) -> Dim {
+        match factor {
+            Factor::Seq => Dim::SEQ.with_sizes(self.sizes),
+            Factor::Batch => Dim::BATCH.with_sizes(self.sizes),
+            Factor::Dirs { count, .. } => size(count),
+            Factor::Hidden => size(self.hidden),
         }
     }
+
+    /// The size of an axis made of `factors`.
+    fn axis_size(&self, factors: &[Factor]) -> Option<Dim> {
+        factors
+            .iter()
+            .try_fold(Dim::size(1), |d, &f| d.times(self.size(f)))
+    }
+
+    fn describe(&self, factor: Factor) -> String {
+        match factor {
+            Factor::Seq => "seq".into(),
+            Factor::Batch => "batch".into(),
+            Factor::Dirs { first: 0, count } if count == self.directions => "dirs".into(),
+            Factor::Dirs { first, count } => format!("dirs {first}..{}", first + count),
+            Factor::Hidden => "hidden".into(),
+        }
+    }
+
+    fn describe_layout(&self, layout: &Layout) -> String {
+        let axes: Vec<String> = layout
+            .axes
+            .iter()
+            .map(|axis| match axis.as_slice() {
+                [] => "1".into(),
+                factors => factors
+                    .iter()
+                    .map(|&f| self.describe(f))
+                    .collect::<Vec<_>>()
+                    .join("·"),
+            })
+            .collect();
+        let mut out = format!("[{}]", axes.join(", "));
+        if let (Some(d), true) = (layout.direction, self.directions > 1) {
+            out += &format!(" of direction {d} only");
+        }
+        out
+    }
+
+    /// `layout` without its factors of size 1, which do not change where any value
+    /// sits, and with a direction factor of count 1 kept as the layout's direction.
+    fn canonical(&self, layout: Layout) -> Layout {
+        let mut direction = layout.direction;
+        let axes = layout
+            .axes
+            .into_iter()
+            .map(|axis| {
+                axis.into_iter()
+                    .filter(|&f| {
+                        if let Factor::Dirs { first, count: 1 } = f {
+                            direction = Some(first);
+                        }
+                        self.size(f) != Dim::size(1)
+                    })
+                    .collect()
+            })
+            .collect();
+        Layout { axes, direction }
+    }
+}
+
+fn size(n: usize) -> Dim {
+    Dim::size(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
 /// The two recurrent nodes of a link, as the check needs them.
@@ -78,405 +140,830 @@ pub(crate) struct Link<'a> {
     pub batch_first: bool,
 }
 
-/// Checks that the tensor `link.x` is the tensor `link.y` with its direction axis
-/// folded into the features, through nothing but the foldings PyTorch exports (and
-/// `Identity` / `Dropout`, identities at inference). `Err((expected, actual))`
-/// otherwise, in words.
-pub(crate) fn check(graph: &GraphProto, link: &Link) -> Result<(), (String, String)> {
-    let expected = format!(
-        "the output Y of '{}' with its direction axis folded into the features: {}, as PyTorch exports a stack",
-        link.lower,
-        foldings(link.directions, link.hidden, link.batch_first)
-    );
-    let nodes =
-        nodes_between(graph, link.y, link.x).map_err(|actual| (expected.clone(), actual))?;
-    let (steps, sizes) = read_steps(graph, link, &nodes);
-    if folds(
-        &steps,
-        link.directions,
-        link.hidden,
-        link.batch_first,
-        sizes,
-    ) {
-        return Ok(());
+impl Link<'_> {
+    /// `seq` and `batch` in the order of the layout.
+    fn outer(&self) -> [Factor; 2] {
+        if self.batch_first {
+            [Factor::Batch, Factor::Seq]
+        } else {
+            [Factor::Seq, Factor::Batch]
+        }
     }
-    let actual = if steps.is_empty() {
+
+    fn all_directions(&self) -> Factor {
+        Factor::Dirs {
+            first: 0,
+            count: self.directions,
+        }
+    }
+
+    /// `Y`'s layout.
+    fn y(&self) -> Layout {
+        let [outer, inner] = self.outer();
+        let dirs = vec![self.all_directions()];
+        let axes = if self.batch_first {
+            vec![vec![outer], vec![inner], dirs, vec![Factor::Hidden]]
+        } else {
+            vec![vec![outer], dirs, vec![inner], vec![Factor::Hidden]]
+        };
+        Layout {
+            axes,
+            direction: None,
+        }
+    }
+
+    /// The layout the upper node's `X` must have.
+    fn folded(&self) -> Layout {
+        let [outer, inner] = self.outer();
+        Layout {
+            axes: vec![
+                vec![outer],
+                vec![inner],
+                vec![self.all_directions(), Factor::Hidden],
+            ],
+            direction: None,
+        }
+    }
+}
+
+/// Checks that the tensor `link.x` is the tensor `link.y` with its direction axis
+/// folded into the features (and `Identity` / `Dropout`, identities at inference,
+/// anywhere). `Err((expected, actual))` otherwise, in words.
+pub(crate) fn check(graph: &GraphProto, link: &Link) -> Result<(), (String, String)> {
+    let mut shapes = ShapeReader::new(graph);
+    let [outer, inner] = link.outer();
+    let symbol = |f: Factor| {
+        if f == Factor::Seq {
+            Dim::SEQ
+        } else {
+            Dim::BATCH
+        }
+    };
+    let (outer, inner) = (symbol(outer), symbol(inner));
+    let (d, h) = (size(link.directions), size(link.hidden));
+    shapes.know(
+        link.y,
+        if link.batch_first {
+            vec![outer, inner, d, h]
+        } else {
+            vec![outer, d, inner, h]
+        },
+    );
+    if !link.lower_x.is_empty() {
+        shapes.know(link.lower_x, vec![outer, inner, size(link.input_size)]);
+    }
+    let scale = Scale {
+        directions: link.directions,
+        hidden: link.hidden,
+        sizes: shapes.declared_sizes(),
+    };
+    let expected = format!(
+        "the output Y of '{}' with its direction axis folded into the features, {} (as PyTorch exports a stack: {})",
+        link.lower,
+        scale.describe_layout(&link.folded()),
+        if link.batch_first {
+            "Reshape to [0, 0, -1]"
+        } else {
+            "Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, -1]"
+        }
+    );
+    let mut reader = Reader {
+        graph,
+        link,
+        scale,
+        shapes,
+        producers: graph
+            .node
+            .iter()
+            .flat_map(|n| n.output.first().map(|o| (o.as_str(), n)))
+            .collect(),
+        steps: Vec::new(),
+    };
+    let layout = reader.layout(link.x, 0);
+    let mut steps = reader.steps;
+    steps.sort_by_key(|(index, _)| *index);
+    steps.dedup();
+    let through = if steps.is_empty() {
         format!("Y unchanged ('{}')", link.x)
     } else {
-        format!(
-            "Y through {}",
-            steps
-                .iter()
-                .map(Step::to_string)
-                .collect::<Vec<_>>()
-                .join(" then ")
-        )
+        let names: Vec<&str> = steps.iter().map(|(_, s)| s.as_str()).collect();
+        format!("Y through {}", names.join(" then "))
+    };
+    let actual = match layout {
+        Ok(layout) => {
+            let layout = scale.canonical(layout);
+            if layout == scale.canonical(link.folded()) {
+                return Ok(());
+            }
+            format!("{through}, which gives {}", scale.describe_layout(&layout))
+        }
+        Err(Failure::Unread(why)) => format!("{through}: {why}"),
+        Err(Failure::NotFromY(why)) => why,
     };
     Err((expected, actual))
 }
 
-/// The accepted foldings, in words.
-fn foldings(directions: usize, hidden: usize, batch_first: bool) -> String {
-    let width = directions * hidden;
-    let (reshape, squeeze_axis) = if batch_first {
-        (
-            format!("Reshape to [0, 0, -1] (or [0, 0, {width}], [batch, seq, {width}])"),
-            2,
-        )
-    } else {
-        (
-            format!(
-                "Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, -1] (or [0, 0, {width}], [seq, batch, {width}])"
-            ),
-            1,
-        )
-    };
-    let squeeze = if directions == 1 {
-        format!(", or Squeeze on axis {squeeze_axis}")
-    } else {
-        String::new()
-    };
-    format!("{reshape}{squeeze}")
+/// Why a tensor's layout could not be read.
+enum Failure {
+    /// It does not come from `Y` through reshaping nodes (in words).
+    NotFromY(String),
+    /// A node on the way does something the reader does not follow (in words).
+    Unread(String),
 }
 
-/// The dimensions of `Y`.
-fn y_dims(directions: usize, hidden: usize, batch_first: bool) -> Vec<Dim> {
-    let (d, h) = (size(directions), size(hidden));
-    if batch_first {
-        vec![Dim::BATCH, Dim::SEQ, d, h]
-    } else {
-        vec![Dim::SEQ, d, Dim::BATCH, h]
-    }
-}
+/// Most nodes walked back from `X`.
+const MAX_DEPTH: usize = 64;
 
-fn size(n: usize) -> Dim {
-    Dim::size(i64::try_from(n).unwrap_or(i64::MAX))
-}
-
-/// The steps `nodes` take `Y` through, each `Reshape`'s target read on the dimensions
-/// of `Y`, of the tensors between and of the lower node's `X`; and the sizes of `seq`
-/// and `batch` the graph declares for those tensors.
-fn read_steps(graph: &GraphProto, link: &Link, nodes: &[&NodeProto]) -> (Vec<Step>, Sizes) {
-    let mut shapes = ShapeReader::new(graph);
-    let mut dims = y_dims(link.directions, link.hidden, link.batch_first);
-    shapes.know(link.y, dims.clone());
-    if !link.lower_x.is_empty() {
-        let (outer, inner) = if link.batch_first {
-            (Dim::BATCH, Dim::SEQ)
-        } else {
-            (Dim::SEQ, Dim::BATCH)
-        };
-        shapes.know(link.lower_x, vec![outer, inner, size(link.input_size)]);
-    }
-    // The tensors up to the first Reshape or Squeeze (after them, no fold is accepted).
-    for node in nodes {
-        let output = node.output.first().map(String::as_str).unwrap_or_default();
-        match node.op_type.as_deref().unwrap_or_default() {
-            "Identity" | "Dropout" => {}
-            "Transpose" => {
-                let perm = attr(node, "perm").map(|a| a.ints.as_slice()).unwrap_or(&[]);
-                let permuted: Option<Vec<Dim>> = perm
-                    .iter()
-                    .map(|&p| usize::try_from(p).ok().and_then(|p| dims.get(p).copied()))
-                    .collect();
-                match permuted {
-                    Some(p) if p.len() == dims.len() => dims = p,
-                    _ => break,
-                }
-            }
-            _ => break,
-        }
-        shapes.know(output, dims.clone());
-    }
-    let sizes = shapes.declared_sizes();
-    let steps = nodes
-        .iter()
-        .filter_map(|node| match node.op_type.as_deref().unwrap_or_default() {
-            "Transpose" => Some(Step::Transpose(
-                attr(node, "perm")
-                    .map(|a| a.ints.clone())
-                    .unwrap_or_default(),
-            )),
-            "Reshape" => Some(Step::Reshape {
-                shape: node
-                    .input
-                    .get(1)
-                    .and_then(|s| shapes.values(s))
-                    .map(|v| v.into_iter().map(|d| d.with_sizes(sizes)).collect()),
-                allowzero: attr(node, "allowzero").and_then(|a| a.i) == Some(1),
-            }),
-            // Opset 13 made the axes an input; before, an attribute.
-            "Squeeze" => Some(Step::Squeeze(
-                node.input
-                    .get(1)
-                    .filter(|s| !s.is_empty())
-                    .and_then(|s| constant_ints(graph, s))
-                    .or_else(|| attr(node, "axes").map(|a| a.ints.clone())),
-            )),
-            _ => None,
-        })
-        .collect();
-    (steps, sizes)
-}
-
-/// Whether `steps` turn `Y` into the module's layer input, given the sizes of `seq`
-/// and `batch` the graph declares.
-fn folds(
-    steps: &[Step],
-    directions: usize,
-    hidden: usize,
-    batch_first: bool,
-    sizes: Sizes,
-) -> bool {
-    // The Reshape's input: Y, transposed to [seq, batch, dirs, hidden] when sequence-major.
-    let input: Vec<Dim> = if batch_first {
-        y_dims(directions, hidden, true)
-    } else {
-        vec![Dim::SEQ, Dim::BATCH, size(directions), size(hidden)]
-    }
-    .into_iter()
-    .map(|d| d.with_sizes(sizes))
-    .collect();
-    let width = size(directions * hidden);
-    let reshape_folds = |shape: &Option<Vec<Dim>>, allowzero: bool| {
-        let Some(shape) = shape.as_deref().filter(|s| s.len() == 3) else {
-            return false;
-        };
-        let expected = [input[0], input[1], width];
-        let mut inferred = 0;
-        for (i, (&target, want)) in shape.iter().zip(expected).enumerate() {
-            let target = match target {
-                t if t == Dim::size(-1) => {
-                    inferred += 1;
-                    continue;
-                }
-                // 0 copies the input's dimension, unless allowzero asks for a size 0.
-                t if t == Dim::size(0) && !allowzero => input[i],
-                t => t,
-            };
-            if target != want {
-                return false;
-            }
-        }
-        inferred <= 1
-    };
-    // The direction axis of a 4-D `Y`, counted from the front and from the back.
-    let axis: [i64; 2] = if batch_first { [2, -2] } else { [1, -3] };
-    let squeeze_folds = |axes: &Option<Vec<i64>>| {
-        directions == 1
-            && axes
-                .as_deref()
-                .is_some_and(|a| a.len() == 1 && axis.contains(&a[0]))
-    };
-    match steps {
-        [Step::Transpose(perm), Step::Reshape { shape, allowzero }] => {
-            !batch_first && perm == &[0, 2, 1, 3] && reshape_folds(shape, *allowzero)
-        }
-        [Step::Reshape { shape, allowzero }] => batch_first && reshape_folds(shape, *allowzero),
-        [Step::Squeeze(axes)] => squeeze_folds(axes),
-        _ => false,
-    }
-}
-
-/// The nodes from `y` to `x`, in graph order (`Identity` and `Dropout` among them);
-/// `Err` (in words) where `x` does not come from `y` through reshaping nodes.
-fn nodes_between<'g>(
+/// Reads the layouts of the tensors between `Y` and `X`.
+struct Reader<'g, 'l> {
     graph: &'g GraphProto,
-    y: &str,
-    x: &str,
-) -> Result<Vec<&'g NodeProto>, String> {
-    let producers: HashMap<&str, &NodeProto> = graph
-        .node
-        .iter()
-        .flat_map(|n| n.output.iter().map(move |o| (o.as_str(), n)))
-        .collect();
-    let mut nodes = Vec::new();
-    let mut tensor = x;
-    for _ in 0..=graph.node.len() {
-        if tensor == y && !y.is_empty() {
-            nodes.reverse();
-            return Ok(nodes);
+    link: &'l Link<'l>,
+    scale: Scale,
+    shapes: ShapeReader<'g>,
+    producers: HashMap<&'g str, &'g NodeProto>,
+    /// The nodes walked through: index in the graph and description.
+    steps: Vec<(usize, String)>,
+}
+
+impl Reader<'_, '_> {
+    /// The layout of the tensor `name`.
+    fn layout(&mut self, name: &str, depth: usize) -> Result<Layout, Failure> {
+        if name == self.link.y && !name.is_empty() {
+            return Ok(self.scale.canonical(self.link.y()));
         }
-        let Some(&node) = producers.get(tensor) else {
-            break;
+        let not_from_y =
+            || Failure::NotFromY(format!("'{}', which does not come from it", self.link.x));
+        if depth > MAX_DEPTH {
+            return Err(not_from_y());
+        }
+        let Some(&node) = self.producers.get(name) else {
+            return Err(not_from_y());
         };
         let op = node.op_type.as_deref().unwrap_or_default();
+        let index = self
+            .graph
+            .node
+            .iter()
+            .position(|n| std::ptr::eq(n, node))
+            .unwrap_or_default();
+        let input = |i: usize| node.input.get(i).map(String::as_str).unwrap_or_default();
         if !matches!(
             op,
-            "Identity" | "Dropout" | "Transpose" | "Reshape" | "Squeeze"
+            "Identity"
+                | "Dropout"
+                | "Transpose"
+                | "Reshape"
+                | "Squeeze"
+                | "Unsqueeze"
+                | "Slice"
+                | "Concat"
         ) {
-            return Err(format!(
+            return Err(Failure::NotFromY(format!(
                 "the output of {op} node '{}'",
                 node.name.as_deref().unwrap_or_default()
-            ));
+            )));
         }
-        nodes.push(node);
-        tensor = node.input.first().map(String::as_str).unwrap_or_default();
+        let inputs = if op == "Concat" {
+            node.input.iter().map(String::as_str).collect()
+        } else {
+            vec![input(0)]
+        };
+        let mut layouts = Vec::with_capacity(inputs.len());
+        for name in inputs {
+            layouts.push(self.layout(name, depth + 1)?);
+        }
+        // Known before a Reshape's target is read (it may be computed from its shape).
+        for (name, layout) in node.input.iter().zip(&layouts) {
+            if let Some(dims) = self.dims(layout) {
+                self.shapes.know(name, dims);
+            }
+        }
+        let (step, out) = self.apply(node, op, layouts);
+        self.steps.push((index, step));
+        let out = out.map_err(Failure::Unread)?;
+        Ok(self.scale.canonical(out))
     }
-    Err(format!("'{x}', which does not come from it"))
+
+    /// Each axis's size.
+    fn dims(&self, layout: &Layout) -> Option<Vec<Dim>> {
+        layout
+            .axes
+            .iter()
+            .map(|axis| self.scale.axis_size(axis))
+            .collect()
+    }
+
+    /// `node` (of type `op`) applied to its inputs' layouts: its description and the
+    /// layout of its output.
+    fn apply(
+        &self,
+        node: &NodeProto,
+        op: &str,
+        mut inputs: Vec<Layout>,
+    ) -> (String, Result<Layout, String>) {
+        let ints = |i: usize, key: &str| -> Option<Vec<i64>> {
+            match node.input.get(i).filter(|n| !n.is_empty()) {
+                Some(name) => constant_ints(self.graph, name),
+                None => attr(node, key).map(|a| a.ints.clone()),
+            }
+        };
+        let list = |v: &[i64]| v.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+        let Some(first) = inputs.first().cloned() else {
+            return (op.to_string(), Err("no input".into()));
+        };
+        let rank = first.axes.len();
+        match op {
+            "Identity" | "Dropout" => (op.to_string(), Ok(first)),
+            "Transpose" => {
+                let perm = attr(node, "perm")
+                    .map(|a| a.ints.clone())
+                    .unwrap_or_else(|| (0..rank as i64).rev().collect());
+                let step = format!("Transpose (perm {})", list(&perm));
+                (step, transpose(first, &perm))
+            }
+            "Squeeze" => {
+                let axes = ints(1, "axes");
+                let step = match &axes {
+                    Some(axes) => format!("Squeeze on axes [{}]", list(axes)),
+                    None => "Squeeze of every axis of size 1".into(),
+                };
+                (step, squeeze(first, axes.as_deref()))
+            }
+            "Unsqueeze" => match ints(1, "axes") {
+                Some(axes) => (
+                    format!("Unsqueeze on axes [{}]", list(&axes)),
+                    unsqueeze(first, &axes),
+                ),
+                None => (
+                    "Unsqueeze".into(),
+                    Err("its axes are computed when the graph runs".into()),
+                ),
+            },
+            "Slice" => {
+                let (starts, ends) = (ints(1, "starts"), ints(2, "ends"));
+                let axes = ints(3, "axes");
+                let steps = ints(4, "steps");
+                let step = match (&starts, &ends) {
+                    (Some(s), Some(e)) => format!(
+                        "Slice ({}[{}]..[{}])",
+                        axes.as_ref()
+                            .map(|a| format!("axes [{}] ", list(a)))
+                            .unwrap_or_default(),
+                        list(s),
+                        list(e)
+                    ),
+                    _ => "Slice".into(),
+                };
+                let out = match (starts, ends) {
+                    (Some(starts), Some(ends)) => {
+                        self.slice(first, &starts, &ends, axes.as_deref(), steps.as_deref())
+                    }
+                    _ => Err("its bounds are computed when the graph runs".into()),
+                };
+                (step, out)
+            }
+            "Concat" => {
+                let axis = attr(node, "axis").and_then(|a| a.i).unwrap_or(0);
+                let step = format!("Concat on axis {axis}");
+                (step, self.concat(std::mem::take(&mut inputs), axis))
+            }
+            "Reshape" => {
+                let target = node
+                    .input
+                    .get(1)
+                    .and_then(|s| self.shapes.values(s))
+                    .map(|v| {
+                        v.into_iter()
+                            .map(|d| d.with_sizes(self.scale.sizes))
+                            .collect::<Vec<_>>()
+                    });
+                let allowzero = attr(node, "allowzero").and_then(|a| a.i) == Some(1);
+                let Some(target) = target else {
+                    return (
+                        "Reshape to a shape that cannot be read without running the graph".into(),
+                        Err("its target is not read".into()),
+                    );
+                };
+                let mut step = format!(
+                    "Reshape to [{}]",
+                    target
+                        .iter()
+                        .map(Dim::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                if allowzero {
+                    step += " with allowzero=1";
+                }
+                (step, self.reshape(first, &target, allowzero))
+            }
+            _ => (op.to_string(), Err("not read".into())),
+        }
+    }
+
+    /// `Slice` of `layout`: a range of directions on an axis of directions alone, or a
+    /// whole axis.
+    fn slice(
+        &self,
+        mut layout: Layout,
+        starts: &[i64],
+        ends: &[i64],
+        axes: Option<&[i64]>,
+        steps: Option<&[i64]>,
+    ) -> Result<Layout, String> {
+        let rank = layout.axes.len();
+        let default_axes: Vec<i64> = (0..starts.len() as i64).collect();
+        let axes = axes.unwrap_or(&default_axes);
+        if starts.len() != ends.len() || axes.len() != starts.len() {
+            return Err("starts, ends and axes of different lengths".into());
+        }
+        if steps.is_some_and(|s| s.iter().any(|&s| s != 1)) {
+            return Err("a step other than 1".into());
+        }
+        for ((&start, &end), &axis) in starts.iter().zip(ends).zip(axes) {
+            let axis = normalize_axis(axis, rank).ok_or("an axis out of range")?;
+            let factors = &layout.axes[axis];
+            let size = self.scale.axis_size(factors);
+            let whole = start == 0
+                && (end >= i64::from(i32::MAX) || size.is_some_and(|s| s == Dim::size(end)));
+            if whole {
+                continue;
+            }
+            match factors.as_slice() {
+                [Factor::Dirs { first, count }] => {
+                    let count_i = i64::try_from(*count).unwrap_or(i64::MAX);
+                    let clamp = |i: i64| if i < 0 { i + count_i } else { i }.clamp(0, count_i);
+                    let (s, e) = (clamp(start), clamp(end));
+                    if s >= e {
+                        return Err("an empty slice".into());
+                    }
+                    layout.axes[axis] = vec![Factor::Dirs {
+                        first: first + s as usize,
+                        count: (e - s) as usize,
+                    }];
+                }
+                _ => {
+                    return Err(format!(
+                        "part of axis {axis}, which is not the direction axis"
+                    ));
+                }
+            }
+        }
+        Ok(layout)
+    }
+
+    /// `Concat` of `inputs` on `axis`: consecutive directions, each alone, joined in
+    /// front of that axis's factors.
+    fn concat(&self, inputs: Vec<Layout>, axis: i64) -> Result<Layout, String> {
+        let rank = inputs[0].axes.len();
+        let axis = normalize_axis(axis, rank).ok_or("an axis out of range")?;
+        if inputs.len() == 1 {
+            return Ok(inputs.into_iter().next().expect("one input"));
+        }
+        let mut next = None;
+        let mut rest = None;
+        for layout in &inputs {
+            if layout.axes.len() != rank {
+                return Err("inputs of different ranks".into());
+            }
+            // The directions this input holds, and the factors of the joined axis after them.
+            let (first, count, after) = match (layout.direction, layout.axes[axis].as_slice()) {
+                (Some(d), factors) => (d, 1, factors.to_vec()),
+                (None, [Factor::Dirs { first, count }, after @ ..]) => {
+                    (*first, *count, after.to_vec())
+                }
+                _ => return Err("inputs that are not each one range of directions".into()),
+            };
+            if next.is_some_and(|n| n != first) {
+                return Err("directions joined out of order".into());
+            }
+            next = Some(first + count);
+            let mut others = layout.axes.clone();
+            others[axis] = after;
+            if rest.as_ref().is_some_and(|r| r != &others) {
+                return Err("inputs whose other axes differ".into());
+            }
+            rest = Some(others);
+        }
+        let first = match (inputs[0].direction, inputs[0].axes[axis].first()) {
+            (Some(d), _) => d,
+            (None, Some(Factor::Dirs { first, .. })) => *first,
+            _ => unreachable!("checked above"),
+        };
+        let mut axes = rest.expect("two inputs or more");
+        let count = next.expect("two inputs or more") - first;
+        axes[axis].insert(0, Factor::Dirs { first, count });
+        Ok(Layout {
+            axes,
+            direction: None,
+        })
+    }
+
+    /// `Reshape` of `layout` to `target` (sizes; 0 copies the input's dimension unless
+    /// `allowzero`, -1 is inferred): the factors, in order, grouped into the target's
+    /// axes, when each axis is a run of whole factors.
+    fn reshape(&self, layout: Layout, target: &[Dim], allowzero: bool) -> Result<Layout, String> {
+        let dims = self.dims(&layout).ok_or("an axis too large")?;
+        let mut sizes = Vec::with_capacity(target.len());
+        let mut inferred = None;
+        for (i, &t) in target.iter().enumerate() {
+            if t == Dim::size(-1) {
+                if inferred.replace(i).is_some() {
+                    return Err("two dimensions inferred".into());
+                }
+                sizes.push(Dim::size(1));
+            } else if t == Dim::size(0) && !allowzero {
+                sizes.push(*dims.get(i).ok_or("0 past the input's rank")?);
+            } else {
+                sizes.push(t);
+            }
+        }
+        let total = dims
+            .iter()
+            .try_fold(Dim::size(1), |a, &d| a.times(d))
+            .ok_or("a size too large")?;
+        if let Some(i) = inferred {
+            let known = sizes
+                .iter()
+                .try_fold(Dim::size(1), |a, &d| a.times(d))
+                .ok_or("a size too large")?;
+            sizes[i] = total
+                .divided_by(known)
+                .ok_or("a dimension that cannot be inferred")?;
+        }
+        let mut factors = layout.axes.into_iter().flatten().peekable();
+        let mut axes = Vec::with_capacity(sizes.len());
+        for want in sizes {
+            let mut axis = Vec::new();
+            let mut have = Dim::size(1);
+            while have != want {
+                let factor = factors
+                    .next()
+                    .ok_or("a target whose axes do not fall on whole factors")?;
+                have = have
+                    .times(self.scale.size(factor))
+                    .ok_or("a size too large")?;
+                axis.push(factor);
+            }
+            axes.push(axis);
+        }
+        if factors.any(|f| self.scale.size(f) != Dim::size(1)) {
+            return Err("a target whose axes do not fall on whole factors".into());
+        }
+        Ok(Layout {
+            axes,
+            direction: layout.direction,
+        })
+    }
+}
+
+/// An axis counted from the back made one counted from the front; `None` out of range.
+fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
+    let rank_i = i64::try_from(rank).ok()?;
+    let axis = if axis < 0 { axis + rank_i } else { axis };
+    usize::try_from(axis).ok().filter(|&a| a < rank)
+}
+
+/// `Transpose` of `layout` by `perm`.
+fn transpose(layout: Layout, perm: &[i64]) -> Result<Layout, String> {
+    let rank = layout.axes.len();
+    let mut seen = vec![false; rank];
+    let mut axes = Vec::with_capacity(rank);
+    for &p in perm {
+        let p = normalize_axis(p, rank)
+            .filter(|&p| !std::mem::replace(&mut seen[p], true))
+            .ok_or("a perm that is not a permutation of the axes")?;
+        axes.push(layout.axes[p].clone());
+    }
+    if axes.len() != rank {
+        return Err("a perm that is not a permutation of the axes".into());
+    }
+    Ok(Layout {
+        axes,
+        direction: layout.direction,
+    })
+}
+
+/// `Squeeze` of `layout`'s `axes` (all axes of size 1 when `None`): each an axis of
+/// size 1 (no factor left: the canonical layout has none of size 1).
+fn squeeze(layout: Layout, axes: Option<&[i64]>) -> Result<Layout, String> {
+    let rank = layout.axes.len();
+    let remove: Vec<usize> = match axes {
+        Some(axes) => axes
+            .iter()
+            .map(|&a| normalize_axis(a, rank).ok_or("an axis out of range"))
+            .collect::<Result<_, _>>()?,
+        None => (0..rank).filter(|&a| layout.axes[a].is_empty()).collect(),
+    };
+    if let Some(&a) = remove.iter().find(|&&a| !layout.axes[a].is_empty()) {
+        return Err(format!("axis {a}, which is not of size 1"));
+    }
+    let axes = layout
+        .axes
+        .into_iter()
+        .enumerate()
+        .filter(|(a, _)| !remove.contains(a))
+        .map(|(_, axis)| axis)
+        .collect();
+    Ok(Layout {
+        axes,
+        direction: layout.direction,
+    })
+}
+
+/// `Unsqueeze` of `layout`: axes of size 1 inserted at `axes` (of the output).
+fn unsqueeze(layout: Layout, axes: &[i64]) -> Result<Layout, String> {
+    let rank = layout.axes.len() + axes.len();
+    let mut at: Vec<usize> = axes
+        .iter()
+        .map(|&a| normalize_axis(a, rank).ok_or("an axis out of range"))
+        .collect::<Result<_, _>>()?;
+    at.sort_unstable();
+    at.dedup();
+    if at.len() != axes.len() {
+        return Err("an axis given twice".into());
+    }
+    let mut out = layout.axes;
+    for a in at {
+        out.insert(a, Vec::new());
+    }
+    Ok(Layout {
+        axes: out,
+        direction: layout.direction,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::import::onnx_proto::{AttributeProto, TensorProto};
 
-    fn transpose(perm: &[i64]) -> Step {
-        Step::Transpose(perm.to_vec())
-    }
+    /// Int-list attributes (or `axis`, an int) by name.
+    type Attrs<'a> = &'a [(&'a str, &'a [i64])];
 
-    fn reshape(shape: &[i64]) -> Step {
-        to(shape.iter().map(|&d| Dim::size(d)).collect())
-    }
+    /// One node: op, inputs, output, attributes.
+    type TestNode<'a> = (&'a str, &'a [&'a str], &'a str, Attrs<'a>);
 
-    /// A Reshape to `shape`.
-    fn to(shape: Vec<Dim>) -> Step {
-        Step::Reshape {
-            shape: Some(shape),
-            allowzero: false,
+    /// A graph from `y` to `x` built of `nodes`; `consts`: INT64 initializers.
+    fn graph(nodes: &[TestNode], consts: &[(&str, &[i64])]) -> GraphProto {
+        GraphProto {
+            node: nodes
+                .iter()
+                .map(|(op, inputs, output, attrs)| NodeProto {
+                    input: inputs.iter().map(|s| s.to_string()).collect(),
+                    output: vec![output.to_string()],
+                    op_type: Some(op.to_string()),
+                    attribute: attrs
+                        .iter()
+                        .map(|(name, ints)| AttributeProto {
+                            name: Some(name.to_string()),
+                            ints: ints.to_vec(),
+                            i: (*name == "axis").then(|| ints[0]),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect(),
+            initializer: consts
+                .iter()
+                .map(|(name, values)| TensorProto {
+                    name: Some(name.to_string()),
+                    data_type: Some(7),
+                    dims: vec![values.len() as i64],
+                    int64_data: values.to_vec(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
         }
     }
 
-    fn squeeze(axes: &[i64]) -> Step {
-        Step::Squeeze(Some(axes.to_vec()))
+    fn link(directions: usize, batch_first: bool) -> Link<'static> {
+        Link {
+            lower: "lo",
+            lower_x: "x0",
+            input_size: 3,
+            y: "y",
+            x: "x",
+            directions,
+            hidden: 4,
+            batch_first,
+        }
+    }
+
+    const PT: &[(&str, &[i64])] = &[("perm", &[0, 2, 1, 3])];
+
+    /// Transpose (0, 2, 1, 3) then Reshape to `target` on a sequence-major `Y`.
+    fn folds_to(target: &[i64], directions: usize) -> Result<(), (String, String)> {
+        let g = graph(
+            &[
+                ("Transpose", &["y"], "t", PT),
+                ("Reshape", &["t", "shape"], "x", &[]),
+            ],
+            &[("shape", target)],
+        );
+        check(&g, &link(directions, false))
     }
 
     #[test]
-    fn only_foldings_that_keep_rows_apart_pass() {
-        let tr = transpose(&[0, 2, 1, 3]);
-        // (steps, directions, batch_first, folds)
-        let cases: Vec<(Vec<Step>, usize, bool, bool)> = vec![
-            (vec![tr.clone(), reshape(&[0, 0, -1])], 2, false, true),
-            (vec![tr.clone(), reshape(&[0, 0, 8])], 2, false, true),
-            (vec![tr.clone(), reshape(&[0, 0, -1])], 1, false, true),
-            (vec![squeeze(&[1])], 1, false, true),
-            (vec![squeeze(&[-3])], 1, false, true),
-            (vec![reshape(&[0, 0, -1])], 2, true, true),
-            (vec![reshape(&[0, 0, 8])], 2, true, true),
-            (vec![squeeze(&[2])], 1, true, true),
-            (vec![squeeze(&[-2])], 1, true, true),
-            // -1 infers the one dimension the two others leave: batch here.
-            (vec![tr.clone(), reshape(&[0, -1, 8])], 2, false, true),
-            (vec![tr.clone(), reshape(&[-1, 0, 8])], 2, false, true),
-            // Directions and rows mixed, or the wrong axis removed.
-            (vec![reshape(&[0, 0, -1])], 2, false, false),
-            (vec![reshape(&[0, 0, -1])], 1, false, false),
-            (vec![tr.clone(), reshape(&[0, 0, -1])], 2, true, false),
-            (
-                vec![transpose(&[0, 2, 3, 1]), reshape(&[0, 0, -1])],
-                2,
-                false,
-                false,
-            ),
-            (vec![tr.clone(), reshape(&[0, 0, 4])], 2, false, false),
-            (vec![tr.clone(), reshape(&[-1, 8])], 2, false, false),
-            (vec![squeeze(&[1])], 2, false, false),
-            (vec![squeeze(&[0])], 1, false, false),
-            (vec![squeeze(&[1])], 1, true, false),
-            (vec![squeeze(&[1, 2])], 1, false, false),
-            (vec![Step::Squeeze(None)], 1, false, false),
+    fn reshape_targets_fold_when_their_axes_fall_on_the_factors() {
+        for (target, directions, folds) in [
+            (&[0, 0, -1][..], 2, true),
+            (&[0, 0, 8], 2, true),
+            (&[0, 0, 4], 1, true),
+            (&[0, -1, 8], 2, true),
+            (&[-1, 0, 8], 2, true),
+            (&[0, 0, 4], 2, false),
+            (&[-1, 8], 2, false),
+            (&[0, -1, -1], 2, false),
+            (&[0, 0, 2, 4], 2, false),
+            (&[0, 0, 0, 0, 0], 2, false),
+        ] {
+            assert_eq!(
+                folds_to(target, directions).is_ok(),
+                folds,
+                "{target:?}, {directions} directions: {:?}",
+                folds_to(target, directions)
+            );
+        }
+    }
+
+    #[test]
+    fn layouts_follow_squeezes_transposes_slices_and_joins() {
+        type Nodes<'a> = Vec<TestNode<'a>>;
+        let consts: &[(&str, &[i64])] = &[
+            ("one", &[1]),
+            ("zero", &[0]),
+            ("two", &[2]),
+            ("flat", &[0, 0, -1]),
+        ];
+        let back: &[(&str, &[i64])] = &[("perm", &[1, 0, 2])];
+        let cat: &[(&str, &[i64])] = &[("axis", &[2])];
+        let cat_last: &[(&str, &[i64])] = &[("axis", &[-1])];
+        let directions = |order: [&'static str; 2],
+                          join: &'static [(&'static str, &'static [i64])]|
+         -> Nodes<'static> {
+            vec![
+                ("Slice", &["y", "zero", "one", "one"], "s0", &[]),
+                ("Squeeze", &["s0", "one"], "d0", &[]),
+                ("Slice", &["y", "one", "two", "one"], "s1", &[]),
+                ("Squeeze", &["s1", "one"], "d1", &[]),
+                (
+                    "Concat",
+                    if order == ["d0", "d1"] {
+                        &["d0", "d1"]
+                    } else {
+                        &["d1", "d0"]
+                    },
+                    "x",
+                    join,
+                ),
+            ]
+        };
+        // (nodes, directions, batch_first, folds)
+        let cases: Vec<(Nodes, usize, bool, bool)> = vec![
+            (vec![("Squeeze", &["y", "one"], "x", &[])], 1, false, true),
             (
                 vec![
-                    tr.clone(),
-                    Step::Reshape {
-                        shape: Some([0, 0, -1].map(Dim::size).to_vec()),
-                        allowzero: true,
-                    },
+                    ("Squeeze", &["y", "one"], "a", &[]),
+                    ("Transpose", &["a"], "b", back),
+                    ("Identity", &["b"], "c", &[]),
+                    ("Transpose", &["c"], "x", back),
+                ],
+                1,
+                false,
+                true,
+            ),
+            (directions(["d0", "d1"], cat), 2, false, true),
+            (directions(["d0", "d1"], cat_last), 2, false, true),
+            (
+                vec![
+                    ("Unsqueeze", &["y", "zero"], "u", &[]),
+                    ("Squeeze", &["u", "zero"], "v", &[]),
+                    ("Transpose", &["v"], "t", PT),
+                    ("Reshape", &["t", "flat"], "x", &[]),
                 ],
                 2,
                 false,
-                false,
+                true,
             ),
+            (vec![("Reshape", &["y", "flat"], "x", &[])], 2, true, true),
+            (vec![("Squeeze", &["y", "two"], "x", &[])], 1, true, true),
+            // The sequence axis removed, rows and steps swapped, directions reversed,
+            // a direction dropped, the batch axis cut.
+            (vec![("Squeeze", &["y", "zero"], "x", &[])], 1, false, false),
             (
                 vec![
-                    tr.clone(),
-                    Step::Reshape {
-                        shape: None,
-                        allowzero: false,
-                    },
+                    ("Squeeze", &["y", "one"], "a", &[]),
+                    ("Transpose", &["a"], "x", back),
                 ],
-                2,
-                false,
-                false,
-            ),
-            (vec![], 1, false, false),
-            (
-                vec![tr.clone(), reshape(&[0, 0, -1]), squeeze(&[1])],
                 1,
                 false,
                 false,
             ),
+            (directions(["d1", "d0"], cat), 2, false, false),
+            (
+                vec![
+                    ("Slice", &["y", "zero", "one", "one"], "s0", &[]),
+                    ("Squeeze", &["s0", "one"], "x", &[]),
+                ],
+                2,
+                false,
+                false,
+            ),
+            (
+                vec![
+                    ("Slice", &["y", "zero", "one", "two"], "s", &[]),
+                    ("Transpose", &["s"], "t", PT),
+                    ("Reshape", &["t", "flat"], "x", &[]),
+                ],
+                2,
+                false,
+                false,
+            ),
+            (vec![("Squeeze", &["y", "one"], "x", &[])], 2, false, false),
+            (vec![("Relu", &["y"], "x", &[])], 1, false, false),
+            (vec![], 1, false, false),
         ];
-        for (steps, directions, batch_first, want) in cases {
-            assert_eq!(
-                folds(&steps, directions, 4, batch_first, Sizes::default()),
-                want,
-                "{steps:?}, {directions} directions, batch_first {batch_first}"
-            );
+        for (nodes, directions, batch_first, folds) in cases {
+            let g = graph(&nodes, consts);
+            let result = check(&g, &link(directions, batch_first));
+            assert_eq!(result.is_ok(), folds, "{nodes:?}: {result:?}");
         }
     }
 
     #[test]
-    fn targets_in_seq_and_batch_fold_in_the_order_of_y() {
-        let (seq, batch, w) = (Dim::SEQ, Dim::BATCH, Dim::size(8));
-        let tr = transpose(&[0, 2, 1, 3]);
-        let none = Sizes::default();
-        let declared = Sizes {
-            seq: Some(6),
-            batch: Some(3),
+    fn static_sizes_are_those_the_graph_declares() {
+        let declared = |name: &str, dims: &[i64]| crate::import::onnx_proto::ValueInfoProto {
+            name: Some(name.to_string()),
+            r#type: Some(crate::import::onnx_proto::TypeProto {
+                tensor_type: Some(crate::import::onnx_proto::TensorTypeProto {
+                    elem_type: Some(1),
+                    shape: Some(crate::import::onnx_proto::TensorShapeProto {
+                        dim: dims
+                            .iter()
+                            .map(|&d| crate::import::onnx_proto::DimensionProto {
+                                dim_value: Some(d),
+                                dim_param: None,
+                            })
+                            .collect(),
+                    }),
+                }),
+            }),
         };
-        let n = Dim::size;
-        // (Reshape target, batch_first, sizes, folds)
-        let cases: Vec<(Vec<Dim>, bool, Sizes, bool)> = vec![
-            (vec![seq, batch, w], false, none, true),
-            (vec![batch, seq, w], true, none, true),
-            (vec![seq, n(-1), w], false, none, true),
-            (vec![n(0), batch, n(-1)], false, none, true),
-            (vec![n(6), n(3), w], false, declared, true),
-            (vec![n(3), n(6), w], true, declared, true),
-            (vec![n(6), n(-1), w], false, declared, true),
-            // seq and batch swapped: rows mixed.
-            (vec![batch, seq, w], false, none, false),
-            (vec![seq, batch, w], true, none, false),
-            (vec![n(3), n(6), w], false, declared, false),
-            // Sizes the graph does not declare cannot be checked.
-            (vec![n(6), n(3), w], false, none, false),
-            (vec![seq, batch, n(4)], false, none, false),
-            (vec![seq, n(-1), n(-1)], false, none, false),
-            (vec![seq, batch, n(2), n(4)], false, none, false),
-        ];
-        for (target, batch_first, sizes, want) in cases {
-            let steps = if batch_first {
-                vec![to(target.clone())]
-            } else {
-                vec![tr.clone(), to(target.clone())]
-            };
-            assert_eq!(
-                folds(&steps, 2, 4, batch_first, sizes),
-                want,
-                "{target:?}, batch_first {batch_first}, {sizes:?}"
+        for (target, folds) in [([6, 3, 8], true), ([3, 6, 8], false), ([6, -1, 8], true)] {
+            let mut g = graph(
+                &[
+                    ("Transpose", &["y"], "t", PT),
+                    ("Reshape", &["t", "shape"], "x", &[]),
+                ],
+                &[("shape", &target)],
             );
+            g.input = vec![declared("x0", &[6, 3, 3])];
+            let result = check(&g, &link(2, false));
+            assert_eq!(result.is_ok(), folds, "{target:?}: {result:?}");
+            // Without declared sizes, static ones cannot be checked.
+            g.input.clear();
+            assert!(check(&g, &link(2, false)).is_err(), "{target:?}");
         }
+        // A batch of one declared: the batch factor may sit in any axis.
+        let mut g = graph(
+            &[
+                ("Transpose", &["y"], "t", PT),
+                ("Reshape", &["t", "shape"], "x", &[]),
+            ],
+            &[("shape", &[6, 1, 8])],
+        );
+        g.input = vec![declared("x0", &[6, 1, 3])];
+        assert!(check(&g, &link(2, false)).is_ok());
     }
 
     #[test]
-    fn steps_are_named_as_the_graph_has_them() {
+    fn refusals_name_the_nodes_and_the_layout() {
+        let (expected, actual) = folds_to(&[0, 0, 4], 2).unwrap_err();
         assert_eq!(
-            transpose(&[0, 2, 1, 3]).to_string(),
-            "Transpose (perm 0, 2, 1, 3)"
-        );
-        assert_eq!(reshape(&[0, 0, -1]).to_string(), "Reshape to [0, 0, -1]");
-        assert_eq!(
-            to(vec![Dim::SEQ, Dim::BATCH, Dim::size(8)]).to_string(),
-            "Reshape to [seq, batch, 8]"
-        );
-        assert_eq!(squeeze(&[1]).to_string(), "Squeeze on axes [1]");
-        assert_eq!(
-            foldings(1, 4, false),
-            "Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, -1] (or [0, 0, 4], [seq, batch, 4]), or Squeeze on axis 1"
+            expected,
+            "the output Y of 'lo' with its direction axis folded into the features, [seq, batch, dirs·hidden] (as PyTorch exports a stack: Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, -1])"
         );
         assert_eq!(
-            foldings(2, 4, true),
-            "Reshape to [0, 0, -1] (or [0, 0, 8], [batch, seq, 8])"
+            actual,
+            "Y through Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, 4]: a target whose axes do not fall on whole factors"
         );
+        let g = graph(
+            &[("Reshape", &["y", "shape"], "x", &[])],
+            &[("shape", &[0, 0, -1])],
+        );
+        let (_, actual) = check(&g, &link(2, false)).unwrap_err();
+        assert_eq!(
+            actual,
+            "Y through Reshape to [0, 0, -1], which gives [seq, dirs, batch·hidden]"
+        );
+        let g = graph(&[("Relu", &["y"], "x", &[])], &[]);
+        let (_, actual) = check(&g, &link(1, false)).unwrap_err();
+        assert_eq!(actual, "the output of Relu node ''");
+        let g = graph(&[], &[]);
+        let (_, actual) = check(&g, &link(1, false)).unwrap_err();
+        assert_eq!(actual, "'x', which does not come from it");
     }
 }

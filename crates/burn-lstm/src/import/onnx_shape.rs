@@ -49,12 +49,24 @@ impl Dim {
     };
 
     /// The product of two dimensions; `None` past `i64` or [`MAX_POWER`].
-    fn times(self, other: Self) -> Option<Self> {
+    pub(crate) fn times(self, other: Self) -> Option<Self> {
         let power = |a: u8, b: u8| Some(a + b).filter(|p| *p <= MAX_POWER);
         Some(Self {
             factor: self.factor.checked_mul(other.factor)?,
             seq: power(self.seq, other.seq)?,
             batch: power(self.batch, other.batch)?,
+        })
+    }
+
+    /// The dimension `d` with `d · other == self`, where there is one.
+    pub(crate) fn divided_by(self, other: Self) -> Option<Self> {
+        if self.factor.checked_rem(other.factor)? != 0 {
+            return None;
+        }
+        Some(Self {
+            factor: self.factor.checked_div(other.factor)?,
+            seq: self.seq.checked_sub(other.seq)?,
+            batch: self.batch.checked_sub(other.batch)?,
         })
     }
 

@@ -27,6 +27,10 @@ const GOLDEN: &[&str] = &[
     "lstm_bi2_dynamo.onnx",
     "gru2_dynamo.onnx",
     "lstm_bi2_dynamo_dynamic.onnx",
+    // Keras layers converted by tf2onnx: links by Squeeze and Transposes, or by
+    // directions sliced and joined.
+    "lstm2_tf2onnx.onnx",
+    "bilstm2_tf2onnx.onnx",
 ];
 
 fn golden<B: RnnBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64) {
@@ -266,43 +270,55 @@ fn stacks_link_only_through_the_folding_pytorch_exports() {
         "layout1_static_sizes",
         "computed_slices",
         "computed_gathers",
+        "tf2onnx_squeeze",
+        "tf2onnx_concat",
     ] {
         let (_, config) = stack(case).unwrap_or_else(|e| panic!("{case}: {e}"));
         assert_eq!(config.num_layers, 2, "{case}");
     }
     // Each of the right size, with directions and batch rows mixed (or the sequence
-    // axis removed): refused, naming what was found.
+    // axis removed): refused, naming the nodes and the layout they give.
     for (case, expected, actual) in [
         (
             "reshape_only",
-            "Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, -1] (or [0, 0, 4], [seq, batch, 4])",
-            "got Y through Reshape to [0, 0, -1]",
+            "folded into the features, [seq, batch, dirs·hidden] (as PyTorch exports a stack: Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, -1])",
+            "got Y through Reshape to [0, 0, -1], which gives [seq, dirs, batch·hidden]",
         ),
         (
             "flattened",
-            "Transpose (perm 0, 2, 1, 3) then Reshape",
-            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [-1, 4]",
+            "[seq, batch, dirs·hidden]",
+            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [-1, 4], which gives [seq·batch, dirs·hidden]",
         ),
         (
             "squeeze_seq",
-            "or Squeeze on axis 1",
-            "got Y through Squeeze on axes [0]",
+            "[seq, batch, dirs·hidden]",
+            "got Y through Squeeze on axes [0]: axis 0, which is not of size 1",
         ),
         (
             "layout1_transpose",
-            "features: Reshape to [0, 0, -1] (or [0, 0, 4], [batch, seq, 4])",
-            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, -1]",
+            "[batch, seq, dirs·hidden] (as PyTorch exports a stack: Reshape to [0, 0, -1])",
+            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [0, 0, -1], which gives [batch, dirs, seq·hidden]",
         ),
         // Sizes of batch rows taken as steps: the graph declares seq 5 and batch 2.
         (
             "static_swapped",
-            "[seq, batch, 4]",
-            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [2, 5, 4]",
+            "[seq, batch, dirs·hidden]",
+            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [2, 5, 4]: a target whose axes do not fall on whole factors",
         ),
         (
             "computed_swapped",
-            "[seq, batch, 4]",
-            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [2, 5, 4]",
+            "[seq, batch, dirs·hidden]",
+            "got Y through Transpose (perm 0, 2, 1, 3) then Reshape to [2, 5, 4]: a target whose axes do not fall on whole factors",
+        ),
+        (
+            "squeeze_transposed",
+            "[seq, batch, dirs·hidden]",
+            "got Y through Squeeze on axes [1] then Transpose (perm 1, 0, 2), which gives [batch, seq, hidden]",
+        ),
+        (
+            "directions_reversed",
+            "[seq, batch, dirs·hidden]",
+            ": directions joined out of order",
         ),
     ] {
         let e = stack(case).unwrap_err().to_string();
