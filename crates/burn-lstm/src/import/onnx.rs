@@ -169,7 +169,8 @@ impl OnnxModel {
                     .filter(|n| cell == CellKind::Lstm && !zeros(&graph, &constants, &dir, n, 0)),
                 refusal: None,
             };
-            let params = check(&source, node, &info, &direction)
+            let zero = |name: &str| zeros(&graph, &constants, &dir, name, 0);
+            let params = check(&source, node, &info, &direction, &zero)
                 .and_then(|()| weights(&source, &dir, node, &mut info, &constants));
             info.refusal = params.as_ref().err().cloned();
             nodes.push(Node {
@@ -408,6 +409,7 @@ fn check(
     node: &NodeProto,
     info: &OnnxRecurrentNode,
     direction: &str,
+    zeros: &dyn Fn(&str) -> bool,
 ) -> Result<(), RnnError> {
     let what = |s: &str| format!("{source}: ONNX node '{}' {s}", info.name);
     let refuse =
@@ -490,10 +492,10 @@ fn check(
                     coupled.to_string(),
                 );
             }
-            if let Some(p) = node.input.get(7).filter(|n| !n.is_empty()) {
+            if let Some(p) = node.input.get(7).filter(|n| !n.is_empty() && !zeros(n)) {
                 return refuse(
                     "input P",
-                    "none (cuDNN's LSTM has no peephole connections)",
+                    "none, or zeros (cuDNN's LSTM has no peephole connections)",
                     format!("'{p}'"),
                 );
             }
