@@ -1,6 +1,7 @@
 //! [`OnnxModel`]: the `LSTM` and `GRU` nodes of an ONNX graph, loaded into
 //! [`CudnnCompatibleLstm`] / [`CudnnCompatibleGru`] with the config they imply.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path};
@@ -154,6 +155,7 @@ impl OnnxModel {
                 .and_then(|a| a.i)
                 .unwrap_or(0)
                 .max(0) as usize;
+            let zero = |name: &str| zeros(&graph, &constants, &dir, name, &Cell::new(0), 0);
             let mut info = OnnxRecurrentNode {
                 name,
                 op_type: op.to_string(),
@@ -164,12 +166,10 @@ impl OnnxModel {
                 batch_first: attr(node, "layout").and_then(|a| a.i) == Some(1),
                 bias: input(3).is_some(),
                 sequence_lens: input(4),
-                initial_h: input(5).filter(|n| !zeros(&graph, &constants, &dir, n, 0)),
-                initial_c: input(6)
-                    .filter(|n| cell == CellKind::Lstm && !zeros(&graph, &constants, &dir, n, 0)),
+                initial_h: input(5).filter(|n| !zero(n)),
+                initial_c: input(6).filter(|n| cell == CellKind::Lstm && !zero(n)),
                 refusal: None,
             };
-            let zero = |name: &str| zeros(&graph, &constants, &dir, name, 0);
             let params = check(&source, node, &info, &direction, &zero)
                 .and_then(|()| weights(&source, &dir, node, &mut info, &constants));
             info.refusal = params.as_ref().err().cloned();
@@ -356,8 +356,11 @@ fn constants(graph: &GraphProto) -> HashMap<&str, &TensorProto> {
     out
 }
 
-/// Most nodes [`zeros`] walks back through.
+/// Most nodes [`zeros`] walks back through, deep and in all (a graph that joins a
+/// tensor with itself again and again would otherwise cost time exponential in its
+/// depth, each visit of a constant reading it).
 const MAX_ZEROS_DEPTH: usize = 16;
+const MAX_ZEROS_VISITS: usize = 256;
 
 /// Whether the tensor `name` holds zeros whatever the graph's inputs: a float constant
 /// of zeros, `ConstantOfShape` of zero, or what reshaping, slicing, expanding or joining
@@ -367,9 +370,11 @@ fn zeros(
     constants: &HashMap<&str, &TensorProto>,
     dir: &Path,
     name: &str,
+    visits: &Cell<usize>,
     depth: usize,
 ) -> bool {
-    if depth > MAX_ZEROS_DEPTH {
+    visits.set(visits.get() + 1);
+    if depth > MAX_ZEROS_DEPTH || visits.get() > MAX_ZEROS_VISITS {
         return false;
     }
     let all_zero = |t: &TensorProto| {
@@ -388,7 +393,7 @@ fn zeros(
     let input_zeros = |i: usize| {
         node.input
             .get(i)
-            .is_some_and(|n| !n.is_empty() && zeros(graph, constants, dir, n, depth + 1))
+            .is_some_and(|n| !n.is_empty() && zeros(graph, constants, dir, n, visits, depth + 1))
     };
     match node.op_type.as_deref().unwrap_or_default() {
         "Identity" | "Cast" | "Reshape" | "Squeeze" | "Unsqueeze" | "Transpose" | "Slice"
@@ -759,5 +764,80 @@ impl<B: Backend> CudnnCompatibleGru<B> {
         device: &B::Device,
     ) -> Result<(Self, CudnnCompatibleGruConfig), RnnError> {
         OnnxModel::open(path)?.gru(nodes, device)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
+        NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![output.to_string()],
+            op_type: Some(op.to_string()),
+            ..Default::default()
+        }
+    }
+
+    fn floats(name: &str, values: &[f32]) -> TensorProto {
+        TensorProto {
+            name: Some(name.to_string()),
+            data_type: Some(FLOAT),
+            dims: vec![values.len() as i64],
+            float_data: values.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn zero_states_are_followed_through_reshaping_and_joins() {
+        let mut one = node("ConstantOfShape", &["shape"], "ones");
+        one.attribute.push(AttributeProto {
+            name: Some("value".into()),
+            t: Some(floats("", &[1.0])),
+            ..Default::default()
+        });
+        let mut graph = GraphProto {
+            node: vec![
+                node("Expand", &["z", "shape"], "expanded"),
+                node("Unsqueeze", &["expanded", "axes"], "state"),
+                node("Concat", &["state", "z"], "both"),
+                node("Concat", &["state", "w"], "mixed"),
+                node("ConstantOfShape", &["shape"], "filled"),
+                one,
+                node("Relu", &["z"], "computed"),
+            ],
+            initializer: vec![floats("z", &[0.0, -0.0]), floats("w", &[0.0, 0.5])],
+            ..Default::default()
+        };
+        // 30 levels of a tensor joined with itself: given up on, not 2^30 visits.
+        for k in 0..30 {
+            let previous = if k == 0 {
+                "z".to_string()
+            } else {
+                format!("d{}", k - 1)
+            };
+            graph
+                .node
+                .push(node("Concat", &[&previous, &previous], &format!("d{k}")));
+        }
+        let constants = constants(&graph);
+        let zero = |name: &str| zeros(&graph, &constants, Path::new(""), name, &Cell::new(0), 0);
+        for (name, want) in [
+            ("z", true),
+            ("w", false),
+            ("state", true),
+            ("both", true),
+            ("mixed", false),
+            ("filled", true),
+            ("ones", false),
+            ("computed", false),
+            ("absent", false),
+            ("d3", true),
+            ("d29", false),
+        ] {
+            assert_eq!(zero(name), want, "{name}");
+        }
     }
 }

@@ -238,6 +238,7 @@ pub(crate) fn check(graph: &GraphProto, link: &Link) -> Result<(), (String, Stri
             .flat_map(|n| n.output.first().map(|o| (o.as_str(), n)))
             .collect(),
         steps: Vec::new(),
+        read: HashMap::new(),
     };
     let layout = reader.layout(link.x, 0);
     let mut steps = reader.steps;
@@ -271,8 +272,10 @@ enum Failure {
     Unread(String),
 }
 
-/// Most nodes walked back from `X`.
+/// Most nodes walked back from `X`, deep and in all (each tensor's layout is read once,
+/// so a graph that joins a tensor with itself again and again costs no more).
 const MAX_DEPTH: usize = 64;
+const MAX_VISITS: usize = 4096;
 
 /// Reads the layouts of the tensors between `Y` and `X`.
 struct Reader<'g, 'l> {
@@ -283,6 +286,8 @@ struct Reader<'g, 'l> {
     producers: HashMap<&'g str, &'g NodeProto>,
     /// The nodes walked through: index in the graph and description.
     steps: Vec<(usize, String)>,
+    /// The layouts read so far, by tensor.
+    read: HashMap<String, Layout>,
 }
 
 impl Reader<'_, '_> {
@@ -291,10 +296,16 @@ impl Reader<'_, '_> {
         if name == self.link.y && !name.is_empty() {
             return Ok(self.scale.canonical(self.link.y()));
         }
+        if let Some(layout) = self.read.get(name) {
+            return Ok(layout.clone());
+        }
         let not_from_y =
             || Failure::NotFromY(format!("'{}', which does not come from it", self.link.x));
         if depth > MAX_DEPTH {
-            return Err(not_from_y());
+            return Err(Failure::Unread(format!("more than {MAX_DEPTH} nodes deep")));
+        }
+        if self.steps.len() > MAX_VISITS {
+            return Err(Failure::Unread(format!("more than {MAX_VISITS} nodes")));
         }
         let Some(&node) = self.producers.get(name) else {
             return Err(not_from_y());
@@ -340,8 +351,9 @@ impl Reader<'_, '_> {
         }
         let (step, out) = self.apply(node, op, layouts);
         self.steps.push((index, step));
-        let out = out.map_err(Failure::Unread)?;
-        Ok(self.scale.canonical(out))
+        let out = self.scale.canonical(out.map_err(Failure::Unread)?);
+        self.read.insert(name.to_string(), out.clone());
+        Ok(out)
     }
 
     /// Each axis's size.
@@ -965,5 +977,93 @@ mod tests {
         let g = graph(&[], &[]);
         let (_, actual) = check(&g, &link(1, false)).unwrap_err();
         assert_eq!(actual, "'x', which does not come from it");
+    }
+
+    /// `depth` levels of `t_k = Concat(f(t_{k-1}), g(t_{k-1}))`: each tensor used twice
+    /// by the next, so a reader that walked every path would take 2^depth steps.
+    fn doubling(
+        depth: usize,
+        level: impl Fn(&str, &str) -> Vec<(String, Vec<String>, String)>,
+    ) -> GraphProto {
+        let mut nodes = Vec::new();
+        let mut previous = "y".to_string();
+        for k in 0..depth {
+            let next = if k + 1 == depth {
+                "x".to_string()
+            } else {
+                format!("t{k}")
+            };
+            for (op, inputs, output) in level(&previous, &next) {
+                nodes.push(NodeProto {
+                    input: inputs,
+                    output: vec![output],
+                    op_type: Some(op),
+                    attribute: vec![AttributeProto {
+                        name: Some("axis".into()),
+                        i: Some(1),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                });
+            }
+            previous = next;
+        }
+        let mut g = graph(&[], &[("zero", &[0]), ("one", &[1]), ("two", &[2])]);
+        g.node = nodes;
+        g
+    }
+
+    #[test]
+    fn a_graph_that_reuses_tensors_is_read_in_linear_time() {
+        // Y's directions sliced and joined again, 30 times over: Y's own layout.
+        let g = doubling(30, |t, next| {
+            vec![
+                (
+                    "Slice".into(),
+                    vec![t.into(), "zero".into(), "one".into(), "one".into()],
+                    format!("{next}_a"),
+                ),
+                (
+                    "Slice".into(),
+                    vec![t.into(), "one".into(), "two".into(), "one".into()],
+                    format!("{next}_b"),
+                ),
+                (
+                    "Concat".into(),
+                    vec![format!("{next}_a"), format!("{next}_b")],
+                    next.into(),
+                ),
+            ]
+        });
+        let (_, actual) = check(&g, &link(2, false)).unwrap_err();
+        assert!(
+            actual.ends_with("which gives [seq, dirs, batch, hidden]"),
+            "{actual}"
+        );
+        // A Reshape target whose shape vector doubles 40 times.
+        let mut g = doubling(40, |t, next| {
+            let (t, next) = (format!("{t}_shape"), format!("{next}_shape"));
+            vec![("Concat".into(), vec![t.clone(), t], next)]
+        });
+        g.node.insert(
+            0,
+            NodeProto {
+                input: vec!["y".into()],
+                output: vec!["y_shape".into()],
+                op_type: Some("Shape".into()),
+                ..Default::default()
+            },
+        );
+        g.node.push(NodeProto {
+            input: vec!["y".into(), "x_shape".into()],
+            output: vec!["x".into()],
+            op_type: Some("Reshape".into()),
+            ..Default::default()
+        });
+        let (_, actual) = check(&g, &link(2, false)).unwrap_err();
+        assert!(
+            actual.contains("Reshape to a shape that cannot be read"),
+            "{actual}"
+        );
     }
 }

@@ -7,6 +7,7 @@
 //! (`value_info`, inputs, outputs) give `seq` and `batch` their sizes where it states
 //! them.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -110,8 +111,14 @@ pub(crate) struct Sizes {
     pub batch: Option<i64>,
 }
 
-/// Most nodes one evaluation walks through: a shape computation is a handful of nodes.
+/// Most nodes one evaluation walks through, deep and in all: a shape computation is a
+/// handful of nodes (a graph that joins a vector with itself again and again would
+/// otherwise cost time exponential in its depth).
 const MAX_DEPTH: usize = 64;
+const MAX_VISITS: usize = 4096;
+
+/// Longest vector read: a tensor's shape has a few values.
+const MAX_LEN: usize = 64;
 
 /// Evaluates 1-D integer tensors of `graph` on the symbolic dimensions of the tensors
 /// in `known`.
@@ -119,6 +126,8 @@ pub(crate) struct ShapeReader<'g> {
     graph: &'g GraphProto,
     producers: HashMap<&'g str, &'g NodeProto>,
     known: HashMap<String, Vec<Dim>>,
+    /// Nodes the current evaluation has walked through.
+    visits: Cell<usize>,
 }
 
 impl<'g> ShapeReader<'g> {
@@ -133,6 +142,7 @@ impl<'g> ShapeReader<'g> {
             graph,
             producers,
             known: HashMap::new(),
+            visits: Cell::new(0),
         }
     }
 
@@ -175,11 +185,13 @@ impl<'g> ShapeReader<'g> {
     /// constants or computed from known dimensions by the operators exporters use for
     /// shapes; `None` otherwise.
     pub(crate) fn values(&self, name: &str) -> Option<Vec<Dim>> {
-        self.values_at(name, 0)
+        self.visits.set(0);
+        self.values_at(name, 0).filter(|v| v.len() <= MAX_LEN)
     }
 
     fn values_at(&self, name: &str, depth: usize) -> Option<Vec<Dim>> {
-        if depth > MAX_DEPTH {
+        self.visits.set(self.visits.get() + 1);
+        if depth > MAX_DEPTH || self.visits.get() > MAX_VISITS {
             return None;
         }
         if let Some(ints) = constant_ints(self.graph, name) {
@@ -199,7 +211,9 @@ impl<'g> ShapeReader<'g> {
             // A scalar made a one-value vector (a longer vector would become a matrix).
             "Unsqueeze" => input(0).filter(|v| v.len() == 1),
             "Shape" => {
-                let dims = self.dims(node.input.first()?)?;
+                let dims = self
+                    .dims(node.input.first()?)
+                    .filter(|d| d.len() <= MAX_LEN)?;
                 let start = attr(node, "start").and_then(|a| a.i).unwrap_or(0);
                 let end = attr(node, "end").and_then(|a| a.i);
                 let (start, end) = (clamp(start, dims.len()), end.map(|e| clamp(e, dims.len())));
@@ -252,6 +266,9 @@ impl<'g> ShapeReader<'g> {
                 let mut out = Vec::new();
                 for i in 0..node.input.len() {
                     out.extend(input(i)?);
+                    if out.len() > MAX_LEN {
+                        return None;
+                    }
                 }
                 Some(out)
             }
@@ -339,7 +356,8 @@ fn declared_sizes(value: &ValueInfoProto) -> Option<Vec<Option<i64>>> {
 }
 
 /// The values of a constant INT64 tensor of the graph (an initializer or a `Constant`
-/// node's `value` or `value_ints`); `None` for anything else.
+/// node's `value` or `value_ints`) of at most [`MAX_LEN`] values; `None` for anything
+/// else.
 pub(crate) fn constant_ints(graph: &GraphProto, name: &str) -> Option<Vec<i64>> {
     if let Some(t) = graph
         .initializer
@@ -355,13 +373,20 @@ pub(crate) fn constant_ints(graph: &GraphProto, name: &str) -> Option<Vec<i64>> 
     if let Some(t) = attr(node, "value").and_then(|a| a.t.as_ref()) {
         return tensor_ints(t);
     }
-    attr(node, "value_ints").map(|a| a.ints.clone())
+    attr(node, "value_ints")
+        .filter(|a| a.ints.len() <= MAX_LEN)
+        .map(|a| a.ints.clone())
 }
 
-/// An INT64 tensor's values (`int64_data` or little-endian `raw_data`).
+/// An INT64 tensor's values (`int64_data` or little-endian `raw_data`), when it has at
+/// most [`MAX_LEN`] (every list read: shapes, axes, permutations, slice bounds).
 fn tensor_ints(t: &TensorProto) -> Option<Vec<i64>> {
     const INT64: i32 = 7;
-    if t.data_type != Some(INT64) || t.data_location == Some(1) {
+    let len = t
+        .raw_data
+        .as_ref()
+        .map_or(t.int64_data.len(), |raw| raw.len() / 8);
+    if t.data_type != Some(INT64) || t.data_location == Some(1) || len > MAX_LEN {
         return None;
     }
     match &t.raw_data {
