@@ -14,9 +14,12 @@ mod keras_file;
 mod keras_weights;
 mod mask;
 mod onnx;
+mod onnx_graph;
 mod onnx_link;
 mod onnx_proto;
 mod onnx_shape;
+mod onnx_tensor;
+mod onnx_zeros;
 mod selection;
 
 /// Most units a file's layer may declare (Keras's `units`, ONNX's `hidden_size`): far

@@ -1,13 +1,10 @@
 //! [`OnnxModel`]: the `LSTM` and `GRU` nodes of an ONNX graph, loaded into
 //! [`CudnnCompatibleLstm`] / [`CudnnCompatibleGru`] with the config they imply.
 
-use std::cell::Cell;
-use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
-use std::path::{Component, Path};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{bf16, f16};
 use prost::Message;
 
 use crate::error::RnnError;
@@ -20,6 +17,8 @@ use crate::import::onnx_link;
 use crate::import::onnx_proto::{
     AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, attr,
 };
+use crate::import::onnx_tensor::tensor_values;
+use crate::import::onnx_zeros::ZeroCheck;
 use crate::import::selection::{RecurrentSelection, resolve};
 use crate::module::config::CudnnCompatibleLstmConfig;
 use crate::module::gru::CudnnCompatibleGru;
@@ -127,6 +126,8 @@ impl OnnxModel {
             .ok_or_else(|| io(&source, "an ONNX model without a graph"))?;
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let constants = constants(&graph);
+        let zero_check = ZeroCheck::new(&graph, &dir);
+        let mut budget = ReadBudget::default();
         let mut nodes = Vec::new();
         for (index, node) in graph.node.iter().enumerate() {
             let op = node.op_type.as_deref().unwrap_or_default();
@@ -155,7 +156,7 @@ impl OnnxModel {
                 .and_then(|a| a.i)
                 .unwrap_or(0)
                 .max(0) as usize;
-            let zero = |name: &str| zeros(&graph, &constants, &dir, name, &Cell::new(0), 0);
+            let zero = |name: &str| zero_check.zeros(name);
             let mut info = OnnxRecurrentNode {
                 name,
                 op_type: op.to_string(),
@@ -171,7 +172,7 @@ impl OnnxModel {
                 refusal: None,
             };
             let params = check(&source, node, &info, &direction, &zero)
-                .and_then(|()| weights(&source, &dir, node, &mut info, &constants));
+                .and_then(|()| weights(&source, &dir, node, &mut info, &constants, &mut budget));
             info.refusal = params.as_ref().err().cloned();
             nodes.push(Node {
                 info,
@@ -249,7 +250,7 @@ impl OnnxModel {
                 ));
             }
             if k > 0 {
-                self.check_link(&self.nodes[picked[k - 1]], node)?;
+                self.check_link(&self.nodes[picked[0]], &self.nodes[picked[k - 1]], node)?;
             }
             layers.push(params.clone());
         }
@@ -268,7 +269,7 @@ impl OnnxModel {
     /// Checks that `upper` can sit on `lower` in one module: same sizes and options,
     /// and `upper`'s `X` is `lower`'s `Y` with its direction axis folded into the
     /// features as PyTorch exports a stack (`onnx_link`).
-    fn check_link(&self, lower: &Node, upper: &Node) -> Result<(), RnnError> {
+    fn check_link(&self, bottom: &Node, lower: &Node, upper: &Node) -> Result<(), RnnError> {
         let (a, b) = (&lower.info, &upper.info);
         let what = |s: &str| {
             format!(
@@ -325,6 +326,8 @@ impl OnnxModel {
             lower: &a.name,
             lower_x: first(&lower_node.input),
             input_size: a.input_size,
+            bottom_x: first(&self.graph.node[bottom.index].input),
+            bottom_input_size: bottom.info.input_size,
             y: first(&lower_node.output),
             x: first(&upper_node.input),
             directions: if a.bidirectional { 2 } else { 1 },
@@ -354,57 +357,6 @@ fn constants(graph: &GraphProto) -> HashMap<&str, &TensorProto> {
         }
     }
     out
-}
-
-/// Most nodes [`zeros`] walks back through, deep and in all (a graph that joins a
-/// tensor with itself again and again would otherwise cost time exponential in its
-/// depth, each visit of a constant reading it).
-const MAX_ZEROS_DEPTH: usize = 16;
-const MAX_ZEROS_VISITS: usize = 256;
-
-/// Whether the tensor `name` holds zeros whatever the graph's inputs: a float constant
-/// of zeros, `ConstantOfShape` of zero, or what reshaping, slicing, expanding or joining
-/// only such tensors gives.
-fn zeros(
-    graph: &GraphProto,
-    constants: &HashMap<&str, &TensorProto>,
-    dir: &Path,
-    name: &str,
-    visits: &Cell<usize>,
-    depth: usize,
-) -> bool {
-    visits.set(visits.get() + 1);
-    if depth > MAX_ZEROS_DEPTH || visits.get() > MAX_ZEROS_VISITS {
-        return false;
-    }
-    let all_zero = |t: &TensorProto| {
-        tensor_values("", dir, name, t).is_ok_and(|t| t.values.iter().all(|v| *v == 0.0))
-    };
-    if let Some(t) = constants.get(name) {
-        return all_zero(t);
-    }
-    let Some(node) = graph
-        .node
-        .iter()
-        .find(|n| n.output.iter().any(|o| o == name))
-    else {
-        return false;
-    };
-    let input_zeros = |i: usize| {
-        node.input
-            .get(i)
-            .is_some_and(|n| !n.is_empty() && zeros(graph, constants, dir, n, visits, depth + 1))
-    };
-    match node.op_type.as_deref().unwrap_or_default() {
-        "Identity" | "Cast" | "Reshape" | "Squeeze" | "Unsqueeze" | "Transpose" | "Slice"
-        | "Gather" | "Expand" | "Tile" => input_zeros(0),
-        "Concat" => !node.input.is_empty() && (0..node.input.len()).all(input_zeros),
-        // Its value defaults to a float zero.
-        "ConstantOfShape" => attr(node, "value")
-            .and_then(|a| a.t.as_ref())
-            .is_none_or(all_zero),
-        _ => false,
-    }
 }
 
 /// Refuses what cuDNN's layers cannot run, naming the node, the attribute or input, the
@@ -523,15 +475,38 @@ fn check(
 
 /// Reads `W`, `R`, `B` of `node` (constants of the graph), checks their shapes and
 /// converts them; sets `info.input_size`.
+/// Weight values read while a model opens. Nodes that share a tensor read it once
+/// each, so their total is bounded by what the distinct tensors hold: four times that,
+/// and 16 Mi values more (a file of one large tensor named by thousands of nodes would
+/// otherwise take thousands of copies).
+#[derive(Default)]
+struct ReadBudget {
+    seen: HashSet<String>,
+    distinct: u64,
+    total: u64,
+}
+
+impl ReadBudget {
+    /// Counts a read of `count` values of the tensor `name`; `false` past the bound.
+    fn take(&mut self, name: &str, count: u64) -> bool {
+        if self.seen.insert(name.to_string()) {
+            self.distinct = self.distinct.saturating_add(count);
+        }
+        self.total = self.total.saturating_add(count);
+        self.total <= self.distinct.saturating_mul(4).saturating_add(16 << 20)
+    }
+}
+
 fn weights(
     source: &str,
     dir: &Path,
     node: &NodeProto,
     info: &mut OnnxRecurrentNode,
     constants: &HashMap<&str, &TensorProto>,
+    budget: &mut ReadBudget,
 ) -> Result<(DirectionParams, Option<DirectionParams>), RnnError> {
     let what = |s: &str| format!("{source}: ONNX node '{}' {s}", info.name);
-    let read = |slot: usize, label: &str| -> Result<Option<HostTensor>, RnnError> {
+    let mut read = |slot: usize, label: &str| -> Result<Option<HostTensor>, RnnError> {
         let Some(name) = node.input.get(slot).filter(|n| !n.is_empty()) else {
             return Ok(None);
         };
@@ -542,6 +517,19 @@ fn weights(
                 format!("'{name}', computed when the graph runs"),
             )
         })?;
+        let count = tensor
+            .dims
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(u64::try_from(d).ok()?));
+        if !budget.take(name, count.unwrap_or(u64::MAX)) {
+            return Err(io(
+                source,
+                format!(
+                    "tensor '{name}': read again for node '{}', past {} values for {} distinct ones (one tensor shared by too many nodes)",
+                    info.name, budget.total, budget.distinct
+                ),
+            ));
+        }
         tensor_values(source, dir, name, tensor).map(Some)
     };
     let gates = match info.cell {
@@ -596,153 +584,6 @@ fn weights(
     Ok((direction(0), info.bidirectional.then(|| direction(1))))
 }
 
-/// ONNX's `TensorProto.DataType` values of the float types read.
-const FLOAT: i32 = 1;
-const FLOAT16: i32 = 10;
-const DOUBLE: i32 = 11;
-const BFLOAT16: i32 = 16;
-
-/// The float values of a dense tensor (`float_data`, `double_data`, `int32_data` for
-/// 16-bit floats, `raw_data`, or external data in a file beside the model), as f64
-/// (exact for every type read).
-fn tensor_values(
-    source: &str,
-    dir: &Path,
-    name: &str,
-    tensor: &TensorProto,
-) -> Result<HostTensor, RnnError> {
-    let bad = |message: String| io(source, format!("tensor '{name}': {message}"));
-    let shape: Vec<usize> = tensor
-        .dims
-        .iter()
-        .map(|&d| usize::try_from(d).map_err(|_| bad(format!("negative dimension {d}"))))
-        .collect::<Result<_, _>>()?;
-    let count = shape
-        .iter()
-        .try_fold(1usize, |n, &d| n.checked_mul(d))
-        .ok_or_else(|| bad(format!("shape {shape:?} overflows")))?;
-    let data_type = tensor.data_type.unwrap_or(0);
-    let width = match data_type {
-        FLOAT => 4,
-        DOUBLE => 8,
-        FLOAT16 | BFLOAT16 => 2,
-        other => {
-            return Err(bad(format!(
-                "data type {other}; expected FLOAT (1), DOUBLE (11), FLOAT16 (10) or BFLOAT16 (16)"
-            )));
-        }
-    };
-    // A 16-bit float's bits as f64 (exact).
-    let half = |bits: u16| match data_type {
-        FLOAT16 => f16::from_bits(bits).to_f64(),
-        _ => bf16::from_bits(bits).to_f64(),
-    };
-    let external;
-    let raw: Option<&[u8]> = if tensor.data_location == Some(1) {
-        external = read_external(dir, tensor).map_err(bad)?;
-        Some(&external)
-    } else {
-        tensor.raw_data.as_deref()
-    };
-    let values: Vec<f64> = match raw {
-        Some(bytes) => {
-            if Some(bytes.len()) != count.checked_mul(width) {
-                return Err(bad(format!(
-                    "{} bytes of data for {count} values of {width} bytes (shape {shape:?})",
-                    bytes.len()
-                )));
-            }
-            match width {
-                4 => bytes
-                    .chunks_exact(4)
-                    .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-                    .collect(),
-                8 => bytes
-                    .chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-                    .collect(),
-                _ => bytes
-                    .chunks_exact(2)
-                    .map(|c| half(u16::from_le_bytes([c[0], c[1]])))
-                    .collect(),
-            }
-        }
-        None => match data_type {
-            FLOAT => tensor.float_data.iter().map(|&v| f64::from(v)).collect(),
-            DOUBLE => tensor.double_data.clone(),
-            // ONNX keeps 16-bit floats' bits in `int32_data`, one value each.
-            _ => tensor
-                .int32_data
-                .iter()
-                .map(|&v| {
-                    u16::try_from(v)
-                        .map(half)
-                        .map_err(|_| bad(format!("a 16-bit float stored as {v}")))
-                })
-                .collect::<Result<_, _>>()?,
-        },
-    };
-    if values.len() != count {
-        return Err(bad(format!("{} values for shape {shape:?}", values.len())));
-    }
-    Ok(HostTensor { shape, values })
-}
-
-/// The bytes of a tensor stored outside the model (`location`, `offset`, `length`),
-/// from a file in the model's folder.
-fn read_external(dir: &Path, tensor: &TensorProto) -> Result<Vec<u8>, String> {
-    let entry = |key: &str| {
-        tensor
-            .external_data
-            .iter()
-            .find(|e| e.key.as_deref() == Some(key))
-            .and_then(|e| e.value.clone())
-    };
-    let location = entry("location").ok_or("external data without a location")?;
-    let relative = Path::new(&location);
-    if !relative
-        .components()
-        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-    {
-        return Err(format!(
-            "external data location '{location}' outside the model's folder"
-        ));
-    }
-    let parse = |key: &str| {
-        entry(key)
-            .map(|v| {
-                v.parse::<u64>()
-                    .map_err(|_| format!("external data {key} '{v}'"))
-            })
-            .transpose()
-    };
-    let offset = parse("offset")?.unwrap_or(0);
-    let length = parse("length")?;
-    let path = dir.join(relative);
-    let failed = |e: std::io::Error| format!("external data {}: {e}", path.display());
-    let mut file = std::fs::File::open(&path).map_err(failed)?;
-    let size = file.metadata().map_err(failed)?.len();
-    let end = match length {
-        Some(n) => offset.checked_add(n),
-        None => Some(size),
-    };
-    // Only the tensor's bytes are read, after the file is known to hold them.
-    let len = match end {
-        Some(end) if offset <= end && end <= size => end - offset,
-        _ => {
-            return Err(format!(
-                "external data {}: bytes {offset}..{} of {size}",
-                path.display(),
-                end.map_or_else(|| "overflow".to_string(), |e| e.to_string())
-            ));
-        }
-    };
-    let mut bytes = vec![0; usize::try_from(len).map_err(|_| "length too large".to_string())?];
-    file.seek(SeekFrom::Start(offset)).map_err(failed)?;
-    file.read_exact(&mut bytes).map_err(failed)?;
-    Ok(bytes)
-}
-
 impl<B: Backend> CudnnCompatibleLstm<B> {
     /// Loads `LSTM` nodes of an ONNX file: shorthand for [`OnnxModel::open`] then
     /// [`OnnxModel::lstm`]. Returns the module and the config it implies.
@@ -771,73 +612,19 @@ impl<B: Backend> CudnnCompatibleGru<B> {
 mod tests {
     use super::*;
 
-    fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
-        NodeProto {
-            input: inputs.iter().map(|s| s.to_string()).collect(),
-            output: vec![output.to_string()],
-            op_type: Some(op.to_string()),
-            ..Default::default()
-        }
-    }
-
-    fn floats(name: &str, values: &[f32]) -> TensorProto {
-        TensorProto {
-            name: Some(name.to_string()),
-            data_type: Some(FLOAT),
-            dims: vec![values.len() as i64],
-            float_data: values.to_vec(),
-            ..Default::default()
-        }
-    }
-
     #[test]
-    fn zero_states_are_followed_through_reshaping_and_joins() {
-        let mut one = node("ConstantOfShape", &["shape"], "ones");
-        one.attribute.push(AttributeProto {
-            name: Some("value".into()),
-            t: Some(floats("", &[1.0])),
-            ..Default::default()
-        });
-        let mut graph = GraphProto {
-            node: vec![
-                node("Expand", &["z", "shape"], "expanded"),
-                node("Unsqueeze", &["expanded", "axes"], "state"),
-                node("Concat", &["state", "z"], "both"),
-                node("Concat", &["state", "w"], "mixed"),
-                node("ConstantOfShape", &["shape"], "filled"),
-                one,
-                node("Relu", &["z"], "computed"),
-            ],
-            initializer: vec![floats("z", &[0.0, -0.0]), floats("w", &[0.0, 0.5])],
-            ..Default::default()
-        };
-        // 30 levels of a tensor joined with itself: given up on, not 2^30 visits.
-        for k in 0..30 {
-            let previous = if k == 0 {
-                "z".to_string()
-            } else {
-                format!("d{}", k - 1)
-            };
-            graph
-                .node
-                .push(node("Concat", &[&previous, &previous], &format!("d{k}")));
+    fn a_tensor_shared_by_many_nodes_exhausts_the_read_budget() {
+        let mut budget = ReadBudget::default();
+        // Distinct tensors: any amount.
+        for k in 0..100 {
+            assert!(budget.take(&format!("w{k}"), 1 << 30));
         }
-        let constants = constants(&graph);
-        let zero = |name: &str| zeros(&graph, &constants, Path::new(""), name, &Cell::new(0), 0);
-        for (name, want) in [
-            ("z", true),
-            ("w", false),
-            ("state", true),
-            ("both", true),
-            ("mixed", false),
-            ("filled", true),
-            ("ones", false),
-            ("computed", false),
-            ("absent", false),
-            ("d3", true),
-            ("d29", false),
-        ] {
-            assert_eq!(zero(name), want, "{name}");
-        }
+        // A small bias shared by every node: within the slack.
+        let mut budget = ReadBudget::default();
+        assert!((0..1000).all(|_| budget.take("bias", 1000)));
+        // One large tensor named by many nodes: the fifth read is refused.
+        let mut budget = ReadBudget::default();
+        let reads: Vec<bool> = (0..6).map(|_| budget.take("w", 1 << 30)).collect();
+        assert_eq!(reads, [true, true, true, true, false, false]);
     }
 }

@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 
 use crate::import::onnx_proto::{GraphProto, NodeProto, attr};
-use crate::import::onnx_shape::{Dim, ShapeReader, Sizes, constant_ints};
+use crate::import::onnx_shape::{Dim, ShapeReader, Sizes};
 
 /// One factor of an axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +131,10 @@ pub(crate) struct Link<'a> {
     /// The lower node's input `X` and its feature count.
     pub lower_x: &'a str,
     pub input_size: usize,
+    /// The stack's first node's input `X` and its feature count: its `seq` and
+    /// `batch` are every node's (the links below are checked first).
+    pub bottom_x: &'a str,
+    pub bottom_input_size: usize,
     /// The lower node's output `Y`.
     pub y: &'a str,
     /// The upper node's input `X`.
@@ -209,8 +213,34 @@ pub(crate) fn check(graph: &GraphProto, link: &Link) -> Result<(), (String, Stri
             vec![outer, d, inner, h]
         },
     );
-    if !link.lower_x.is_empty() {
-        shapes.know(link.lower_x, vec![outer, inner, size(link.input_size)]);
+    for (x, features) in [
+        (link.lower_x, link.input_size),
+        (link.bottom_x, link.bottom_input_size),
+    ] {
+        let dims = vec![outer, inner, size(features)];
+        // A batch-first graph input reaches the first node through a Transpose.
+        let parent = shapes.index().producer(x).and_then(|p| {
+            let perm = attr(p.node, "perm").map(|a| a.ints.clone())?;
+            (p.op == "Transpose" && p.output == 0).then_some((p.node.input.first()?.clone(), perm))
+        });
+        if let Some((parent, perm)) = parent {
+            let mut parent_dims = vec![Dim::size(0); dims.len()];
+            let mut placed = 0;
+            for (i, &p) in perm.iter().enumerate() {
+                if let Some(slot) = usize::try_from(p).ok().and_then(|p| parent_dims.get_mut(p))
+                    && let Some(&d) = dims.get(i)
+                {
+                    *slot = d;
+                    placed += 1;
+                }
+            }
+            if placed == dims.len() && perm.len() == dims.len() {
+                shapes.know(&parent, parent_dims);
+            }
+        }
+        if !x.is_empty() {
+            shapes.know(x, dims);
+        }
     }
     let scale = Scale {
         directions: link.directions,
@@ -228,15 +258,9 @@ pub(crate) fn check(graph: &GraphProto, link: &Link) -> Result<(), (String, Stri
         }
     );
     let mut reader = Reader {
-        graph,
         link,
         scale,
         shapes,
-        producers: graph
-            .node
-            .iter()
-            .flat_map(|n| n.output.first().map(|o| (o.as_str(), n)))
-            .collect(),
         steps: Vec::new(),
         read: HashMap::new(),
     };
@@ -277,13 +301,14 @@ enum Failure {
 const MAX_DEPTH: usize = 64;
 const MAX_VISITS: usize = 4096;
 
+/// Most tensors one `Concat` on the way joins (a fold joins one per direction).
+const MAX_JOINED: usize = 16;
+
 /// Reads the layouts of the tensors between `Y` and `X`.
 struct Reader<'g, 'l> {
-    graph: &'g GraphProto,
     link: &'l Link<'l>,
     scale: Scale,
     shapes: ShapeReader<'g>,
-    producers: HashMap<&'g str, &'g NodeProto>,
     /// The nodes walked through: index in the graph and description.
     steps: Vec<(usize, String)>,
     /// The layouts read so far, by tensor.
@@ -307,19 +332,13 @@ impl Reader<'_, '_> {
         if self.steps.len() > MAX_VISITS {
             return Err(Failure::Unread(format!("more than {MAX_VISITS} nodes")));
         }
-        let Some(&node) = self.producers.get(name) else {
+        let Some(producer) = self.shapes.index().producer(name) else {
             return Err(not_from_y());
         };
-        let op = node.op_type.as_deref().unwrap_or_default();
-        let index = self
-            .graph
-            .node
-            .iter()
-            .position(|n| std::ptr::eq(n, node))
-            .unwrap_or_default();
+        let (node, op, index) = (producer.node, producer.op, producer.position);
         let input = |i: usize| node.input.get(i).map(String::as_str).unwrap_or_default();
-        if !matches!(
-            op,
+        let followed = matches!(
+            op.as_str(),
             "Identity"
                 | "Dropout"
                 | "Transpose"
@@ -328,13 +347,21 @@ impl Reader<'_, '_> {
                 | "Unsqueeze"
                 | "Slice"
                 | "Concat"
-        ) {
+        );
+        if !followed || producer.output != 0 {
             return Err(Failure::NotFromY(format!(
                 "the output of {op} node '{}'",
                 node.name.as_deref().unwrap_or_default()
             )));
         }
-        let inputs = if op == "Concat" {
+        if op == "Concat" && node.input.len() > MAX_JOINED {
+            self.steps
+                .push((index, format!("Concat of {} tensors", node.input.len())));
+            return Err(Failure::Unread(format!(
+                "more than {MAX_JOINED} tensors joined"
+            )));
+        }
+        let inputs: Vec<&str> = if op == "Concat" {
             node.input.iter().map(String::as_str).collect()
         } else {
             vec![input(0)]
@@ -349,7 +376,7 @@ impl Reader<'_, '_> {
                 self.shapes.know(name, dims);
             }
         }
-        let (step, out) = self.apply(node, op, layouts);
+        let (step, out) = self.apply(node, &op, layouts);
         self.steps.push((index, step));
         let out = self.scale.canonical(out.map_err(Failure::Unread)?);
         self.read.insert(name.to_string(), out.clone());
@@ -373,19 +400,35 @@ impl Reader<'_, '_> {
         op: &str,
         mut inputs: Vec<Layout>,
     ) -> (String, Result<Layout, String>) {
-        let ints = |i: usize, key: &str| -> Option<Vec<i64>> {
-            match node.input.get(i).filter(|n| !n.is_empty()) {
-                Some(name) => constant_ints(self.graph, name),
-                None => attr(node, key).map(|a| a.ints.clone()),
-            }
-        };
+        // An input that is named must be a constant; only an absent one falls back to
+        // the attribute of older opsets (or to the default).
+        let ints =
+            |i: usize, key: &str| -> Result<Option<Vec<i64>>, String> {
+                match node.input.get(i).filter(|n| !n.is_empty()) {
+                    Some(name) => self.shapes.index().ints(name).map(Some).ok_or_else(|| {
+                        format!("its input '{name}' is computed when the graph runs")
+                    }),
+                    None => Ok(attr(node, key).map(|a| a.ints.clone())),
+                }
+            };
         let list = |v: &[i64]| v.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
         let Some(first) = inputs.first().cloned() else {
             return (op.to_string(), Err("no input".into()));
         };
         let rank = first.axes.len();
         match op {
-            "Identity" | "Dropout" => (op.to_string(), Ok(first)),
+            "Identity" => (op.to_string(), Ok(first)),
+            // An identity at inference, unless told to train (opset 12's input).
+            "Dropout" => {
+                let training = node.input.get(2).filter(|n| !n.is_empty());
+                let out = match training {
+                    Some(name) if !self.shapes.index().is_false(name) => Err(format!(
+                        "its training_mode '{name}' is not a constant false: it drops values"
+                    )),
+                    _ => Ok(first),
+                };
+                (op.to_string(), out)
+            }
             "Transpose" => {
                 let perm = attr(node, "perm")
                     .map(|a| a.ints.clone())
@@ -393,46 +436,46 @@ impl Reader<'_, '_> {
                 let step = format!("Transpose (perm {})", list(&perm));
                 (step, transpose(first, &perm))
             }
-            "Squeeze" => {
-                let axes = ints(1, "axes");
-                let step = match &axes {
-                    Some(axes) => format!("Squeeze on axes [{}]", list(axes)),
-                    None => "Squeeze of every axis of size 1".into(),
-                };
-                (step, squeeze(first, axes.as_deref()))
-            }
+            "Squeeze" => match ints(1, "axes") {
+                Ok(axes) => {
+                    let step = match &axes {
+                        Some(axes) => format!("Squeeze on axes [{}]", list(axes)),
+                        None => "Squeeze of every axis of size 1".into(),
+                    };
+                    (step, squeeze(first, axes.as_deref()))
+                }
+                Err(why) => ("Squeeze".into(), Err(why)),
+            },
             "Unsqueeze" => match ints(1, "axes") {
-                Some(axes) => (
+                Ok(Some(axes)) => (
                     format!("Unsqueeze on axes [{}]", list(&axes)),
                     unsqueeze(first, &axes),
                 ),
-                None => (
-                    "Unsqueeze".into(),
-                    Err("its axes are computed when the graph runs".into()),
-                ),
+                Ok(None) => ("Unsqueeze".into(), Err("no axes".into())),
+                Err(why) => ("Unsqueeze".into(), Err(why)),
             },
             "Slice" => {
-                let (starts, ends) = (ints(1, "starts"), ints(2, "ends"));
-                let axes = ints(3, "axes");
-                let steps = ints(4, "steps");
-                let step = match (&starts, &ends) {
-                    (Some(s), Some(e)) => format!(
-                        "Slice ({}[{}]..[{}])",
-                        axes.as_ref()
-                            .map(|a| format!("axes [{}] ", list(a)))
-                            .unwrap_or_default(),
-                        list(s),
-                        list(e)
-                    ),
-                    _ => "Slice".into(),
-                };
-                let out = match (starts, ends) {
-                    (Some(starts), Some(ends)) => {
-                        self.slice(first, &starts, &ends, axes.as_deref(), steps.as_deref())
+                let read = (|| {
+                    let starts = ints(1, "starts")?.ok_or("no starts")?;
+                    let ends = ints(2, "ends")?.ok_or("no ends")?;
+                    Ok::<_, String>((starts, ends, ints(3, "axes")?, ints(4, "steps")?))
+                })();
+                match read {
+                    Ok((starts, ends, axes, steps)) => {
+                        let step = format!(
+                            "Slice ({}[{}]..[{}])",
+                            axes.as_ref()
+                                .map(|a| format!("axes [{}] ", list(a)))
+                                .unwrap_or_default(),
+                            list(&starts),
+                            list(&ends)
+                        );
+                        let out =
+                            self.slice(first, &starts, &ends, axes.as_deref(), steps.as_deref());
+                        (step, out)
                     }
-                    _ => Err("its bounds are computed when the graph runs".into()),
-                };
-                (step, out)
+                    Err(why) => ("Slice".into(), Err(why)),
+                }
             }
             "Concat" => {
                 let axis = attr(node, "axis").and_then(|a| a.i).unwrap_or(0);
@@ -708,7 +751,8 @@ fn unsqueeze(layout: Layout, axes: &[i64]) -> Result<Layout, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::import::onnx_proto::{AttributeProto, TensorProto};
+    use crate::import::onnx_proto::TensorProto;
+    use crate::import::onnx_proto::build::{declared, int64s, ints_attr, node};
 
     /// Int-list attributes (or `axis`, an int) by name.
     type Attrs<'a> = &'a [(&'a str, &'a [i64])];
@@ -722,30 +766,16 @@ mod tests {
             node: nodes
                 .iter()
                 .map(|(op, inputs, output, attrs)| NodeProto {
-                    input: inputs.iter().map(|s| s.to_string()).collect(),
-                    output: vec![output.to_string()],
-                    op_type: Some(op.to_string()),
                     attribute: attrs
                         .iter()
-                        .map(|(name, ints)| AttributeProto {
-                            name: Some(name.to_string()),
-                            ints: ints.to_vec(),
-                            i: (*name == "axis").then(|| ints[0]),
-                            ..Default::default()
-                        })
+                        .map(|(name, ints)| ints_attr(name, ints))
                         .collect(),
-                    ..Default::default()
+                    ..node(op, inputs, output)
                 })
                 .collect(),
             initializer: consts
                 .iter()
-                .map(|(name, values)| TensorProto {
-                    name: Some(name.to_string()),
-                    data_type: Some(7),
-                    dims: vec![values.len() as i64],
-                    int64_data: values.to_vec(),
-                    ..Default::default()
-                })
+                .map(|(name, values)| int64s(name, values))
                 .collect(),
             ..Default::default()
         }
@@ -756,6 +786,8 @@ mod tests {
             lower: "lo",
             lower_x: "x0",
             input_size: 3,
+            bottom_x: "x0",
+            bottom_input_size: 3,
             y: "y",
             x: "x",
             directions,
@@ -907,23 +939,6 @@ mod tests {
 
     #[test]
     fn static_sizes_are_those_the_graph_declares() {
-        let declared = |name: &str, dims: &[i64]| crate::import::onnx_proto::ValueInfoProto {
-            name: Some(name.to_string()),
-            r#type: Some(crate::import::onnx_proto::TypeProto {
-                tensor_type: Some(crate::import::onnx_proto::TensorTypeProto {
-                    elem_type: Some(1),
-                    shape: Some(crate::import::onnx_proto::TensorShapeProto {
-                        dim: dims
-                            .iter()
-                            .map(|&d| crate::import::onnx_proto::DimensionProto {
-                                dim_value: Some(d),
-                                dim_param: None,
-                            })
-                            .collect(),
-                    }),
-                }),
-            }),
-        };
         for (target, folds) in [([6, 3, 8], true), ([3, 6, 8], false), ([6, -1, 8], true)] {
             let mut g = graph(
                 &[
@@ -998,11 +1013,7 @@ mod tests {
                     input: inputs,
                     output: vec![output],
                     op_type: Some(op),
-                    attribute: vec![AttributeProto {
-                        name: Some("axis".into()),
-                        i: Some(1),
-                        ..Default::default()
-                    }],
+                    attribute: vec![ints_attr("axis", &[1])],
                     ..Default::default()
                 });
             }
@@ -1065,5 +1076,97 @@ mod tests {
             actual.contains("Reshape to a shape that cannot be read"),
             "{actual}"
         );
+    }
+
+    #[test]
+    fn only_what_a_runtime_holds_the_graph_to_is_trusted() {
+        let consts: &[(&str, &[i64])] = &[
+            ("flat", &[0, 0, -1]),
+            ("zero", &[0]),
+            ("big", &[i64::MAX]),
+            ("static", &[6, 3, 8]),
+        ];
+        let fold: Vec<TestNode> = vec![
+            ("Transpose", &["y"], "t", PT),
+            ("Reshape", &["t", "flat"], "r", &[]),
+        ];
+        let with = |extra: Vec<TestNode<'static>>| -> GraphProto {
+            let mut nodes = fold.clone();
+            nodes.extend(extra);
+            graph(&nodes, consts)
+        };
+        // A Slice whose steps are computed (every other step at run time) is not read
+        // as one of step 1; constant steps of 1 are.
+        let mut g = with(vec![
+            ("Identity", &["two"], "computed_steps", &[]),
+            (
+                "Slice",
+                &["r", "zero", "big", "zero", "computed_steps"],
+                "x",
+                &[],
+            ),
+        ]);
+        g.input.push(declared("two", &[1]));
+        let (_, actual) = check(&g, &link(2, false)).unwrap_err();
+        assert!(
+            actual.contains("its input 'computed_steps' is computed"),
+            "{actual}"
+        );
+        let g = with(vec![("Slice", &["r", "zero", "big", "zero"], "x", &[])]);
+        assert_eq!(check(&g, &link(2, false)), Ok(()));
+        // Dropout: an identity unless in training mode.
+        for (training, folds) in [(None, true), (Some(false), true), (Some(true), false)] {
+            let mut g = with(vec![("Dropout", &["r", "", "mode"], "x", &[])]);
+            if training.is_none() {
+                g.node.last_mut().unwrap().input.truncate(1);
+            }
+            g.initializer.push(TensorProto {
+                name: Some("mode".into()),
+                data_type: Some(9),
+                dims: vec![],
+                raw_data: Some(vec![u8::from(training == Some(true))]),
+                ..Default::default()
+            });
+            assert_eq!(check(&g, &link(2, false)).is_ok(), folds, "{training:?}");
+        }
+        // Static sizes: from the graph's inputs, not from value_info (a hint), nor from
+        // an input with a default a caller may replace.
+        let static_fold = |g: &mut GraphProto| {
+            g.node[1].input[1] = "static".into();
+            g.node[1].output[0] = "x".into();
+        };
+        let mut g = with(vec![]);
+        static_fold(&mut g);
+        g.value_info.push(declared("y", &[6, 2, 3, 4]));
+        assert!(check(&g, &link(2, false)).is_err());
+        g.input.push(declared("x0", &[6, 3, 3]));
+        g.initializer.push(int64s("x0", &[0]));
+        assert!(check(&g, &link(2, false)).is_err());
+        g.initializer.pop();
+        assert_eq!(check(&g, &link(2, false)), Ok(()));
+        // A batch-first graph input reaches the first node through a Transpose.
+        let mut g = with(vec![(
+            "Transpose",
+            &["input"],
+            "x0",
+            &[("perm", &[1, 0, 2])],
+        )]);
+        static_fold(&mut g);
+        g.input.push(declared("input", &[3, 6, 3]));
+        assert_eq!(check(&g, &link(2, false)), Ok(()));
+        // Operators of other domains are not ONNX's.
+        let mut g = with(vec![("Identity", &["r"], "x", &[])]);
+        g.node[2].domain = Some("com.example".into());
+        let (_, actual) = check(&g, &link(2, false)).unwrap_err();
+        assert_eq!(actual, "the output of com.example.Identity node ''");
+        // A Concat of many tensors is refused before they are read.
+        let many: Vec<&str> = vec!["r"; MAX_JOINED + 1];
+        let mut g = with(vec![]);
+        g.node.push(NodeProto {
+            attribute: vec![ints_attr("axis", &[2])],
+            ..node("Concat", &many, "x")
+        });
+        let (_, actual) = check(&g, &link(2, false)).unwrap_err();
+        assert!(actual.ends_with("more than 16 tensors joined"), "{actual}");
     }
 }

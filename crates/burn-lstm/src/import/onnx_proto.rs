@@ -167,3 +167,72 @@ pub(crate) fn attr<'a>(node: &'a NodeProto, name: &str) -> Option<&'a AttributeP
         .iter()
         .find(|a| a.name.as_deref() == Some(name))
 }
+
+/// Builders of graph pieces for the importer's unit tests.
+#[cfg(test)]
+pub(crate) mod build {
+    use super::*;
+
+    /// A node of ONNX's domain with one output.
+    pub(crate) fn node(op: &str, inputs: &[&str], output: &str) -> NodeProto {
+        NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![output.to_string()],
+            op_type: Some(op.to_string()),
+            ..Default::default()
+        }
+    }
+
+    /// An attribute holding `ints` (and, when there is one, it as the int `i`).
+    pub(crate) fn ints_attr(name: &str, ints: &[i64]) -> AttributeProto {
+        AttributeProto {
+            name: Some(name.to_string()),
+            ints: ints.to_vec(),
+            i: (ints.len() == 1).then(|| ints[0]),
+            ..Default::default()
+        }
+    }
+
+    /// An INT64 initializer.
+    pub(crate) fn int64s(name: &str, values: &[i64]) -> TensorProto {
+        TensorProto {
+            name: Some(name.to_string()),
+            data_type: Some(7),
+            dims: vec![values.len() as i64],
+            int64_data: values.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    /// A FLOAT initializer.
+    pub(crate) fn floats(name: &str, values: &[f32]) -> TensorProto {
+        TensorProto {
+            name: Some(name.to_string()),
+            data_type: Some(1),
+            dims: vec![values.len() as i64],
+            float_data: values.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    /// A tensor declared with static `dims`.
+    pub(crate) fn declared(name: &str, dims: &[i64]) -> ValueInfoProto {
+        ValueInfoProto {
+            name: Some(name.to_string()),
+            r#type: Some(TypeProto {
+                tensor_type: Some(TensorTypeProto {
+                    elem_type: Some(1),
+                    shape: Some(TensorShapeProto {
+                        dim: dims
+                            .iter()
+                            .map(|&d| DimensionProto {
+                                dim_value: Some(d),
+                                dim_param: None,
+                            })
+                            .collect(),
+                    }),
+                }),
+            }),
+        }
+    }
+}

@@ -3,15 +3,15 @@
 //! `Shape` → `Slice` / `Gather` → `Mul` → `Concat` computations that exporters write
 //! for a `Reshape`'s target are evaluated on those symbols. PyTorch's default exporter
 //! (`dynamo`) folds a stack's link with such a computed target when the model has
-//! dynamic axes, and with the static sizes otherwise; the graph's declared shapes
-//! (`value_info`, inputs, outputs) give `seq` and `batch` their sizes where it states
-//! them.
+//! dynamic axes, and with the static sizes otherwise; the shapes the graph's inputs
+//! declare give `seq` and `batch` their sizes where they state them.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt;
 
-use crate::import::onnx_proto::{GraphProto, NodeProto, TensorProto, ValueInfoProto, attr};
+use crate::import::onnx_graph::{GraphIndex, MAX_LIST};
+use crate::import::onnx_proto::{GraphProto, attr};
 
 /// One dimension: `factor · seq^seq · batch^batch` (a size when both powers are 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,53 +111,52 @@ pub(crate) struct Sizes {
     pub batch: Option<i64>,
 }
 
-/// Most nodes one evaluation walks through, deep and in all: a shape computation is a
-/// handful of nodes (a graph that joins a vector with itself again and again would
-/// otherwise cost time exponential in its depth).
+/// Most nodes evaluations walk through, deep and in all: a shape computation is a
+/// handful of nodes, and each tensor's values are read once.
 const MAX_DEPTH: usize = 64;
 const MAX_VISITS: usize = 4096;
 
-/// Longest vector read: a tensor's shape has a few values.
-const MAX_LEN: usize = 64;
-
-/// Evaluates 1-D integer tensors of `graph` on the symbolic dimensions of the tensors
-/// in `known`.
+/// Evaluates 1-D integer tensors of a graph on the symbolic dimensions of the tensors
+/// it is told of.
 pub(crate) struct ShapeReader<'g> {
-    graph: &'g GraphProto,
-    producers: HashMap<&'g str, &'g NodeProto>,
+    index: GraphIndex<'g>,
     known: HashMap<String, Vec<Dim>>,
-    /// Nodes the current evaluation has walked through.
+    /// Values read so far (cleared when a tensor's dimensions become known).
+    read: RefCell<HashMap<String, Option<Vec<Dim>>>>,
+    /// Nodes walked through so far.
     visits: Cell<usize>,
 }
 
 impl<'g> ShapeReader<'g> {
     /// A reader of `graph`'s shape computations; no tensor's dimensions known yet.
     pub(crate) fn new(graph: &'g GraphProto) -> Self {
-        let producers = graph
-            .node
-            .iter()
-            .flat_map(|n| n.output.iter().map(move |o| (o.as_str(), n)))
-            .collect();
         Self {
-            graph,
-            producers,
+            index: GraphIndex::new(graph),
             known: HashMap::new(),
+            read: RefCell::new(HashMap::new()),
             visits: Cell::new(0),
         }
     }
 
-    /// States the dimensions of the tensor `name`.
-    pub(crate) fn know(&mut self, name: &str, dims: Vec<Dim>) {
-        self.known.insert(name.to_string(), dims);
+    /// The graph's index.
+    pub(crate) fn index(&self) -> &GraphIndex<'g> {
+        &self.index
     }
 
-    /// The sizes of `seq` and `batch` that the declared shapes of the known tensors
-    /// give; a symbol the graph declares with two different sizes stays unknown.
+    /// States the dimensions of the tensor `name`.
+    pub(crate) fn know(&mut self, name: &str, dims: Vec<Dim>) {
+        if self.known.get(name) != Some(&dims) {
+            self.known.insert(name.to_string(), dims);
+            self.read.get_mut().clear();
+        }
+    }
+
+    /// The sizes of `seq` and `batch` that the graph's inputs among the known tensors
+    /// declare; a symbol declared with two different sizes stays unknown.
     pub(crate) fn declared_sizes(&self) -> Sizes {
-        let declared = declared_shapes(self.graph);
         let (mut seq, mut batch) = (Vec::new(), Vec::new());
         for (name, dims) in &self.known {
-            let Some(sizes) = declared.get(name.as_str()) else {
+            let Some(sizes) = self.index.input_shape(name) else {
                 continue;
             };
             if sizes.len() != dims.len() {
@@ -185,35 +184,54 @@ impl<'g> ShapeReader<'g> {
     /// constants or computed from known dimensions by the operators exporters use for
     /// shapes; `None` otherwise.
     pub(crate) fn values(&self, name: &str) -> Option<Vec<Dim>> {
-        self.visits.set(0);
-        self.values_at(name, 0).filter(|v| v.len() <= MAX_LEN)
+        self.values_at(name, 0)
     }
 
     fn values_at(&self, name: &str, depth: usize) -> Option<Vec<Dim>> {
+        if let Some(values) = self.read.borrow().get(name) {
+            return values.clone();
+        }
         self.visits.set(self.visits.get() + 1);
         if depth > MAX_DEPTH || self.visits.get() > MAX_VISITS {
             return None;
         }
-        if let Some(ints) = constant_ints(self.graph, name) {
+        let values = self.compute(name, depth).filter(|v| v.len() <= MAX_LIST);
+        self.read
+            .borrow_mut()
+            .insert(name.to_string(), values.clone());
+        values
+    }
+
+    fn compute(&self, name: &str, depth: usize) -> Option<Vec<Dim>> {
+        if let Some(ints) = self.index.ints(name) {
             return Some(ints.into_iter().map(Dim::size).collect());
         }
-        let node = self.producers.get(name)?;
+        let producer = self.index.producer(name)?;
+        let node = producer.node;
+        if producer.output != 0 {
+            return None;
+        }
         let input = |i: usize| -> Option<Vec<Dim>> {
             let name = node.input.get(i).filter(|n| !n.is_empty())?;
             self.values_at(name, depth + 1)
         };
         let constant = |i: usize| -> Option<Vec<i64>> {
             let name = node.input.get(i).filter(|n| !n.is_empty())?;
-            constant_ints(self.graph, name)
+            self.index.ints(name)
         };
-        match node.op_type.as_deref()? {
-            "Identity" | "Cast" | "Squeeze" => input(0),
+        match producer.op.as_str() {
+            "Identity" | "Squeeze" => input(0),
+            // To an integer type wide enough for any size.
+            "Cast" => match attr(node, "to").and_then(|a| a.i) {
+                Some(6 | 7) => input(0),
+                _ => None,
+            },
             // A scalar made a one-value vector (a longer vector would become a matrix).
             "Unsqueeze" => input(0).filter(|v| v.len() == 1),
             "Shape" => {
                 let dims = self
                     .dims(node.input.first()?)
-                    .filter(|d| d.len() <= MAX_LEN)?;
+                    .filter(|d| d.len() <= MAX_LIST)?;
                 let start = attr(node, "start").and_then(|a| a.i).unwrap_or(0);
                 let end = attr(node, "end").and_then(|a| a.i);
                 let (start, end) = (clamp(start, dims.len()), end.map(|e| clamp(e, dims.len())));
@@ -260,13 +278,15 @@ impl<'g> ShapeReader<'g> {
                     .collect()
             }
             "Concat" => {
-                if !matches!(attr(node, "axis").and_then(|a| a.i), Some(0 | -1)) {
+                if !matches!(attr(node, "axis").and_then(|a| a.i), Some(0 | -1))
+                    || node.input.len() > MAX_LIST
+                {
                     return None;
                 }
                 let mut out = Vec::new();
                 for i in 0..node.input.len() {
                     out.extend(input(i)?);
-                    if out.len() > MAX_LEN {
+                    if out.len() > MAX_LIST {
                         return None;
                     }
                 }
@@ -295,20 +315,14 @@ impl<'g> ShapeReader<'g> {
     }
 
     /// The dimensions of the tensor `name`: stated with [`Self::know`], else the sizes
-    /// its declared shape gives when it gives all of them.
+    /// a graph input declares when it declares all of them.
     fn dims(&self, name: &str) -> Option<Vec<Dim>> {
         if let Some(dims) = self.known.get(name) {
             return Some(dims.clone());
         }
-        let declared = self
-            .graph
-            .value_info
+        self.index
+            .input_shape(name)?
             .iter()
-            .chain(&self.graph.input)
-            .chain(&self.graph.output)
-            .find(|v| v.name.as_deref() == Some(name))?;
-        declared_sizes(declared)?
-            .into_iter()
             .map(|size| size.map(Dim::size))
             .collect()
     }
@@ -325,111 +339,19 @@ fn clamp(index: i64, len: usize) -> usize {
     usize::try_from(index.clamp(0, len_i)).unwrap_or(len)
 }
 
-/// The declared shapes of the graph's tensors (`value_info`, inputs, outputs), each
-/// dimension's size where it is given.
-fn declared_shapes(graph: &GraphProto) -> HashMap<&str, Vec<Option<i64>>> {
-    graph
-        .value_info
-        .iter()
-        .chain(&graph.input)
-        .chain(&graph.output)
-        .filter_map(|v| Some((v.name.as_deref()?, declared_sizes(v)?)))
-        .collect()
-}
-
-/// A declared tensor shape: each dimension's size where it is a positive size.
-fn declared_sizes(value: &ValueInfoProto) -> Option<Vec<Option<i64>>> {
-    let shape = value
-        .r#type
-        .as_ref()?
-        .tensor_type
-        .as_ref()?
-        .shape
-        .as_ref()?;
-    Some(
-        shape
-            .dim
-            .iter()
-            .map(|d| d.dim_value.filter(|v| *v > 0))
-            .collect(),
-    )
-}
-
-/// The values of a constant INT64 tensor of the graph (an initializer or a `Constant`
-/// node's `value` or `value_ints`) of at most [`MAX_LEN`] values; `None` for anything
-/// else.
-pub(crate) fn constant_ints(graph: &GraphProto, name: &str) -> Option<Vec<i64>> {
-    if let Some(t) = graph
-        .initializer
-        .iter()
-        .find(|t| t.name.as_deref() == Some(name))
-    {
-        return tensor_ints(t);
-    }
-    let node = graph.node.iter().find(|n| {
-        n.op_type.as_deref() == Some("Constant")
-            && n.output.first().map(String::as_str) == Some(name)
-    })?;
-    if let Some(t) = attr(node, "value").and_then(|a| a.t.as_ref()) {
-        return tensor_ints(t);
-    }
-    attr(node, "value_ints")
-        .filter(|a| a.ints.len() <= MAX_LEN)
-        .map(|a| a.ints.clone())
-}
-
-/// An INT64 tensor's values (`int64_data` or little-endian `raw_data`), when it has at
-/// most [`MAX_LEN`] (every list read: shapes, axes, permutations, slice bounds).
-fn tensor_ints(t: &TensorProto) -> Option<Vec<i64>> {
-    const INT64: i32 = 7;
-    let len = t
-        .raw_data
-        .as_ref()
-        .map_or(t.int64_data.len(), |raw| raw.len() / 8);
-    if t.data_type != Some(INT64) || t.data_location == Some(1) || len > MAX_LEN {
-        return None;
-    }
-    match &t.raw_data {
-        Some(raw) if raw.len() % 8 == 0 => Some(
-            raw.chunks_exact(8)
-                .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
-                .collect(),
-        ),
-        Some(_) => None,
-        None => Some(t.int64_data.clone()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::import::onnx_proto::AttributeProto;
+    use crate::import::onnx_proto::NodeProto;
+    use crate::import::onnx_proto::build::{declared, int64s as constant, ints_attr};
 
     fn node(op: &str, inputs: &[&str], output: &str, ints: &[(&str, i64)]) -> NodeProto {
-        NodeProto {
-            input: inputs.iter().map(|s| s.to_string()).collect(),
-            output: vec![output.to_string()],
-            op_type: Some(op.to_string()),
-            attribute: ints
-                .iter()
-                .map(|(name, i)| AttributeProto {
-                    name: Some(name.to_string()),
-                    i: Some(*i),
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        }
-    }
-
-    fn constant(name: &str, values: &[i64]) -> TensorProto {
-        TensorProto {
-            name: Some(name.to_string()),
-            data_type: Some(7),
-            dims: vec![values.len() as i64],
-            int64_data: values.to_vec(),
-            ..Default::default()
-        }
+        let mut node = crate::import::onnx_proto::build::node(op, inputs, output);
+        node.attribute = ints
+            .iter()
+            .map(|(name, i)| ints_attr(name, &[*i]))
+            .collect();
+        node
     }
 
     #[test]
@@ -487,6 +409,12 @@ mod tests {
                 node("Unsqueeze", &["head", "zero"], "matrix", &[]),
                 node("Shape", &["unknown"], "nothing", &[]),
                 node("Add", &["head", "g"], "sum", &[]),
+                node("Cast", &["head"], "wide", &[("to", 7)]),
+                node("Cast", &["head"], "narrow", &[("to", 2)]),
+                NodeProto {
+                    domain: Some("com.example".into()),
+                    ..node("Identity", &["head"], "foreign", &[])
+                },
             ],
             initializer: vec![
                 constant("last", &[-1]),
@@ -511,39 +439,35 @@ mod tests {
         assert_eq!(text("joined").as_deref(), Some("seq, batch, 5"));
         assert_eq!(text("flat").as_deref(), Some("5"));
         assert_eq!(text("two").as_deref(), Some("2"));
+        assert_eq!(text("wide").as_deref(), Some("seq, batch"));
         // Steps, other axes, vectors made matrices, unknown tensors and operators.
-        for name in ["strided", "sideways", "matrix", "nothing", "sum", "absent"] {
+        // Casts to a type too narrow for a size (uint8), other domains' operators.
+        for name in [
+            "strided", "sideways", "matrix", "nothing", "sum", "absent", "narrow", "foreign",
+        ] {
             assert_eq!(text(name), None, "{name}");
         }
     }
 
     #[test]
-    fn declared_sizes_must_agree() {
-        let declared = |name: &str, dims: &[i64]| ValueInfoProto {
-            name: Some(name.to_string()),
-            r#type: Some(crate::import::onnx_proto::TypeProto {
-                tensor_type: Some(crate::import::onnx_proto::TensorTypeProto {
-                    elem_type: Some(1),
-                    shape: Some(crate::import::onnx_proto::TensorShapeProto {
-                        dim: dims
-                            .iter()
-                            .map(|&d| crate::import::onnx_proto::DimensionProto {
-                                dim_value: Some(d),
-                                dim_param: None,
-                            })
-                            .collect(),
-                    }),
-                }),
-            }),
-        };
-        let graph = GraphProto {
-            input: vec![declared("x", &[6, 3, 4])],
-            value_info: vec![declared("y", &[6, 2, 3, 5]), declared("z", &[6, 2, 7, 5])],
+    fn declared_sizes_are_those_of_graph_inputs_and_must_agree() {
+        let mut graph = GraphProto {
+            input: vec![
+                declared("x", &[6, 3, 4]),
+                declared("z", &[7, 3, 4]),
+                declared("w", &[9, 9, 4]),
+            ],
+            value_info: vec![declared("y", &[5, 2, 4, 5])],
+            // `w` has a default: a caller may give it another shape.
+            initializer: vec![constant("w", &[0])],
             ..Default::default()
         };
+        graph.node.push(node("Identity", &["x"], "unused", &[]));
         let mut shapes = ShapeReader::new(&graph);
         shapes.know("x", vec![Dim::SEQ, Dim::BATCH, Dim::size(4)]);
+        // value_info is a hint runtimes do not check: not read.
         shapes.know("y", vec![Dim::SEQ, Dim::size(2), Dim::BATCH, Dim::size(5)]);
+        shapes.know("w", vec![Dim::SEQ, Dim::BATCH, Dim::size(4)]);
         assert_eq!(
             shapes.declared_sizes(),
             Sizes {
@@ -551,12 +475,12 @@ mod tests {
                 batch: Some(3)
             }
         );
-        shapes.know("z", vec![Dim::SEQ, Dim::size(2), Dim::BATCH, Dim::size(5)]);
+        shapes.know("z", vec![Dim::SEQ, Dim::BATCH, Dim::size(4)]);
         assert_eq!(
             shapes.declared_sizes(),
             Sizes {
-                seq: Some(6),
-                batch: None
+                seq: None,
+                batch: Some(3)
             }
         );
     }
