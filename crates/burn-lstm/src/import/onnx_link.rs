@@ -224,17 +224,14 @@ pub(crate) fn check(graph: &GraphProto, link: &Link) -> Result<(), (String, Stri
             (p.op == "Transpose" && p.output == 0).then_some((p.node.input.first()?.clone(), perm))
         });
         if let Some((parent, perm)) = parent {
-            let mut parent_dims = vec![Dim::size(0); dims.len()];
-            let mut placed = 0;
-            for (i, &p) in perm.iter().enumerate() {
-                if let Some(slot) = usize::try_from(p).ok().and_then(|p| parent_dims.get_mut(p))
-                    && let Some(&d) = dims.get(i)
-                {
-                    *slot = d;
-                    placed += 1;
+            // x's axis i is the parent's axis perm[i].
+            let mut sorted = perm.clone();
+            sorted.sort_unstable();
+            if sorted.iter().copied().eq(0..dims.len() as i64) {
+                let mut parent_dims = dims.clone();
+                for (i, &p) in perm.iter().enumerate() {
+                    parent_dims[p as usize] = dims[i];
                 }
-            }
-            if placed == dims.len() && perm.len() == dims.len() {
                 shapes.know(&parent, parent_dims);
             }
         }
