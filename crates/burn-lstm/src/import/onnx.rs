@@ -1,7 +1,7 @@
 //! [`OnnxModel`]: the `LSTM` and `GRU` nodes of an ONNX graph, loaded into
 //! [`CudnnCompatibleLstm`] / [`CudnnCompatibleGru`] with the config they imply.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 
 use burn::tensor::backend::Backend;
@@ -13,10 +13,9 @@ use crate::import::gates::{ONNX_GRU, ONNX_LSTM, onnx_matrix, reorder};
 use crate::import::hdf5::io;
 use crate::import::host::{DirectionParams, HostTensor, StackParams, build_gru, build_lstm};
 use crate::import::keras_config::cell_name;
+use crate::import::onnx_graph::GraphIndex;
 use crate::import::onnx_link;
-use crate::import::onnx_proto::{
-    AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, attr,
-};
+use crate::import::onnx_proto::{AttributeProto, GraphProto, ModelProto, NodeProto, attr};
 use crate::import::onnx_tensor::tensor_values;
 use crate::import::onnx_zeros::ZeroCheck;
 use crate::import::selection::{RecurrentSelection, resolve};
@@ -125,8 +124,8 @@ impl OnnxModel {
             .graph
             .ok_or_else(|| io(&source, "an ONNX model without a graph"))?;
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let constants = constants(&graph);
-        let zero_check = ZeroCheck::new(&graph, &dir);
+        let graph_index = GraphIndex::new(&graph);
+        let zero_check = ZeroCheck::new(&graph_index, &dir);
         let mut budget = ReadBudget::default();
         let mut nodes = Vec::new();
         for (index, node) in graph.node.iter().enumerate() {
@@ -172,7 +171,7 @@ impl OnnxModel {
                 refusal: None,
             };
             let params = check(&source, node, &info, &direction, &zero)
-                .and_then(|()| weights(&source, &dir, node, &mut info, &constants, &mut budget));
+                .and_then(|()| weights(&source, &dir, node, &mut info, &graph_index, &mut budget));
             info.refusal = params.as_ref().err().cloned();
             nodes.push(Node {
                 info,
@@ -339,26 +338,6 @@ impl OnnxModel {
     }
 }
 
-/// The graph's constant tensors: initializers and `Constant` nodes' values.
-fn constants(graph: &GraphProto) -> HashMap<&str, &TensorProto> {
-    let mut out: HashMap<&str, &TensorProto> = graph
-        .initializer
-        .iter()
-        .filter_map(|t| Some((t.name.as_deref()?, t)))
-        .collect();
-    for node in &graph.node {
-        if node.op_type.as_deref() == Some("Constant")
-            && let (Some(output), Some(value)) = (
-                node.output.first(),
-                attr(node, "value").and_then(|a| a.t.as_ref()),
-            )
-        {
-            out.insert(output.as_str(), value);
-        }
-    }
-    out
-}
-
 /// Refuses what cuDNN's layers cannot run, naming the node, the attribute or input, the
 /// expected and the actual value.
 fn check(
@@ -502,7 +481,7 @@ fn weights(
     dir: &Path,
     node: &NodeProto,
     info: &mut OnnxRecurrentNode,
-    constants: &HashMap<&str, &TensorProto>,
+    index: &GraphIndex,
     budget: &mut ReadBudget,
 ) -> Result<(DirectionParams, Option<DirectionParams>), RnnError> {
     let what = |s: &str| format!("{source}: ONNX node '{}' {s}", info.name);
@@ -510,7 +489,7 @@ fn weights(
         let Some(name) = node.input.get(slot).filter(|n| !n.is_empty()) else {
             return Ok(None);
         };
-        let tensor = constants.get(name.as_str()).ok_or_else(|| {
+        let tensor = index.tensor_or_default(name).ok_or_else(|| {
             RnnError::invalid(
                 what(&format!("input {label}")),
                 "a constant (an initializer or a Constant node)",

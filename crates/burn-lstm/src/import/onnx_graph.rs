@@ -47,6 +47,8 @@ pub(crate) struct Producer<'g> {
 pub(crate) struct GraphIndex<'g> {
     producers: HashMap<&'g str, (&'g NodeProto, usize, usize)>,
     constants: HashMap<&'g str, Constant<'g>>,
+    /// Initializers that are also graph inputs: defaults a caller may replace.
+    defaults: HashMap<&'g str, &'g TensorProto>,
     inputs: HashMap<&'g str, Vec<Option<i64>>>,
 }
 
@@ -57,11 +59,14 @@ impl<'g> GraphIndex<'g> {
             .iter()
             .filter_map(|v| v.name.as_deref())
             .collect();
-        let mut constants: HashMap<&str, Constant> = graph
-            .initializer
-            .iter()
-            .filter_map(|t| t.name.as_deref().map(|n| (n, t)))
-            .filter(|(n, _)| !inputs.contains(n))
+        let (defaults, initializers): (HashMap<&str, &TensorProto>, HashMap<&str, &TensorProto>) =
+            graph
+                .initializer
+                .iter()
+                .filter_map(|t| t.name.as_deref().map(|n| (n, t)))
+                .partition(|(n, _)| inputs.contains(n));
+        let mut constants: HashMap<&str, Constant> = initializers
+            .into_iter()
             .map(|(n, t)| (n, Constant::Tensor(t)))
             .collect();
         let mut producers = HashMap::new();
@@ -94,20 +99,16 @@ impl<'g> GraphIndex<'g> {
                 constants.insert(output.as_str(), value);
             }
         }
-        let initializers: HashSet<&str> = graph
-            .initializer
-            .iter()
-            .filter_map(|t| t.name.as_deref())
-            .collect();
         let inputs = graph
             .input
             .iter()
-            .filter(|v| v.name.as_deref().is_some_and(|n| !initializers.contains(n)))
+            .filter(|v| v.name.as_deref().is_some_and(|n| !defaults.contains_key(n)))
             .filter_map(|v| Some((v.name.as_deref()?, declared_shape(v)?)))
             .collect();
         Self {
             producers,
             constants,
+            defaults,
             inputs,
         }
     }
@@ -132,6 +133,17 @@ impl<'g> GraphIndex<'g> {
     /// The constant `name`, where it is one no caller can replace.
     pub(crate) fn constant(&self, name: &str) -> Option<Constant<'g>> {
         self.constants.get(name).copied()
+    }
+
+    /// The tensor `name` where it is a constant tensor or a graph input's default (an
+    /// initializer listed among the inputs): how exporters give weights, some of them
+    /// as inputs with defaults.
+    pub(crate) fn tensor_or_default(&self, name: &str) -> Option<&'g TensorProto> {
+        match self.constant(name) {
+            Some(Constant::Tensor(t)) => Some(t),
+            Some(_) => None,
+            None => self.defaults.get(name).copied(),
+        }
     }
 
     /// The values of the integer constant `name` (INT64 or INT32; a scalar as one

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crate::import::onnx_graph::{Constant, GraphIndex};
-use crate::import::onnx_proto::{GraphProto, attr};
+use crate::import::onnx_proto::attr;
 use crate::import::onnx_tensor::all_zero;
 
 /// Most nodes walked through for one model (each tensor is tested once).
@@ -17,18 +17,18 @@ const MAX_VISITS: usize = 4096;
 const MAX_DEPTH: usize = 32;
 
 /// Tests tensors of one graph for zeros, remembering each answer.
-pub(crate) struct ZeroCheck<'g> {
-    index: GraphIndex<'g>,
+pub(crate) struct ZeroCheck<'a, 'g> {
+    index: &'a GraphIndex<'g>,
     /// The model's folder, where external data lies.
-    dir: &'g Path,
+    dir: &'a Path,
     known: RefCell<HashMap<String, bool>>,
     visits: Cell<usize>,
 }
 
-impl<'g> ZeroCheck<'g> {
-    pub(crate) fn new(graph: &'g GraphProto, dir: &'g Path) -> Self {
+impl<'a, 'g> ZeroCheck<'a, 'g> {
+    pub(crate) fn new(index: &'a GraphIndex<'g>, dir: &'a Path) -> Self {
         Self {
-            index: GraphIndex::new(graph),
+            index,
             dir,
             known: RefCell::new(HashMap::new()),
             visits: Cell::new(0),
@@ -94,7 +94,7 @@ impl<'g> ZeroCheck<'g> {
 mod tests {
     use super::*;
     use crate::import::onnx_proto::build::{floats, node};
-    use crate::import::onnx_proto::{AttributeProto, NodeProto};
+    use crate::import::onnx_proto::{AttributeProto, GraphProto, NodeProto};
 
     fn with_attr(mut node: NodeProto, attr: AttributeProto) -> NodeProto {
         node.attribute.push(attr);
@@ -157,7 +157,8 @@ mod tests {
                 .node
                 .push(node("Concat", &[&previous, &previous], &format!("d{k}")));
         }
-        let check = ZeroCheck::new(&graph, Path::new(""));
+        let index = GraphIndex::new(&graph);
+        let check = ZeroCheck::new(&index, Path::new(""));
         for (name, want) in [
             ("z", true),
             ("w", false),

@@ -31,6 +31,8 @@ const GOLDEN: &[&str] = &[
     // directions sliced and joined.
     "lstm2_tf2onnx.onnx",
     "bilstm2_tf2onnx.onnx",
+    // Weights as graph inputs with defaults (keep_initializers_as_inputs=True).
+    "gru2_input_defaults.onnx",
 ];
 
 fn golden<B: RnnBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64) {
