@@ -1,4 +1,4 @@
-//! int8 inference on the CPU: [`Int8Lstm`] and [`Int8Gru`], quantized copies of a
+//! int8 inference on the CPU: [`Int8Lstm`](crate::Int8Lstm) and [`Int8Gru`](crate::Int8Gru), quantized copies of a
 //! [`CudnnCompatibleLstm`](crate::CudnnCompatibleLstm) or
 //! [`CudnnCompatibleGru`](crate::CudnnCompatibleGru) (`quantized_int8()`), which run
 //! `lstm_cpu`'s int8 kernel ([`RnnKernel::FusedCpuInt8`](crate::RnnKernel::FusedCpuInt8)).

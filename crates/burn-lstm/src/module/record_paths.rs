@@ -2,7 +2,7 @@
 //! before any tensor is built: what [`load_file_checked`](crate::load_file_checked)
 //! compares with the module the record is loaded into.
 //!
-//! A record item is walked with a serde [`Serializer`] that writes nothing: struct
+//! A record item is walked with a serde [`Serializer`](serde::Serializer) that writes nothing: struct
 //! fields, sequence indices and enum variants make the path (as burn-store names a
 //! module's tensors: `lstm.layers.1.reverse.weight_ih`), a `ParamSerde` is transparent,
 //! and a `TensorData` is a tensor whose shape is read and whose bytes are never touched.

@@ -76,7 +76,7 @@ pub(crate) fn forward<B: Backend>(
 }
 
 /// `σ(x) = ½·tanh(x/2) + ½`, in the tensor's own float type: Burn 0.21's
-/// `activation::sigmoid` computes through f32 on some backends (NdArray<f64> lost
+/// `activation::sigmoid` computes through f32 on some backends (`NdArray<f64>` lost
 /// nine digits on the golden cases with it).
 fn sigmoid<B: Backend>(x: Tensor<B, 2>) -> Tensor<B, 2> {
     x.mul_scalar(0.5).tanh().mul_scalar(0.5).add_scalar(0.5)
