@@ -18,6 +18,7 @@ mod onnx_graph;
 mod onnx_link;
 mod onnx_proto;
 mod onnx_shape;
+mod onnx_static;
 mod onnx_tensor;
 mod onnx_zeros;
 mod selection;

@@ -1,8 +1,9 @@
 //! [`OnnxModel`]: the `LSTM` and `GRU` nodes of an ONNX graph, loaded into
 //! [`CudnnCompatibleLstm`] / [`CudnnCompatibleGru`] with the config they imply.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use burn::tensor::backend::Backend;
 use prost::Message;
@@ -16,7 +17,7 @@ use crate::import::keras_config::cell_name;
 use crate::import::onnx_graph::GraphIndex;
 use crate::import::onnx_link;
 use crate::import::onnx_proto::{AttributeProto, GraphProto, ModelProto, NodeProto, attr};
-use crate::import::onnx_tensor::tensor_values;
+use crate::import::onnx_tensor::{external_path, tensor_values};
 use crate::import::onnx_zeros::ZeroCheck;
 use crate::import::selection::{RecurrentSelection, resolve};
 use crate::module::config::CudnnCompatibleLstmConfig;
@@ -66,9 +67,12 @@ pub struct OnnxRecurrentNode {
     pub refusal: Option<RnnError>,
 }
 
+/// A node's parameters: its forward direction, and its reverse one when bidirectional.
+type Params = (DirectionParams, Option<DirectionParams>);
+
 struct Node {
     info: OnnxRecurrentNode,
-    params: Result<(DirectionParams, Option<DirectionParams>), RnnError>,
+    params: Result<Arc<Params>, RnnError>,
     /// Index in the graph's node list.
     index: usize,
 }
@@ -92,6 +96,7 @@ pub struct OnnxModel {
     source: String,
     nodes: Vec<Node>,
     graph: GraphProto,
+    ir_version: Option<i64>,
 }
 
 impl core::fmt::Debug for OnnxModel {
@@ -119,14 +124,16 @@ impl OnnxModel {
                 format!("not an ONNX model (protobuf decoding failed: {e})"),
             )
         })?;
+        let model_len = bytes.len() as u64;
         drop(bytes);
         let graph = model
             .graph
             .ok_or_else(|| io(&source, "an ONNX model without a graph"))?;
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let graph_index = GraphIndex::new(&graph);
+        let graph_index = GraphIndex::new(&graph, model.ir_version);
         let zero_check = ZeroCheck::new(&graph_index, &dir);
-        let mut budget = ReadBudget::default();
+        let mut budget = ReadBudget::new(file_bytes(model_len, &dir, &graph));
+        let mut shared: HashMap<SharedKey, (Arc<Params>, usize)> = HashMap::new();
         let mut nodes = Vec::new();
         for (index, node) in graph.node.iter().enumerate() {
             let op = node.op_type.as_deref().unwrap_or_default();
@@ -170,8 +177,28 @@ impl OnnxModel {
                 initial_c: input(6).filter(|n| cell == CellKind::Lstm && !zero(n)),
                 refusal: None,
             };
-            let params = check(&source, node, &info, &direction, &zero)
-                .and_then(|()| weights(&source, &dir, node, &mut info, &graph_index, &mut budget));
+            let key: SharedKey = (
+                (1..4).map(|i| input(i).unwrap_or_default()).collect(),
+                cell,
+                hidden_size,
+                info.bidirectional,
+            );
+            let params = check(&source, node, &info, &direction, &zero).and_then(|()| {
+                if let Some((params, input_size)) = shared.get(&key) {
+                    info.input_size = *input_size;
+                    return Ok(params.clone());
+                }
+                let params = Arc::new(weights(
+                    &source,
+                    &dir,
+                    node,
+                    &mut info,
+                    &graph_index,
+                    &mut budget,
+                )?);
+                shared.insert(key, (params.clone(), info.input_size));
+                Ok(params)
+            });
             info.refusal = params.as_ref().err().cloned();
             nodes.push(Node {
                 info,
@@ -183,6 +210,7 @@ impl OnnxModel {
             source,
             nodes,
             graph,
+            ir_version: model.ir_version,
         })
     }
 
@@ -230,6 +258,7 @@ impl OnnxModel {
         let names: Vec<&str> = self.nodes.iter().map(|n| n.info.name.as_str()).collect();
         let picked = resolve(selection, &names, &self.source, "ONNX node")?;
         let mut layers = Vec::with_capacity(picked.len());
+        let mut graph_index = None;
         for (k, &index) in picked.iter().enumerate() {
             let node = &self.nodes[index];
             let params = node.params.as_ref().map_err(Clone::clone)?;
@@ -249,9 +278,16 @@ impl OnnxModel {
                 ));
             }
             if k > 0 {
-                self.check_link(&self.nodes[picked[0]], &self.nodes[picked[k - 1]], node)?;
+                let graph_index = graph_index
+                    .get_or_insert_with(|| GraphIndex::new(&self.graph, self.ir_version));
+                self.check_link(
+                    graph_index,
+                    &self.nodes[picked[0]],
+                    &self.nodes[picked[k - 1]],
+                    node,
+                )?;
             }
-            layers.push(params.clone());
+            layers.push(Params::clone(params));
         }
         let first = &self.nodes[picked[0]].info;
         Ok(StackParams {
@@ -268,7 +304,13 @@ impl OnnxModel {
     /// Checks that `upper` can sit on `lower` in one module: same sizes and options,
     /// and `upper`'s `X` is `lower`'s `Y` with its direction axis folded into the
     /// features as PyTorch exports a stack (`onnx_link`).
-    fn check_link(&self, bottom: &Node, lower: &Node, upper: &Node) -> Result<(), RnnError> {
+    fn check_link(
+        &self,
+        index: &GraphIndex,
+        bottom: &Node,
+        lower: &Node,
+        upper: &Node,
+    ) -> Result<(), RnnError> {
         let (a, b) = (&lower.info, &upper.info);
         let what = |s: &str| {
             format!(
@@ -333,7 +375,7 @@ impl OnnxModel {
             hidden: a.hidden_size,
             batch_first: a.batch_first,
         };
-        onnx_link::check(&self.graph, &link)
+        onnx_link::check(index, &link)
             .map_err(|(expected, actual)| RnnError::invalid(what("input X"), expected, actual))
     }
 }
@@ -454,27 +496,53 @@ fn check(
 
 /// Reads `W`, `R`, `B` of `node` (constants of the graph), checks their shapes and
 /// converts them; sets `info.input_size`.
-/// Weight values read while a model opens. Nodes that share a tensor read it once
-/// each, so their total is bounded by what the distinct tensors hold: four times that,
-/// and 16 Mi values more (a file of one large tensor named by thousands of nodes would
-/// otherwise take thousands of copies).
-#[derive(Default)]
+/// Weight values read while a model opens, bounded by what its files hold: one value a
+/// byte of the model and of its external data files (float16, the narrowest type read,
+/// takes two), plus 16 Mi. Nodes that name the same weights share one read (a decoder
+/// unrolled over one LSTM); a file whose tensors alias the same bytes under many names
+/// (external data at one offset) stops at the bound.
 struct ReadBudget {
-    seen: HashSet<String>,
-    distinct: u64,
+    limit: u64,
     total: u64,
 }
 
 impl ReadBudget {
-    /// Counts a read of `count` values of the tensor `name`; `false` past the bound.
-    fn take(&mut self, name: &str, count: u64) -> bool {
-        if self.seen.insert(name.to_string()) {
-            self.distinct = self.distinct.saturating_add(count);
+    fn new(file_bytes: u64) -> Self {
+        Self {
+            limit: file_bytes.saturating_add(16 << 20),
+            total: 0,
         }
+    }
+
+    /// Whether `count` more values may be read.
+    fn allows(&self, count: u64) -> bool {
+        self.total.saturating_add(count) <= self.limit
+    }
+
+    /// Counts `count` values read.
+    fn spend(&mut self, count: u64) {
         self.total = self.total.saturating_add(count);
-        self.total <= self.distinct.saturating_mul(4).saturating_add(16 << 20)
     }
 }
+
+/// The bytes of the model file `model_len` and of the distinct files its external data
+/// names (the ones that exist in its folder).
+fn file_bytes(model_len: u64, dir: &Path, graph: &GraphProto) -> u64 {
+    let external: HashSet<_> = graph
+        .initializer
+        .iter()
+        .filter(|t| t.data_location == Some(1))
+        .filter_map(|t| external_path(dir, t).ok())
+        .collect();
+    external
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .fold(model_len, |n, m| n.saturating_add(m.len()))
+}
+
+/// The parameters of nodes that name the same weights, read once: by the names of `W`,
+/// `R`, `B`, the cell, `hidden_size` and the direction count.
+type SharedKey = (Vec<String>, CellKind, usize, bool);
 
 fn weights(
     source: &str,
@@ -500,16 +568,20 @@ fn weights(
             .dims
             .iter()
             .try_fold(1u64, |n, &d| n.checked_mul(u64::try_from(d).ok()?));
-        if !budget.take(name, count.unwrap_or(u64::MAX)) {
+        if !count.is_some_and(|c| budget.allows(c)) {
             return Err(io(
                 source,
                 format!(
-                    "tensor '{name}': read again for node '{}', past {} values for {} distinct ones (one tensor shared by too many nodes)",
-                    info.name, budget.total, budget.distinct
+                    "tensor '{name}': {} values after {} read, more than the model's files hold ({} values at most)",
+                    count.map_or_else(|| "too many".to_string(), |c| c.to_string()),
+                    budget.total,
+                    budget.limit
                 ),
             ));
         }
-        tensor_values(source, dir, name, tensor).map(Some)
+        let values = tensor_values(source, dir, name, tensor)?;
+        budget.spend(values.values.len() as u64);
+        Ok(Some(values))
     };
     let gates = match info.cell {
         CellKind::Lstm => 4,
@@ -592,18 +664,146 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_tensor_shared_by_many_nodes_exhausts_the_read_budget() {
-        let mut budget = ReadBudget::default();
-        // Distinct tensors: any amount.
-        for k in 0..100 {
-            assert!(budget.take(&format!("w{k}"), 1 << 30));
-        }
-        // A small bias shared by every node: within the slack.
-        let mut budget = ReadBudget::default();
-        assert!((0..1000).all(|_| budget.take("bias", 1000)));
-        // One large tensor named by many nodes: the fifth read is refused.
-        let mut budget = ReadBudget::default();
-        let reads: Vec<bool> = (0..6).map(|_| budget.take("w", 1 << 30)).collect();
-        assert_eq!(reads, [true, true, true, true, false, false]);
+    fn reads_stop_at_what_the_files_hold() {
+        let mut budget = ReadBudget::new(1000);
+        assert!(budget.allows((16 << 20) + 1000));
+        assert!(!budget.allows((16 << 20) + 1001));
+        budget.spend(16 << 20);
+        assert!(budget.allows(1000) && !budget.allows(1001));
+        budget.spend(u64::MAX);
+        assert!(!budget.allows(0));
+    }
+
+    /// A model of `nodes` LSTM nodes (hidden 2, input 3) that all name one `W`, `R`,
+    /// `B`, written to a file in `dir`.
+    fn shared_weights_model(dir: &Path, nodes: usize) -> std::path::PathBuf {
+        use crate::import::onnx_proto::TensorProto;
+        use crate::import::onnx_proto::build::{ints_attr, node};
+        let tensor = |name: &str, dims: &[i64]| TensorProto {
+            name: Some(name.into()),
+            data_type: Some(1),
+            dims: dims.to_vec(),
+            float_data: (0..dims.iter().product::<i64>())
+                .map(|v| v as f32 / 16.0)
+                .collect(),
+            ..Default::default()
+        };
+        let graph = GraphProto {
+            node: (0..nodes)
+                .map(|k| {
+                    let mut n = node("LSTM", &["x", "W", "R", "B"], &format!("y{k}"));
+                    n.name = Some(format!("lstm{k}"));
+                    n.attribute.push(ints_attr("hidden_size", &[2]));
+                    n
+                })
+                .collect(),
+            initializer: vec![
+                tensor("W", &[1, 8, 3]),
+                tensor("R", &[1, 8, 2]),
+                tensor("B", &[1, 16]),
+            ],
+            ..Default::default()
+        };
+        let model = ModelProto {
+            ir_version: Some(8),
+            graph: Some(graph),
+            ..Default::default()
+        };
+        let path = dir.join("shared.onnx");
+        std::fs::write(&path, model.encode_to_vec()).unwrap();
+        path
+    }
+
+    #[test]
+    fn nodes_that_name_the_same_weights_share_one_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = OnnxModel::open(shared_weights_model(dir.path(), 1000)).unwrap();
+        assert_eq!(model.nodes().len(), 1000);
+        let first = model.nodes[0].params.as_ref().unwrap();
+        assert!(model.nodes.iter().all(|n| {
+            n.info.refusal.is_none()
+                && n.info.input_size == 3
+                && Arc::ptr_eq(n.params.as_ref().unwrap(), first)
+        }));
+        let device = Default::default();
+        let (one, _) = model
+            .lstm::<burn::backend::NdArray<f32>>(999, &device)
+            .unwrap();
+        let (other, _) = model
+            .lstm::<burn::backend::NdArray<f32>>(0, &device)
+            .unwrap();
+        assert_eq!(
+            one.flat_weights().into_data(),
+            other.flat_weights().into_data()
+        );
+    }
+
+    #[test]
+    fn names_that_alias_the_same_external_bytes_stop_at_the_files_size() {
+        use crate::import::onnx_proto::build::{ints_attr, node};
+        use crate::import::onnx_proto::{StringStringEntryProto, TensorProto};
+        let dir = tempfile::tempdir().unwrap();
+        let input = 1 << 17; // W: 8 × 2^17 = 1 Mi values, 4 MiB in data.bin
+        std::fs::write(dir.path().join("data.bin"), vec![0u8; 8 * input * 4]).unwrap();
+        let aliased = |name: String| TensorProto {
+            name: Some(name),
+            data_type: Some(1),
+            dims: vec![1, 8, input as i64],
+            data_location: Some(1),
+            external_data: vec![StringStringEntryProto {
+                key: Some("location".into()),
+                value: Some("data.bin".into()),
+            }],
+            ..Default::default()
+        };
+        let r = TensorProto {
+            name: Some("R".into()),
+            data_type: Some(1),
+            dims: vec![1, 8, 2],
+            float_data: vec![0.0; 16],
+            ..Default::default()
+        };
+        let nodes = 40;
+        let graph = GraphProto {
+            node: (0..nodes)
+                .map(|k| {
+                    let mut n = node("LSTM", &["x", &format!("W{k}"), "R"], &format!("y{k}"));
+                    n.name = Some(format!("lstm{k}"));
+                    n.attribute.push(ints_attr("hidden_size", &[2]));
+                    n
+                })
+                .collect(),
+            initializer: (0..nodes)
+                .map(|k| aliased(format!("W{k}")))
+                .chain([r])
+                .collect(),
+            ..Default::default()
+        };
+        let model = ModelProto {
+            ir_version: Some(8),
+            graph: Some(graph),
+            ..Default::default()
+        };
+        let path = dir.path().join("aliased.onnx");
+        std::fs::write(&path, model.encode_to_vec()).unwrap();
+        let model = OnnxModel::open(&path).unwrap();
+        let refused: Vec<&RnnError> = model
+            .nodes
+            .iter()
+            .filter_map(|n| n.info.refusal.as_ref())
+            .collect();
+        // 4 MiB of files and 16 Mi values of slack: about 20 reads of 1 Mi values.
+        assert!(
+            (15..=25).contains(&(nodes - refused.len())),
+            "{}",
+            refused.len()
+        );
+        assert!(
+            refused[0]
+                .to_string()
+                .contains("more than the model's files hold"),
+            "{}",
+            refused[0]
+        );
     }
 }

@@ -53,11 +53,15 @@ pub(crate) struct GraphIndex<'g> {
 }
 
 impl<'g> GraphIndex<'g> {
-    pub(crate) fn new(graph: &'g GraphProto) -> Self {
+    /// The index of `graph`, of a model of IR version `ir_version` (before IR 4, every
+    /// initializer was also listed among the inputs, and is a constant).
+    pub(crate) fn new(graph: &'g GraphProto, ir_version: Option<i64>) -> Self {
+        let replaceable = ir_version.is_none_or(|v| v >= 4);
         let inputs: HashSet<&str> = graph
             .input
             .iter()
             .filter_map(|v| v.name.as_deref())
+            .filter(|_| replaceable)
             .collect();
         let (defaults, initializers): (HashMap<&str, &TensorProto>, HashMap<&str, &TensorProto>) =
             graph
@@ -275,7 +279,7 @@ mod tests {
             input: vec![declared("default", &[1]), declared("x", &[6, 3])],
             ..Default::default()
         };
-        let index = GraphIndex::new(&graph);
+        let index = GraphIndex::new(&graph, Some(8));
         assert_eq!(index.ints("int32"), Some(vec![-1, 7]));
         assert_eq!(index.ints("listed"), Some(vec![4, 5]));
         // Too long for a shape, another domain's Constant, an input's default.
@@ -286,6 +290,11 @@ mod tests {
         assert_eq!(index.input_shape("x"), Some(&[Some(6), Some(3)][..]));
         assert_eq!(index.input_shape("default"), None);
         let producer = index.producer("foreign").unwrap();
+        // Before IR 4 an initializer listed among the inputs is a constant.
+        assert_eq!(
+            GraphIndex::new(&graph, Some(3)).ints("default"),
+            Some(vec![3])
+        );
         assert_eq!(
             (producer.op.as_str(), producer.output),
             ("com.example.Constant", 0)

@@ -18,7 +18,8 @@
 
 use std::collections::HashMap;
 
-use crate::import::onnx_proto::{GraphProto, NodeProto, attr};
+use crate::import::onnx_graph::GraphIndex;
+use crate::import::onnx_proto::{NodeProto, attr};
 use crate::import::onnx_shape::{Dim, ShapeReader, Sizes};
 
 /// One factor of an axis.
@@ -193,8 +194,8 @@ impl Link<'_> {
 /// Checks that the tensor `link.x` is the tensor `link.y` with its direction axis
 /// folded into the features (and `Identity` / `Dropout`, identities at inference,
 /// anywhere). `Err((expected, actual))` otherwise, in words.
-pub(crate) fn check(graph: &GraphProto, link: &Link) -> Result<(), (String, String)> {
-    let mut shapes = ShapeReader::new(graph);
+pub(crate) fn check(index: &GraphIndex, link: &Link) -> Result<(), (String, String)> {
+    let mut shapes = ShapeReader::new(index);
     let [outer, inner] = link.outer();
     let symbol = |f: Factor| {
         if f == Factor::Seq {
@@ -302,17 +303,17 @@ const MAX_VISITS: usize = 4096;
 const MAX_JOINED: usize = 16;
 
 /// Reads the layouts of the tensors between `Y` and `X`.
-struct Reader<'g, 'l> {
+struct Reader<'a, 'g, 'l> {
     link: &'l Link<'l>,
     scale: Scale,
-    shapes: ShapeReader<'g>,
+    shapes: ShapeReader<'a, 'g>,
     /// The nodes walked through: index in the graph and description.
     steps: Vec<(usize, String)>,
     /// The layouts read so far, by tensor.
     read: HashMap<String, Layout>,
 }
 
-impl Reader<'_, '_> {
+impl Reader<'_, '_, '_> {
     /// The layout of the tensor `name`.
     fn layout(&mut self, name: &str, depth: usize) -> Result<Layout, Failure> {
         if name == self.link.y && !name.is_empty() {
@@ -748,8 +749,13 @@ fn unsqueeze(layout: Layout, axes: &[i64]) -> Result<Layout, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::import::onnx_proto::TensorProto;
     use crate::import::onnx_proto::build::{declared, int64s, ints_attr, node};
+    use crate::import::onnx_proto::{GraphProto, TensorProto};
+
+    /// The check on `graph` (of the current IR version).
+    fn check(graph: &GraphProto, link: &Link) -> Result<(), (String, String)> {
+        super::check(&GraphIndex::new(graph, None), link)
+    }
 
     /// Int-list attributes (or `axis`, an int) by name.
     type Attrs<'a> = &'a [(&'a str, &'a [i64])];
@@ -1150,6 +1156,17 @@ mod tests {
         )]);
         static_fold(&mut g);
         g.input.push(declared("input", &[3, 6, 3]));
+        assert_eq!(check(&g, &link(2, false)), Ok(()));
+        // An embedding's Gather makes the first X from a declared token input.
+        let mut g = with(vec![("Gather", &["table", "tokens"], "x0", &[])]);
+        static_fold(&mut g);
+        g.input.push(declared("tokens", &[6, 3]));
+        g.initializer.push(TensorProto {
+            name: Some("table".into()),
+            data_type: Some(1),
+            dims: vec![50, 3],
+            ..Default::default()
+        });
         assert_eq!(check(&g, &link(2, false)), Ok(()));
         // Operators of other domains are not ONNX's.
         let mut g = with(vec![("Identity", &["r"], "x", &[])]);

@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::import::onnx_graph::{GraphIndex, MAX_LIST};
-use crate::import::onnx_proto::{GraphProto, attr};
+use crate::import::onnx_proto::attr;
+use crate::import::onnx_static::static_dims;
 
 /// One dimension: `factor · seq^seq · batch^batch` (a size when both powers are 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,8 +119,8 @@ const MAX_VISITS: usize = 4096;
 
 /// Evaluates 1-D integer tensors of a graph on the symbolic dimensions of the tensors
 /// it is told of.
-pub(crate) struct ShapeReader<'g> {
-    index: GraphIndex<'g>,
+pub(crate) struct ShapeReader<'a, 'g> {
+    index: &'a GraphIndex<'g>,
     known: HashMap<String, Vec<Dim>>,
     /// Values read so far (cleared when a tensor's dimensions become known).
     read: RefCell<HashMap<String, Option<Vec<Dim>>>>,
@@ -127,11 +128,12 @@ pub(crate) struct ShapeReader<'g> {
     visits: Cell<usize>,
 }
 
-impl<'g> ShapeReader<'g> {
-    /// A reader of `graph`'s shape computations; no tensor's dimensions known yet.
-    pub(crate) fn new(graph: &'g GraphProto) -> Self {
+impl<'a, 'g> ShapeReader<'a, 'g> {
+    /// A reader of the indexed graph's shape computations; no tensor's dimensions known
+    /// yet.
+    pub(crate) fn new(index: &'a GraphIndex<'g>) -> Self {
         Self {
-            index: GraphIndex::new(graph),
+            index,
             known: HashMap::new(),
             read: RefCell::new(HashMap::new()),
             visits: Cell::new(0),
@@ -139,8 +141,8 @@ impl<'g> ShapeReader<'g> {
     }
 
     /// The graph's index.
-    pub(crate) fn index(&self) -> &GraphIndex<'g> {
-        &self.index
+    pub(crate) fn index(&self) -> &'a GraphIndex<'g> {
+        self.index
     }
 
     /// States the dimensions of the tensor `name`.
@@ -151,12 +153,13 @@ impl<'g> ShapeReader<'g> {
         }
     }
 
-    /// The sizes of `seq` and `batch` that the graph's inputs among the known tensors
-    /// declare; a symbol declared with two different sizes stays unknown.
+    /// The sizes of `seq` and `batch` that the known tensors have statically (from the
+    /// graph's declared inputs, `onnx_static`); a symbol given two different sizes
+    /// stays unknown.
     pub(crate) fn declared_sizes(&self) -> Sizes {
         let (mut seq, mut batch) = (Vec::new(), Vec::new());
         for (name, dims) in &self.known {
-            let Some(sizes) = self.index.input_shape(name) else {
+            let Some(sizes) = static_dims(self.index, name) else {
                 continue;
             };
             if sizes.len() != dims.len() {
@@ -164,8 +167,8 @@ impl<'g> ShapeReader<'g> {
             }
             for (dim, size) in dims.iter().zip(sizes) {
                 match (*dim, size) {
-                    (Dim::SEQ, Some(size)) => seq.push(*size),
-                    (Dim::BATCH, Some(size)) => batch.push(*size),
+                    (Dim::SEQ, Some(size)) => seq.push(size),
+                    (Dim::BATCH, Some(size)) => batch.push(size),
                     _ => {}
                 }
             }
@@ -314,14 +317,13 @@ impl<'g> ShapeReader<'g> {
         }
     }
 
-    /// The dimensions of the tensor `name`: stated with [`Self::know`], else the sizes
-    /// a graph input declares when it declares all of them.
+    /// The dimensions of the tensor `name`: stated with [`Self::know`], else its static
+    /// sizes when all of them are known.
     fn dims(&self, name: &str) -> Option<Vec<Dim>> {
         if let Some(dims) = self.known.get(name) {
             return Some(dims.clone());
         }
-        self.index
-            .input_shape(name)?
+        static_dims(self.index, name)?
             .iter()
             .map(|size| size.map(Dim::size))
             .collect()
@@ -342,8 +344,8 @@ fn clamp(index: i64, len: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::import::onnx_proto::NodeProto;
     use crate::import::onnx_proto::build::{declared, int64s as constant, ints_attr};
+    use crate::import::onnx_proto::{GraphProto, NodeProto};
 
     fn node(op: &str, inputs: &[&str], output: &str, ints: &[(&str, i64)]) -> NodeProto {
         let mut node = crate::import::onnx_proto::build::node(op, inputs, output);
@@ -424,7 +426,8 @@ mod tests {
             ],
             ..Default::default()
         };
-        let mut shapes = ShapeReader::new(&graph);
+        let index = GraphIndex::new(&graph, None);
+        let mut shapes = ShapeReader::new(&index);
         shapes.know("t", vec![Dim::SEQ, Dim::BATCH, Dim::size(5)]);
         let text = |name: &str| {
             shapes
@@ -463,7 +466,8 @@ mod tests {
             ..Default::default()
         };
         graph.node.push(node("Identity", &["x"], "unused", &[]));
-        let mut shapes = ShapeReader::new(&graph);
+        let index = GraphIndex::new(&graph, None);
+        let mut shapes = ShapeReader::new(&index);
         shapes.know("x", vec![Dim::SEQ, Dim::BATCH, Dim::size(4)]);
         // value_info is a hint runtimes do not check: not read.
         shapes.know("y", vec![Dim::SEQ, Dim::size(2), Dim::BATCH, Dim::size(5)]);

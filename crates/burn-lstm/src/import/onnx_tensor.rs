@@ -3,7 +3,7 @@
 //! for zeros.
 
 use std::io::{Read, Seek, SeekFrom};
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 use burn::tensor::{bf16, f16};
 
@@ -55,7 +55,10 @@ pub(crate) fn tensor_values(
     };
     let external;
     let raw: Option<&[u8]> = if tensor.data_location == Some(1) {
-        external = read_external(dir, tensor).map_err(bad)?;
+        let expected = count
+            .checked_mul(width)
+            .ok_or_else(|| bad(format!("shape {shape:?} overflows")))?;
+        external = read_external(dir, tensor, expected as u64).map_err(bad)?;
         Some(&external)
     } else {
         tensor.raw_data.as_deref()
@@ -104,17 +107,19 @@ pub(crate) fn tensor_values(
     Ok(HostTensor { shape, values })
 }
 
-/// The bytes of a tensor stored outside the model (`location`, `offset`, `length`),
-/// from a file in the model's folder.
-fn read_external(dir: &Path, tensor: &TensorProto) -> Result<Vec<u8>, String> {
-    let entry = |key: &str| {
-        tensor
-            .external_data
-            .iter()
-            .find(|e| e.key.as_deref() == Some(key))
-            .and_then(|e| e.value.clone())
-    };
-    let location = entry("location").ok_or("external data without a location")?;
+/// The value of the external data entry `key` of `tensor`.
+fn external_entry(tensor: &TensorProto, key: &str) -> Option<String> {
+    tensor
+        .external_data
+        .iter()
+        .find(|e| e.key.as_deref() == Some(key))
+        .and_then(|e| e.value.clone())
+}
+
+/// The file that holds `tensor`'s external data: its `location`, a plain relative path
+/// inside the model's folder `dir`.
+pub(crate) fn external_path(dir: &Path, tensor: &TensorProto) -> Result<PathBuf, String> {
+    let location = external_entry(tensor, "location").ok_or("external data without a location")?;
     let relative = Path::new(&location);
     if !relative
         .components()
@@ -124,6 +129,15 @@ fn read_external(dir: &Path, tensor: &TensorProto) -> Result<Vec<u8>, String> {
             "external data location '{location}' outside the model's folder"
         ));
     }
+    Ok(dir.join(relative))
+}
+
+/// The `expected` bytes of a tensor stored outside the model (`location`, `offset`,
+/// `length`, which must be `expected` when given), from a file in the model's folder;
+/// nothing is read unless the file holds them.
+fn read_external(dir: &Path, tensor: &TensorProto, expected: u64) -> Result<Vec<u8>, String> {
+    let path = external_path(dir, tensor)?;
+    let entry = |key: &str| external_entry(tensor, key);
     let parse = |key: &str| {
         entry(key)
             .map(|v| {
@@ -134,17 +148,19 @@ fn read_external(dir: &Path, tensor: &TensorProto) -> Result<Vec<u8>, String> {
     };
     let offset = parse("offset")?.unwrap_or(0);
     let length = parse("length")?;
-    let path = dir.join(relative);
     let failed = |e: std::io::Error| format!("external data {}: {e}", path.display());
     let mut file = std::fs::File::open(&path).map_err(failed)?;
     let size = file.metadata().map_err(failed)?.len();
-    let end = match length {
-        Some(n) => offset.checked_add(n),
-        None => Some(size),
-    };
+    if let Some(length) = length.filter(|&n| n != expected) {
+        return Err(format!(
+            "external data {}: length {length} for {expected} bytes of values",
+            path.display()
+        ));
+    }
     // Only the tensor's bytes are read, after the file is known to hold them.
+    let end = offset.checked_add(expected);
     let len = match end {
-        Some(end) if offset <= end && end <= size => end - offset,
+        Some(end) if end <= size => expected,
         _ => {
             return Err(format!(
                 "external data {}: bytes {offset}..{} of {size}",
@@ -193,7 +209,10 @@ pub(crate) fn all_zero(dir: &Path, tensor: &TensorProto) -> bool {
     };
     let external;
     let raw: Option<&[u8]> = if tensor.data_location == Some(1) {
-        match read_external(dir, tensor) {
+        let Some(expected) = count.checked_mul(width) else {
+            return false;
+        };
+        match read_external(dir, tensor, expected as u64) {
             Ok(bytes) => {
                 external = bytes;
                 Some(&external)
@@ -222,5 +241,72 @@ pub(crate) fn all_zero(dir: &Path, tensor: &TensorProto) -> bool {
                     .iter()
                     .all(|&v| u64::from(v as u32) & magnitude == 0)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::onnx_proto::StringStringEntryProto;
+
+    fn external(entries: &[(&str, &str)], dims: &[i64]) -> TensorProto {
+        TensorProto {
+            name: Some("w".into()),
+            data_type: Some(FLOAT),
+            dims: dims.to_vec(),
+            data_location: Some(1),
+            external_data: entries
+                .iter()
+                .map(|(k, v)| StringStringEntryProto {
+                    key: Some(k.to_string()),
+                    value: Some(v.to_string()),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn external_data_is_read_to_the_tensors_size_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let values: Vec<u8> = [0.0f32, 1.5, -2.0, 0.0, 0.0, 0.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        std::fs::write(dir.path().join("d.bin"), &values).unwrap();
+        let read = |t: &TensorProto| tensor_values("m.onnx", dir.path(), "w", t);
+        // Without a length: the tensor's bytes from the offset, not the rest of the file.
+        let t = external(&[("location", "d.bin"), ("offset", "4")], &[2]);
+        assert_eq!(read(&t).unwrap().values, [1.5, -2.0]);
+        assert!(!all_zero(dir.path(), &t));
+        let t = external(
+            &[("location", "d.bin"), ("offset", "12"), ("length", "8")],
+            &[2],
+        );
+        assert!(all_zero(dir.path(), &t));
+        for (entries, part) in [
+            (
+                &[("location", "d.bin"), ("length", "12")][..],
+                "length 12 for 8 bytes",
+            ),
+            (
+                &[("location", "d.bin"), ("offset", "20")],
+                "bytes 20..28 of 24",
+            ),
+            (
+                &[("location", "d.bin"), ("offset", "x")],
+                "external data offset 'x'",
+            ),
+            (&[("location", "../d.bin")], "outside the model's folder"),
+        ] {
+            let t = external(entries, &[2]);
+            let e = read(&t).unwrap_err().to_string();
+            assert!(e.contains(part), "{entries:?}: {e}");
+            assert!(!all_zero(dir.path(), &t));
+        }
+        // A shape whose byte count overflows is refused before any read.
+        let t = external(&[("location", "d.bin")], &[1 << 62, 4]);
+        assert!(read(&t).unwrap_err().to_string().contains("overflows"));
+        assert!(!all_zero(dir.path(), &t));
     }
 }

@@ -157,7 +157,7 @@ mod tests {
                 .node
                 .push(node("Concat", &[&previous, &previous], &format!("d{k}")));
         }
-        let index = GraphIndex::new(&graph);
+        let index = GraphIndex::new(&graph, None);
         let check = ZeroCheck::new(&index, Path::new(""));
         for (name, want) in [
             ("z", true),
