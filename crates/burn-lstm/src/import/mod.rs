@@ -15,6 +15,7 @@ mod keras_weights;
 mod mask;
 mod onnx;
 mod onnx_graph;
+mod onnx_layout;
 mod onnx_link;
 mod onnx_proto;
 mod onnx_shape;

@@ -19,111 +19,9 @@
 use std::collections::HashMap;
 
 use crate::import::onnx_graph::GraphIndex;
+use crate::import::onnx_layout::{Factor, Layout, Scale, size, squeeze, transpose, unsqueeze};
 use crate::import::onnx_proto::{NodeProto, attr};
-use crate::import::onnx_shape::{Dim, ShapeReader, Sizes};
-
-/// One factor of an axis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Factor {
-    Seq,
-    Batch,
-    /// Directions `first..first + count` of `Y`.
-    Dirs {
-        first: usize,
-        count: usize,
-    },
-    Hidden,
-}
-
-/// What a tensor between `Y` and `X` holds: per axis, the factors it merges in
-/// row-major order (none: an axis of size 1), and the one direction of `Y` it holds
-/// when a slice took one (a direction factor of count 1 is kept here instead).
-#[derive(Debug, Clone, PartialEq)]
-struct Layout {
-    axes: Vec<Vec<Factor>>,
-    direction: Option<usize>,
-}
-
-/// The sizes a link's factors have.
-#[derive(Debug, Clone, Copy)]
-struct Scale {
-    directions: usize,
-    hidden: usize,
-    sizes: Sizes,
-}
-
-impl Scale {
-    fn size(&self, factor: Factor) -> Dim {
-        match factor {
-            Factor::Seq => Dim::SEQ.with_sizes(self.sizes),
-            Factor::Batch => Dim::BATCH.with_sizes(self.sizes),
-            Factor::Dirs { count, .. } => size(count),
-            Factor::Hidden => size(self.hidden),
-        }
-    }
-
-    /// The size of an axis made of `factors`.
-    fn axis_size(&self, factors: &[Factor]) -> Option<Dim> {
-        factors
-            .iter()
-            .try_fold(Dim::size(1), |d, &f| d.times(self.size(f)))
-    }
-
-    fn describe(&self, factor: Factor) -> String {
-        match factor {
-            Factor::Seq => "seq".into(),
-            Factor::Batch => "batch".into(),
-            Factor::Dirs { first: 0, count } if count == self.directions => "dirs".into(),
-            Factor::Dirs { first, count } => format!("dirs {first}..{}", first + count),
-            Factor::Hidden => "hidden".into(),
-        }
-    }
-
-    fn describe_layout(&self, layout: &Layout) -> String {
-        let axes: Vec<String> = layout
-            .axes
-            .iter()
-            .map(|axis| match axis.as_slice() {
-                [] => "1".into(),
-                factors => factors
-                    .iter()
-                    .map(|&f| self.describe(f))
-                    .collect::<Vec<_>>()
-                    .join("·"),
-            })
-            .collect();
-        let mut out = format!("[{}]", axes.join(", "));
-        if let (Some(d), true) = (layout.direction, self.directions > 1) {
-            out += &format!(" of direction {d} only");
-        }
-        out
-    }
-
-    /// `layout` without its factors of size 1, which do not change where any value
-    /// sits, and with a direction factor of count 1 kept as the layout's direction.
-    fn canonical(&self, layout: Layout) -> Layout {
-        let mut direction = layout.direction;
-        let axes = layout
-            .axes
-            .into_iter()
-            .map(|axis| {
-                axis.into_iter()
-                    .filter(|&f| {
-                        if let Factor::Dirs { first, count: 1 } = f {
-                            direction = Some(first);
-                        }
-                        self.size(f) != Dim::size(1)
-                    })
-                    .collect()
-            })
-            .collect();
-        Layout { axes, direction }
-    }
-}
-
-fn size(n: usize) -> Dim {
-    Dim::size(i64::try_from(n).unwrap_or(i64::MAX))
-}
+use crate::import::onnx_shape::{Dim, ShapeReader};
 
 /// The two recurrent nodes of a link, as the check needs them.
 pub(crate) struct Link<'a> {
@@ -370,7 +268,7 @@ impl Reader<'_, '_, '_> {
         }
         // Known before a Reshape's target is read (it may be computed from its shape).
         for (name, layout) in node.input.iter().zip(&layouts) {
-            if let Some(dims) = self.dims(layout) {
+            if let Some(dims) = self.scale.dims(layout) {
                 self.shapes.know(name, dims);
             }
         }
@@ -379,15 +277,6 @@ impl Reader<'_, '_, '_> {
         let out = self.scale.canonical(out.map_err(Failure::Unread)?);
         self.read.insert(name.to_string(), out.clone());
         Ok(out)
-    }
-
-    /// Each axis's size.
-    fn dims(&self, layout: &Layout) -> Option<Vec<Dim>> {
-        layout
-            .axes
-            .iter()
-            .map(|axis| self.scale.axis_size(axis))
-            .collect()
     }
 
     /// `node` (of type `op`) applied to its inputs' layouts: its description and the
@@ -468,8 +357,13 @@ impl Reader<'_, '_, '_> {
                             list(&starts),
                             list(&ends)
                         );
-                        let out =
-                            self.slice(first, &starts, &ends, axes.as_deref(), steps.as_deref());
+                        let out = self.scale.slice(
+                            first,
+                            &starts,
+                            &ends,
+                            axes.as_deref(),
+                            steps.as_deref(),
+                        );
                         (step, out)
                     }
                     Err(why) => ("Slice".into(), Err(why)),
@@ -478,7 +372,7 @@ impl Reader<'_, '_, '_> {
             "Concat" => {
                 let axis = attr(node, "axis").and_then(|a| a.i).unwrap_or(0);
                 let step = format!("Concat on axis {axis}");
-                (step, self.concat(std::mem::take(&mut inputs), axis))
+                (step, self.scale.concat(std::mem::take(&mut inputs), axis))
             }
             "Reshape" => {
                 let target = node
@@ -508,242 +402,11 @@ impl Reader<'_, '_, '_> {
                 if allowzero {
                     step += " with allowzero=1";
                 }
-                (step, self.reshape(first, &target, allowzero))
+                (step, self.scale.reshape(first, &target, allowzero))
             }
             _ => (op.to_string(), Err("not read".into())),
         }
     }
-
-    /// `Slice` of `layout`: a range of directions on an axis of directions alone, or a
-    /// whole axis.
-    fn slice(
-        &self,
-        mut layout: Layout,
-        starts: &[i64],
-        ends: &[i64],
-        axes: Option<&[i64]>,
-        steps: Option<&[i64]>,
-    ) -> Result<Layout, String> {
-        let rank = layout.axes.len();
-        let default_axes: Vec<i64> = (0..starts.len() as i64).collect();
-        let axes = axes.unwrap_or(&default_axes);
-        if starts.len() != ends.len() || axes.len() != starts.len() {
-            return Err("starts, ends and axes of different lengths".into());
-        }
-        if steps.is_some_and(|s| s.iter().any(|&s| s != 1)) {
-            return Err("a step other than 1".into());
-        }
-        for ((&start, &end), &axis) in starts.iter().zip(ends).zip(axes) {
-            let axis = normalize_axis(axis, rank).ok_or("an axis out of range")?;
-            let factors = &layout.axes[axis];
-            let size = self.scale.axis_size(factors);
-            let whole = start == 0
-                && (end >= i64::from(i32::MAX) || size.is_some_and(|s| s == Dim::size(end)));
-            if whole {
-                continue;
-            }
-            match factors.as_slice() {
-                [Factor::Dirs { first, count }] => {
-                    let count_i = i64::try_from(*count).unwrap_or(i64::MAX);
-                    let clamp = |i: i64| if i < 0 { i + count_i } else { i }.clamp(0, count_i);
-                    let (s, e) = (clamp(start), clamp(end));
-                    if s >= e {
-                        return Err("an empty slice".into());
-                    }
-                    layout.axes[axis] = vec![Factor::Dirs {
-                        first: first + s as usize,
-                        count: (e - s) as usize,
-                    }];
-                }
-                _ => {
-                    return Err(format!(
-                        "part of axis {axis}, which is not the direction axis"
-                    ));
-                }
-            }
-        }
-        Ok(layout)
-    }
-
-    /// `Concat` of `inputs` on `axis`: consecutive directions, each alone, joined in
-    /// front of that axis's factors.
-    fn concat(&self, inputs: Vec<Layout>, axis: i64) -> Result<Layout, String> {
-        let rank = inputs[0].axes.len();
-        let axis = normalize_axis(axis, rank).ok_or("an axis out of range")?;
-        if inputs.len() == 1 {
-            return Ok(inputs.into_iter().next().expect("one input"));
-        }
-        let mut next = None;
-        let mut rest = None;
-        for layout in &inputs {
-            if layout.axes.len() != rank {
-                return Err("inputs of different ranks".into());
-            }
-            // The directions this input holds, and the factors of the joined axis after them.
-            let (first, count, after) = match (layout.direction, layout.axes[axis].as_slice()) {
-                (Some(d), factors) => (d, 1, factors.to_vec()),
-                (None, [Factor::Dirs { first, count }, after @ ..]) => {
-                    (*first, *count, after.to_vec())
-                }
-                _ => return Err("inputs that are not each one range of directions".into()),
-            };
-            if next.is_some_and(|n| n != first) {
-                return Err("directions joined out of order".into());
-            }
-            next = Some(first + count);
-            let mut others = layout.axes.clone();
-            others[axis] = after;
-            if rest.as_ref().is_some_and(|r| r != &others) {
-                return Err("inputs whose other axes differ".into());
-            }
-            rest = Some(others);
-        }
-        let first = match (inputs[0].direction, inputs[0].axes[axis].first()) {
-            (Some(d), _) => d,
-            (None, Some(Factor::Dirs { first, .. })) => *first,
-            _ => unreachable!("checked above"),
-        };
-        let mut axes = rest.expect("two inputs or more");
-        let count = next.expect("two inputs or more") - first;
-        axes[axis].insert(0, Factor::Dirs { first, count });
-        Ok(Layout {
-            axes,
-            direction: None,
-        })
-    }
-
-    /// `Reshape` of `layout` to `target` (sizes; 0 copies the input's dimension unless
-    /// `allowzero`, -1 is inferred): the factors, in order, grouped into the target's
-    /// axes, when each axis is a run of whole factors.
-    fn reshape(&self, layout: Layout, target: &[Dim], allowzero: bool) -> Result<Layout, String> {
-        let dims = self.dims(&layout).ok_or("an axis too large")?;
-        let mut sizes = Vec::with_capacity(target.len());
-        let mut inferred = None;
-        for (i, &t) in target.iter().enumerate() {
-            if t == Dim::size(-1) {
-                if inferred.replace(i).is_some() {
-                    return Err("two dimensions inferred".into());
-                }
-                sizes.push(Dim::size(1));
-            } else if t == Dim::size(0) && !allowzero {
-                sizes.push(*dims.get(i).ok_or("0 past the input's rank")?);
-            } else {
-                sizes.push(t);
-            }
-        }
-        let total = dims
-            .iter()
-            .try_fold(Dim::size(1), |a, &d| a.times(d))
-            .ok_or("a size too large")?;
-        if let Some(i) = inferred {
-            let known = sizes
-                .iter()
-                .try_fold(Dim::size(1), |a, &d| a.times(d))
-                .ok_or("a size too large")?;
-            sizes[i] = total
-                .divided_by(known)
-                .ok_or("a dimension that cannot be inferred")?;
-        }
-        let mut factors = layout.axes.into_iter().flatten().peekable();
-        let mut axes = Vec::with_capacity(sizes.len());
-        for want in sizes {
-            let mut axis = Vec::new();
-            let mut have = Dim::size(1);
-            while have != want {
-                let factor = factors
-                    .next()
-                    .ok_or("a target whose axes do not fall on whole factors")?;
-                have = have
-                    .times(self.scale.size(factor))
-                    .ok_or("a size too large")?;
-                axis.push(factor);
-            }
-            axes.push(axis);
-        }
-        if factors.any(|f| self.scale.size(f) != Dim::size(1)) {
-            return Err("a target whose axes do not fall on whole factors".into());
-        }
-        Ok(Layout {
-            axes,
-            direction: layout.direction,
-        })
-    }
-}
-
-/// An axis counted from the back made one counted from the front; `None` out of range.
-fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
-    let rank_i = i64::try_from(rank).ok()?;
-    let axis = if axis < 0 { axis + rank_i } else { axis };
-    usize::try_from(axis).ok().filter(|&a| a < rank)
-}
-
-/// `Transpose` of `layout` by `perm`.
-fn transpose(layout: Layout, perm: &[i64]) -> Result<Layout, String> {
-    let rank = layout.axes.len();
-    let mut seen = vec![false; rank];
-    let mut axes = Vec::with_capacity(rank);
-    for &p in perm {
-        let p = normalize_axis(p, rank)
-            .filter(|&p| !std::mem::replace(&mut seen[p], true))
-            .ok_or("a perm that is not a permutation of the axes")?;
-        axes.push(layout.axes[p].clone());
-    }
-    if axes.len() != rank {
-        return Err("a perm that is not a permutation of the axes".into());
-    }
-    Ok(Layout {
-        axes,
-        direction: layout.direction,
-    })
-}
-
-/// `Squeeze` of `layout`'s `axes` (all axes of size 1 when `None`): each an axis of
-/// size 1 (no factor left: the canonical layout has none of size 1).
-fn squeeze(layout: Layout, axes: Option<&[i64]>) -> Result<Layout, String> {
-    let rank = layout.axes.len();
-    let remove: Vec<usize> = match axes {
-        Some(axes) => axes
-            .iter()
-            .map(|&a| normalize_axis(a, rank).ok_or("an axis out of range"))
-            .collect::<Result<_, _>>()?,
-        None => (0..rank).filter(|&a| layout.axes[a].is_empty()).collect(),
-    };
-    if let Some(&a) = remove.iter().find(|&&a| !layout.axes[a].is_empty()) {
-        return Err(format!("axis {a}, which is not of size 1"));
-    }
-    let axes = layout
-        .axes
-        .into_iter()
-        .enumerate()
-        .filter(|(a, _)| !remove.contains(a))
-        .map(|(_, axis)| axis)
-        .collect();
-    Ok(Layout {
-        axes,
-        direction: layout.direction,
-    })
-}
-
-/// `Unsqueeze` of `layout`: axes of size 1 inserted at `axes` (of the output).
-fn unsqueeze(layout: Layout, axes: &[i64]) -> Result<Layout, String> {
-    let rank = layout.axes.len() + axes.len();
-    let mut at: Vec<usize> = axes
-        .iter()
-        .map(|&a| normalize_axis(a, rank).ok_or("an axis out of range"))
-        .collect::<Result<_, _>>()?;
-    at.sort_unstable();
-    at.dedup();
-    if at.len() != axes.len() {
-        return Err("an axis given twice".into());
-    }
-    let mut out = layout.axes;
-    for a in at {
-        out.insert(a, Vec::new());
-    }
-    Ok(Layout {
-        axes: out,
-        direction: layout.direction,
-    })
 }
 
 #[cfg(test)]
