@@ -14,6 +14,7 @@ mod keras_file;
 mod keras_weights;
 mod mask;
 mod onnx;
+mod onnx_axes;
 mod onnx_graph;
 mod onnx_layout;
 mod onnx_link;

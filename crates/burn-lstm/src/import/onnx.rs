@@ -494,8 +494,6 @@ fn check(
     Ok(())
 }
 
-/// Reads `W`, `R`, `B` of `node` (constants of the graph), checks their shapes and
-/// converts them; sets `info.input_size`.
 /// Weight values read while a model opens, bounded by what its files hold: one value a
 /// byte of the model and of its external data files (float16, the narrowest type read,
 /// takes two), plus 16 Mi. Nodes that name the same weights share one read (a decoder
@@ -544,6 +542,8 @@ fn file_bytes(model_len: u64, dir: &Path, graph: &GraphProto) -> u64 {
 /// `R`, `B`, the cell, `hidden_size` and the direction count.
 type SharedKey = (Vec<String>, CellKind, usize, bool);
 
+/// Reads `W`, `R`, `B` of `node` (constants of the graph), checks their shapes and
+/// converts them; sets `info.input_size`.
 fn weights(
     source: &str,
     dir: &Path,
@@ -568,14 +568,15 @@ fn weights(
             .dims
             .iter()
             .try_fold(1u64, |n, &d| n.checked_mul(u64::try_from(d).ok()?));
-        if !count.is_some_and(|c| budget.allows(c)) {
+        // A shape that is negative or overflows is tensor_values' error, before any read.
+        if let Some(count) = count
+            && !budget.allows(count)
+        {
             return Err(io(
                 source,
                 format!(
-                    "tensor '{name}': {} values after {} read, more than the model's files hold ({} values at most)",
-                    count.map_or_else(|| "too many".to_string(), |c| c.to_string()),
-                    budget.total,
-                    budget.limit
+                    "tensor '{name}': {count} values after {} read, more than the model's files hold ({} values at most)",
+                    budget.total, budget.limit
                 ),
             ));
         }

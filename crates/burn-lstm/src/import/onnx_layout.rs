@@ -4,6 +4,7 @@
 //! `Unsqueeze`, `Slice`, `Concat`) read as operations on layouts. `onnx_link` walks a
 //! graph with them.
 
+use crate::import::onnx_axes::{self, clamp};
 use crate::import::onnx_shape::{Dim, Sizes};
 
 /// One factor of an axis.
@@ -133,7 +134,7 @@ impl Scale {
             return Err("a step other than 1".into());
         }
         for ((&start, &end), &axis) in starts.iter().zip(ends).zip(axes) {
-            let axis = normalize_axis(axis, rank).ok_or("an axis out of range")?;
+            let axis = onnx_axes::axis(axis, rank).ok_or("an axis out of range")?;
             let factors = &layout.axes[axis];
             let size = self.axis_size(factors);
             let whole = start == 0
@@ -143,15 +144,13 @@ impl Scale {
             }
             match factors.as_slice() {
                 [Factor::Dirs { first, count }] => {
-                    let count_i = i64::try_from(*count).unwrap_or(i64::MAX);
-                    let clamp = |i: i64| if i < 0 { i + count_i } else { i }.clamp(0, count_i);
-                    let (s, e) = (clamp(start), clamp(end));
+                    let (s, e) = (clamp(start, *count), clamp(end, *count));
                     if s >= e {
                         return Err("an empty slice".into());
                     }
                     layout.axes[axis] = vec![Factor::Dirs {
-                        first: first + s as usize,
-                        count: (e - s) as usize,
+                        first: first + s,
+                        count: e - s,
                     }];
                 }
                 _ => {
@@ -168,7 +167,7 @@ impl Scale {
     /// front of that axis's factors.
     pub(crate) fn concat(&self, inputs: Vec<Layout>, axis: i64) -> Result<Layout, String> {
         let rank = inputs[0].axes.len();
-        let axis = normalize_axis(axis, rank).ok_or("an axis out of range")?;
+        let axis = onnx_axes::axis(axis, rank).ok_or("an axis out of range")?;
         if inputs.len() == 1 {
             return Ok(inputs.into_iter().next().expect("one input"));
         }
@@ -276,20 +275,13 @@ pub(crate) fn size(n: usize) -> Dim {
     Dim::size(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
-/// An axis counted from the back made one counted from the front; `None` out of range.
-fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
-    let rank_i = i64::try_from(rank).ok()?;
-    let axis = if axis < 0 { axis + rank_i } else { axis };
-    usize::try_from(axis).ok().filter(|&a| a < rank)
-}
-
 /// `Transpose` of `layout` by `perm`.
 pub(crate) fn transpose(layout: Layout, perm: &[i64]) -> Result<Layout, String> {
     let rank = layout.axes.len();
     let mut seen = vec![false; rank];
     let mut axes = Vec::with_capacity(rank);
     for &p in perm {
-        let p = normalize_axis(p, rank)
+        let p = onnx_axes::axis(p, rank)
             .filter(|&p| !std::mem::replace(&mut seen[p], true))
             .ok_or("a perm that is not a permutation of the axes")?;
         axes.push(layout.axes[p].clone());
@@ -310,7 +302,7 @@ pub(crate) fn squeeze(layout: Layout, axes: Option<&[i64]>) -> Result<Layout, St
     let remove: Vec<usize> = match axes {
         Some(axes) => axes
             .iter()
-            .map(|&a| normalize_axis(a, rank).ok_or("an axis out of range"))
+            .map(|&a| onnx_axes::axis(a, rank).ok_or("an axis out of range"))
             .collect::<Result<_, _>>()?,
         None => (0..rank).filter(|&a| layout.axes[a].is_empty()).collect(),
     };
@@ -335,7 +327,7 @@ pub(crate) fn unsqueeze(layout: Layout, axes: &[i64]) -> Result<Layout, String> 
     let rank = layout.axes.len() + axes.len();
     let mut at: Vec<usize> = axes
         .iter()
-        .map(|&a| normalize_axis(a, rank).ok_or("an axis out of range"))
+        .map(|&a| onnx_axes::axis(a, rank).ok_or("an axis out of range"))
         .collect::<Result<_, _>>()?;
     at.sort_unstable();
     at.dedup();

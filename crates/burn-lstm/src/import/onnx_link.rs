@@ -18,10 +18,11 @@
 
 use std::collections::HashMap;
 
+use crate::import::onnx_axes::permutation;
 use crate::import::onnx_graph::GraphIndex;
 use crate::import::onnx_layout::{Factor, Layout, Scale, size, squeeze, transpose, unsqueeze};
 use crate::import::onnx_proto::{NodeProto, attr};
-use crate::import::onnx_shape::{Dim, ShapeReader};
+use crate::import::onnx_shape::{Dim, ShapeReader, Sizes};
 
 /// The two recurrent nodes of a link, as the check needs them.
 pub(crate) struct Link<'a> {
@@ -94,24 +95,16 @@ impl Link<'_> {
 /// anywhere). `Err((expected, actual))` otherwise, in words.
 pub(crate) fn check(index: &GraphIndex, link: &Link) -> Result<(), (String, String)> {
     let mut shapes = ShapeReader::new(index);
-    let [outer, inner] = link.outer();
-    let symbol = |f: Factor| {
-        if f == Factor::Seq {
-            Dim::SEQ
-        } else {
-            Dim::BATCH
-        }
+    // The dimensions before any size is known: seq and batch as symbols.
+    let symbolic = Scale {
+        directions: link.directions,
+        hidden: link.hidden,
+        sizes: Sizes::default(),
     };
-    let (outer, inner) = (symbol(outer), symbol(inner));
-    let (d, h) = (size(link.directions), size(link.hidden));
-    shapes.know(
-        link.y,
-        if link.batch_first {
-            vec![outer, inner, d, h]
-        } else {
-            vec![outer, d, inner, h]
-        },
-    );
+    if let Some(dims) = symbolic.dims(&link.y()) {
+        shapes.know(link.y, dims);
+    }
+    let [outer, inner] = link.outer().map(|f| symbolic.size(f));
     for (x, features) in [
         (link.lower_x, link.input_size),
         (link.bottom_x, link.bottom_input_size),
@@ -124,12 +117,10 @@ pub(crate) fn check(index: &GraphIndex, link: &Link) -> Result<(), (String, Stri
         });
         if let Some((parent, perm)) = parent {
             // x's axis i is the parent's axis perm[i].
-            let mut sorted = perm.clone();
-            sorted.sort_unstable();
-            if sorted.iter().copied().eq(0..dims.len() as i64) {
+            if let Some(perm) = permutation(&perm, dims.len()) {
                 let mut parent_dims = dims.clone();
                 for (i, &p) in perm.iter().enumerate() {
-                    parent_dims[p as usize] = dims[i];
+                    parent_dims[p] = dims[i];
                 }
                 shapes.know(&parent, parent_dims);
             }
@@ -139,9 +130,8 @@ pub(crate) fn check(index: &GraphIndex, link: &Link) -> Result<(), (String, Stri
         }
     }
     let scale = Scale {
-        directions: link.directions,
-        hidden: link.hidden,
         sizes: shapes.declared_sizes(),
+        ..symbolic
     };
     let expected = format!(
         "the output Y of '{}' with its direction axis folded into the features, {} (as PyTorch exports a stack: {})",

@@ -10,6 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt;
 
+use crate::import::onnx_axes::clamp;
 use crate::import::onnx_graph::{GraphIndex, MAX_LIST};
 use crate::import::onnx_proto::attr;
 use crate::import::onnx_static::static_dims;
@@ -330,17 +331,6 @@ impl<'a, 'g> ShapeReader<'a, 'g> {
     }
 }
 
-/// `Shape`'s and `Slice`'s index rule: negative from the end, clamped to `0..=len`.
-fn clamp(index: i64, len: usize) -> usize {
-    let len_i = i64::try_from(len).unwrap_or(i64::MAX);
-    let index = if index < 0 {
-        index.saturating_add(len_i)
-    } else {
-        index
-    };
-    usize::try_from(index.clamp(0, len_i)).unwrap_or(len)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,15 +369,6 @@ mod tests {
             power = power.times(Dim::SEQ).unwrap();
         }
         assert_eq!(power.times(Dim::SEQ), None);
-    }
-
-    #[test]
-    fn indices_count_from_the_end_and_clamp() {
-        assert_eq!(clamp(-1, 4), 3);
-        assert_eq!(clamp(-9, 4), 0);
-        assert_eq!(clamp(9, 4), 4);
-        assert_eq!(clamp(i64::MIN, 4), 0);
-        assert_eq!(clamp(i64::MAX, 4), 4);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use std::cell::Cell;
 
+use crate::import::onnx_axes::{axis, permutation};
 use crate::import::onnx_graph::{Constant, GraphIndex};
 use crate::import::onnx_proto::attr;
 
@@ -80,11 +81,11 @@ fn infer(index: &GraphIndex, name: &str, visits: &Cell<usize>, depth: usize) -> 
         let name = node.input.get(i).filter(|n| !n.is_empty())?;
         infer(index, name, visits, depth + 1).filter(|d| d.len() <= MAX_RANK)
     };
-    let axis = |rank: usize, default: i64| -> Option<usize> {
-        let axis = attr(node, "axis").and_then(|a| a.i).unwrap_or(default);
-        let rank = i64::try_from(rank).ok()?;
-        let axis = if axis < 0 { axis + rank } else { axis };
-        usize::try_from(axis).ok().filter(|&a| (a as i64) < rank)
+    let attr_axis = |rank: usize, default: i64| {
+        axis(
+            attr(node, "axis").and_then(|a| a.i).unwrap_or(default),
+            rank,
+        )
     };
     let op = producer.op.as_str();
     if SAME_SHAPE.contains(&op) {
@@ -96,7 +97,7 @@ fn infer(index: &GraphIndex, name: &str, visits: &Cell<usize>, depth: usize) -> 
     match op {
         "Gather" => {
             let (data, indices) = (input(0)?, input(1)?);
-            let a = axis(data.len(), 0)?;
+            let a = attr_axis(data.len(), 0)?;
             Some([&data[..a], &indices[..], &data[a + 1..]].concat())
         }
         "MatMul" => {
@@ -124,12 +125,8 @@ fn infer(index: &GraphIndex, name: &str, visits: &Cell<usize>, depth: usize) -> 
             let perm: Vec<i64> = attr(node, "perm")
                 .map(|a| a.ints.clone())
                 .unwrap_or_else(|| (0..data.len() as i64).rev().collect());
-            let mut sorted = perm.clone();
-            sorted.sort_unstable();
-            if !sorted.iter().copied().eq(0..data.len() as i64) {
-                return None;
-            }
-            Some(perm.iter().map(|&p| data[p as usize]).collect())
+            let perm = permutation(&perm, data.len())?;
+            Some(perm.iter().map(|&p| data[p]).collect())
         }
         "Unsqueeze" | "Squeeze" => {
             let data = input(0)?;
@@ -142,13 +139,7 @@ fn infer(index: &GraphIndex, name: &str, visits: &Cell<usize>, depth: usize) -> 
             } else {
                 data.len()
             };
-            let mut at: Vec<usize> = axes
-                .iter()
-                .map(|&a| {
-                    let a = if a < 0 { a + rank as i64 } else { a };
-                    usize::try_from(a).ok().filter(|&a| a < rank)
-                })
-                .collect::<Option<_>>()?;
+            let mut at: Vec<usize> = axes.iter().map(|&a| axis(a, rank)).collect::<Option<_>>()?;
             at.sort_unstable();
             at.dedup();
             if op == "Unsqueeze" {

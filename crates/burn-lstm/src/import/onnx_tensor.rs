@@ -2,6 +2,7 @@
 //! `raw_data`) or in a file beside the model (external data), read as f64 or tested
 //! for zeros.
 
+use std::borrow::Cow;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
 
@@ -53,17 +54,8 @@ pub(crate) fn tensor_values(
         FLOAT16 => f16::from_bits(bits).to_f64(),
         _ => bf16::from_bits(bits).to_f64(),
     };
-    let external;
-    let raw: Option<&[u8]> = if tensor.data_location == Some(1) {
-        let expected = count
-            .checked_mul(width)
-            .ok_or_else(|| bad(format!("shape {shape:?} overflows")))?;
-        external = read_external(dir, tensor, expected as u64).map_err(bad)?;
-        Some(&external)
-    } else {
-        tensor.raw_data.as_deref()
-    };
-    let values: Vec<f64> = match raw {
+    let raw = raw_bytes(dir, tensor, count, width).map_err(bad)?;
+    let values: Vec<f64> = match raw.as_deref() {
         Some(bytes) => {
             if Some(bytes.len()) != count.checked_mul(width) {
                 return Err(bad(format!(
@@ -105,6 +97,24 @@ pub(crate) fn tensor_values(
         return Err(bad(format!("{} values for shape {shape:?}", values.len())));
     }
     Ok(HostTensor { shape, values })
+}
+
+/// The bytes of `tensor`'s `count` values of `width` bytes where they are bytes: its
+/// `raw_data`, or its external data (read to that size); `None` where they are in the
+/// typed fields (`float_data`, ...).
+fn raw_bytes<'t>(
+    dir: &Path,
+    tensor: &'t TensorProto,
+    count: usize,
+    width: usize,
+) -> Result<Option<Cow<'t, [u8]>>, String> {
+    if tensor.data_location != Some(1) {
+        return Ok(tensor.raw_data.as_deref().map(Cow::Borrowed));
+    }
+    let expected = count
+        .checked_mul(width)
+        .ok_or_else(|| format!("{count} values of {width} bytes overflow"))?;
+    read_external(dir, tensor, expected as u64).map(|bytes| Some(Cow::Owned(bytes)))
 }
 
 /// The value of the external data entry `key` of `tensor`.
@@ -207,22 +217,10 @@ pub(crate) fn all_zero(dir: &Path, tensor: &TensorProto) -> bool {
             None => return false,
         },
     };
-    let external;
-    let raw: Option<&[u8]> = if tensor.data_location == Some(1) {
-        let Some(expected) = count.checked_mul(width) else {
-            return false;
-        };
-        match read_external(dir, tensor, expected as u64) {
-            Ok(bytes) => {
-                external = bytes;
-                Some(&external)
-            }
-            Err(_) => return false,
-        }
-    } else {
-        tensor.raw_data.as_deref()
+    let Ok(raw) = raw_bytes(dir, tensor, count, width) else {
+        return false;
     };
-    if let Some(bytes) = raw {
+    if let Some(bytes) = raw.as_deref() {
         return Some(bytes.len()) == count.checked_mul(width)
             && bytes.chunks_exact(width).all(|c| {
                 let mut word = [0u8; 8];
