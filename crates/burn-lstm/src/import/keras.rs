@@ -25,7 +25,8 @@ use crate::op::spec::CellKind;
 /// `Bidirectional` of one), as the file describes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KerasRecurrentLayer {
-    /// The layer's name in the model.
+    /// The layer's name in the model; a layer of a model nested in it is named
+    /// `model/layer` (`encoder/lstm`).
     pub name: String,
     /// Its Keras class, e.g. `LSTM`, `CuDNNGRU`, `Bidirectional(GRU)`.
     pub class_name: String,
@@ -153,8 +154,6 @@ impl KerasModel {
         let mut recurrent = Vec::new();
         let mut others = Vec::new();
         if config.is_some() {
-            let classes: Vec<&str> = entries.iter().map(|e| e.class_name.as_str()).collect();
-            let groups = keras_weights::native_group_names(&classes);
             for (index, entry) in entries.iter().enumerate() {
                 let wrapped = entry.class_name == "Bidirectional";
                 if other_recurrent(&entry.class_name) {
@@ -164,11 +163,7 @@ impl KerasModel {
                 if !wrapped && recurrent_class(&entry.class_name).is_none() {
                     continue;
                 }
-                let order = weights.iter().position(|w| match &w.group {
-                    // tf-keras's Keras-3-style files name no layer: match by group.
-                    Some((group, false)) => *group == groups[index],
-                    _ => w.name == entry.name,
-                });
+                let order = weights.iter().position(|w| w.belong_to(entry));
                 let settings = keras_config::settings(&source, entry);
                 let inner = entry
                     .config
@@ -527,6 +522,10 @@ impl KerasModel {
                         return Ok(());
                     }
                     let class = &self.entries[next].class_name;
+                    if self.entries[next].pass_through {
+                        at = next;
+                        continue;
+                    }
                     if class == "Masking" {
                         return Err(RnnError::invalid(
                             what("input"),
@@ -592,7 +591,7 @@ fn mask_of(entries: &[LayerEntry], index: usize) -> (Option<String>, Option<f64>
             "Embedding" if entry.config.get("mask_zero").and_then(Value::as_bool) == Some(true) => {
                 return (Some(entry.name.clone()), None);
             }
-            class if passes_mask(class, &entry.config) => at = next,
+            class if entry.pass_through || passes_mask(class, &entry.config) => at = next,
             _ => break,
         }
     }

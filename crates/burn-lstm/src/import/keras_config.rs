@@ -8,70 +8,192 @@ use crate::error::RnnError;
 use crate::import::MAX_UNITS;
 use crate::op::spec::CellKind;
 
-/// One top-level layer of the model.
+/// How deep models may nest in one another (a Keras model used as a layer of another):
+/// deeper is refused rather than followed.
+pub(crate) const MAX_NESTING: usize = 16;
+
+/// One layer of the model: a top-level layer, or a layer of a model nested in it.
 #[derive(Debug, Clone)]
 pub(crate) struct LayerEntry {
+    /// Its name in the whole model: a nested model's layers are `outer/inner`.
     pub name: String,
+    /// The names from the top-level layer down to this one (one for a top-level layer).
+    pub path: Vec<String>,
+    /// The group a Keras 3 file keeps its weights in, below `layers/`: the class name in
+    /// snake case numbered within its model (`lstm_1`); a nested model's layer's is
+    /// `functional/layers/lstm`.
+    pub native_group: String,
     pub class_name: String,
     pub config: Value,
-    /// The layers whose outputs it takes (Sequential: the previous layer).
+    /// The layers whose outputs it takes (Sequential: the previous layer), by name; a
+    /// nested model's: its output layers, and its input layers': the nested model's.
     pub inbound: Vec<String>,
+    /// A nested model or a nested model's input layer: its output is its inbound's.
+    pub pass_through: bool,
 }
 
-/// The top-level layers of a model's architecture JSON, in order.
+/// Every layer of a model's architecture JSON, in order, nested models' layers after
+/// the nested model itself.
 pub(crate) fn layers(source: &str, model: &Value) -> Result<Vec<LayerEntry>, RnnError> {
-    let bad = |what: &str| RnnError::Io {
-        path: source.to_string(),
-        message: format!("the model's architecture JSON has no {what}"),
-    };
     let class = model
         .get("class_name")
         .and_then(Value::as_str)
-        .ok_or_else(|| bad("'class_name'"))?;
-    let sequential = class == "Sequential";
-    // Keras up to 2.2.2 wrote a Sequential model's `config` as the list of its layers.
-    let list = model
-        .get("config")
-        .and_then(|c| match c {
-            Value::Array(layers) if sequential => Some(layers),
-            _ => c.get("layers").and_then(Value::as_array),
-        })
-        .ok_or_else(|| bad(&format!("'config.layers' ({class} model)")))?;
-    let mut out: Vec<LayerEntry> = Vec::with_capacity(list.len());
+        .ok_or_else(|| no(source, "'class_name'"))?;
+    let list = model_layers(model)
+        .ok_or_else(|| no(source, &format!("'config.layers' ({class} model)")))?;
+    let mut out = Vec::new();
+    add_layers(source, model, list, &Scope::default(), &mut out)?;
+    Ok(out)
+}
+
+fn no(source: &str, what: &str) -> RnnError {
+    RnnError::Io {
+        path: source.to_string(),
+        message: format!("the model's architecture JSON has no {what}"),
+    }
+}
+
+/// The layer list of a model's config, when `value` is a model (`Sequential`,
+/// `Functional`, Keras 2's `Model`). Keras up to 2.2.2 wrote a Sequential model's
+/// `config` as the list of its layers.
+fn model_layers(value: &Value) -> Option<&Vec<Value>> {
+    let class = value.get("class_name").and_then(Value::as_str)?;
+    if !matches!(class, "Sequential" | "Functional" | "Model") {
+        return None;
+    }
+    value.get("config").and_then(|c| match c {
+        Value::Array(layers) if class == "Sequential" => Some(layers),
+        _ => c.get("layers").and_then(Value::as_array),
+    })
+}
+
+/// Where a model's layers sit: the nested model's path of names, its Keras 3 group and
+/// its inputs (all empty at the top).
+#[derive(Default)]
+struct Scope {
+    path: Vec<String>,
+    native_group: String,
+    inbound: Vec<String>,
+}
+
+impl Scope {
+    fn full_name(&self, name: &str) -> String {
+        self.path
+            .iter()
+            .map(String::as_str)
+            .chain([name])
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+}
+
+/// Appends the layers of `model` (whose layer list is `list`) in `scope` to `out`.
+fn add_layers(
+    source: &str,
+    model: &Value,
+    list: &[Value],
+    scope: &Scope,
+    out: &mut Vec<LayerEntry>,
+) -> Result<(), RnnError> {
+    let sequential = model.get("class_name").and_then(Value::as_str) == Some("Sequential");
+    let mut classes = Vec::with_capacity(list.len());
     for entry in list {
-        let class_name = entry
-            .get("class_name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad("'class_name' on a layer"))?
-            .to_string();
+        classes.push(
+            entry
+                .get("class_name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| no(source, "'class_name' on a layer"))?,
+        );
+    }
+    let groups = native_group_names(&classes);
+    let mut previous: Option<String> = None;
+    for ((entry, class_name), group) in list.iter().zip(&classes).zip(groups) {
         let config = entry.get("config").cloned().unwrap_or(Value::Null);
-        let name = entry
+        let own = entry
             .get("name")
             .or_else(|| config.get("name"))
             .and_then(Value::as_str)
-            .ok_or_else(|| bad(&format!("name on a {class_name} layer")))?
-            .to_string();
-        let inbound = if sequential {
-            out.last().map(|l| vec![l.name.clone()]).unwrap_or_default()
+            .ok_or_else(|| no(source, &format!("name on a {class_name} layer")))?;
+        let name = scope.full_name(own);
+        let input_layer = *class_name == "InputLayer";
+        let inbound = if input_layer || (sequential && previous.is_none()) {
+            scope.inbound.clone()
+        } else if sequential {
+            previous.iter().cloned().collect()
         } else {
             let mut names = Vec::new();
             if let Some(nodes) = entry.get("inbound_nodes") {
                 inbound_names(nodes, &mut names);
             }
-            names
+            names.iter().map(|n| scope.full_name(n)).collect()
+        };
+        let native_group = if scope.native_group.is_empty() {
+            group
+        } else {
+            format!("{}/layers/{group}", scope.native_group)
+        };
+        let mut path = scope.path.clone();
+        path.push(own.to_string());
+        previous = Some(name.clone());
+        let Some(inner) = model_layers(entry) else {
+            out.push(LayerEntry {
+                name,
+                path,
+                native_group,
+                class_name: class_name.to_string(),
+                config,
+                inbound,
+                pass_through: input_layer && !scope.path.is_empty(),
+            });
+            continue;
+        };
+        if path.len() > MAX_NESTING {
+            return Err(RnnError::invalid(
+                format!("{source}: Keras layer '{name}'"),
+                format!("models nested at most {MAX_NESTING} deep"),
+                format!("a model nested {} deep", path.len()),
+            ));
+        }
+        let at = out.len();
+        let nested = Scope {
+            path,
+            native_group,
+            inbound,
         };
         out.push(LayerEntry {
-            name,
-            class_name,
-            config,
-            inbound,
+            name: name.clone(),
+            path: nested.path.clone(),
+            native_group: nested.native_group.clone(),
+            class_name: class_name.to_string(),
+            config: Value::Null,
+            inbound: Vec::new(),
+            pass_through: true,
         });
+        add_layers(source, entry, inner, &nested, out)?;
+        // The nested model's output: a Sequential's last layer, a Functional's
+        // `output_layers`.
+        out[at].inbound = if *class_name == "Sequential" {
+            out[at + 1..]
+                .iter()
+                .rev()
+                .find(|e| e.path.len() == nested.path.len() + 1)
+                .map(|e| vec![e.name.clone()])
+                .unwrap_or_default()
+        } else {
+            let mut names = Vec::new();
+            if let Some(outputs) = entry.get("config").and_then(|c| c.get("output_layers")) {
+                inbound_names(outputs, &mut names);
+            }
+            names.iter().map(|n| nested.full_name(n)).collect()
+        };
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The layer names of a layer's `inbound_nodes`: Keras 2 writes `[[["lstm", 0, 0, {}]]]`,
-/// Keras 3 `[{"args": [{"config": {"keras_history": ["lstm", 0, 0]}}]}]`.
+/// Keras 3 `[{"args": [{"config": {"keras_history": ["lstm", 0, 0]}}]}]`. A mask Keras 3
+/// passes explicitly (`"kwargs": {"mask": ...}`, the output of its own mask operations)
+/// is not an input.
 fn inbound_names(value: &Value, out: &mut Vec<String>) {
     match value {
         Value::Array(items) => {
@@ -88,9 +210,60 @@ fn inbound_names(value: &Value, out: &mut Vec<String>) {
                 items.iter().for_each(|v| inbound_names(v, out));
             }
         }
-        Value::Object(map) => map.values().for_each(|v| inbound_names(v, out)),
+        Value::Object(map) => map
+            .iter()
+            .filter(|(key, _)| key.as_str() != "mask")
+            .for_each(|(_, v)| inbound_names(v, out)),
         _ => {}
     }
+}
+
+/// The group Keras 3 saves each of `classes` (a model's layers, in order) under:
+/// the class name in snake case, `_1`, `_2`, ... for the second and later of a class
+/// (Keras's `_get_unique_name`).
+fn native_group_names(classes: &[&str]) -> Vec<String> {
+    let mut used: std::collections::HashMap<String, usize> = Default::default();
+    classes
+        .iter()
+        .map(|class| {
+            let snake = snake_case(class);
+            match used.get_mut(&snake) {
+                Some(n) => {
+                    *n += 1;
+                    format!("{snake}_{n}")
+                }
+                None => {
+                    used.insert(snake.clone(), 0);
+                    snake
+                }
+            }
+        })
+        .collect()
+}
+
+/// Keras's `to_snake_case`: `SimpleRNN` → `simple_rnn`, `CuDNNLSTM` → `cu_dnnlstm`.
+fn snake_case(name: &str) -> String {
+    // (.)([A-Z][a-z]+) → \1_\2, then ([a-z])([A-Z]) → \1_\2, lower-cased.
+    let chars: Vec<char> = name.chars().collect();
+    let mut first = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        let starts_word = i > 0
+            && c.is_ascii_uppercase()
+            && chars.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
+        if starts_word {
+            first.push('_');
+        }
+        first.push(c);
+    }
+    let chars: Vec<char> = first.chars().collect();
+    let mut out = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if i > 0 && c.is_ascii_uppercase() && chars[i - 1].is_ascii_lowercase() {
+            out.push('_');
+        }
+        out.push(c);
+    }
+    out.to_lowercase()
 }
 
 /// The recurrent cells this crate loads: Keras's class name → (cell, cuDNN layer).
@@ -338,4 +511,132 @@ pub(crate) fn identity_at_inference(class_name: &str) -> bool {
             | "ActivityRegularization"
             | "Identity"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn lstm(name: &str) -> Value {
+        json!({"class_name": "LSTM", "config": {"name": name, "units": 4}})
+    }
+
+    /// A Sequential model named `name` of `layers`.
+    fn sequential(name: &str, layers: Vec<Value>) -> Value {
+        json!({"class_name": "Sequential", "config": {"name": name, "layers": layers}})
+    }
+
+    #[test]
+    fn nested_models_layers_are_named_grouped_and_linked_through_their_models() {
+        let inner = sequential("inner", vec![lstm("a"), lstm("b")]);
+        let outer = sequential(
+            "outer",
+            vec![
+                json!({"class_name": "Masking", "config": {"name": "masking"}}),
+                sequential("enc", vec![inner, lstm("c")]),
+                lstm("d"),
+            ],
+        );
+        let entries = layers("f.json", &outer).unwrap();
+        let described: Vec<(&str, &str, Vec<&str>, bool)> = entries
+            .iter()
+            .map(|e| {
+                (
+                    e.name.as_str(),
+                    e.native_group.as_str(),
+                    e.inbound.iter().map(String::as_str).collect(),
+                    e.pass_through,
+                )
+            })
+            .collect();
+        assert_eq!(
+            described,
+            [
+                ("masking", "masking", vec![], false),
+                ("enc", "sequential", vec!["enc/c"], true),
+                (
+                    "enc/inner",
+                    "sequential/layers/sequential",
+                    vec!["enc/inner/b"],
+                    true
+                ),
+                (
+                    "enc/inner/a",
+                    "sequential/layers/sequential/layers/lstm",
+                    vec!["masking"],
+                    false
+                ),
+                (
+                    "enc/inner/b",
+                    "sequential/layers/sequential/layers/lstm_1",
+                    vec!["enc/inner/a"],
+                    false
+                ),
+                ("enc/c", "sequential/layers/lstm", vec!["enc/inner"], false),
+                ("d", "lstm", vec!["enc"], false),
+            ]
+        );
+        assert_eq!(entries[3].path, ["enc", "inner", "a"]);
+    }
+
+    #[test]
+    fn a_functional_models_inputs_and_outputs_are_the_nested_layers() {
+        let history = |name: &str| {
+            json!([{"args": [{"config": {"keras_history": [name, 0, 0]}}],
+            "kwargs": {"mask": {"config": {"keras_history": ["any", 0, 0]}}}}])
+        };
+        let encoder = json!({"class_name": "Functional", "name": "encoder",
+            "config": {"name": "encoder", "output_layers": ["top", 0, 0], "layers": [
+                {"class_name": "InputLayer", "name": "enc_in", "config": {}, "inbound_nodes": []},
+                {"class_name": "LSTM", "name": "top", "config": {}, "inbound_nodes": history("enc_in")},
+            ]},
+            "inbound_nodes": history("masking")});
+        let model = json!({"class_name": "Functional", "config": {"layers": [
+            {"class_name": "Masking", "name": "masking", "config": {}, "inbound_nodes": []},
+            encoder,
+        ]}});
+        let entries = layers("f.json", &model).unwrap();
+        let inbound: Vec<(&str, Vec<&str>)> = entries
+            .iter()
+            .map(|e| {
+                (
+                    e.name.as_str(),
+                    e.inbound.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        // The mask Keras 3 passes explicitly (from its `any` operation) is no input.
+        assert_eq!(
+            inbound,
+            [
+                ("masking", vec![]),
+                ("encoder", vec!["encoder/top"]),
+                ("encoder/enc_in", vec!["masking"]),
+                ("encoder/top", vec!["encoder/enc_in"]),
+            ]
+        );
+        assert!(entries[2].pass_through && !entries[3].pass_through);
+    }
+
+    #[test]
+    fn models_nested_deeper_than_the_limit_are_refused() {
+        let nest = |depth: usize| {
+            (0..depth).fold(lstm("cell"), |inner, k| {
+                sequential(&format!("m{k}"), vec![inner])
+            })
+        };
+        // `nest(k)`: the model and k - 1 models nested in it.
+        let entries = layers("f.json", &nest(MAX_NESTING + 1)).unwrap();
+        assert_eq!(entries.last().unwrap().path.len(), MAX_NESTING + 1);
+        let e = layers("f.json", &nest(MAX_NESTING + 2))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "expected models nested at most {MAX_NESTING} deep, got a model nested 17 deep"
+            )),
+            "{e}"
+        );
+    }
 }

@@ -9,6 +9,10 @@
 //!   for a `Bidirectional`, `layers/{group}/{forward,backward}_layer/cell/vars/...`;
 //!   `layers/{group}/vars` carries the layer's name as its `name` attribute (the group
 //!   itself is named after the class: `lstm`, `lstm_1`, ...).
+//!
+//! A nested model (a model used as a layer) keeps its layers' weights in its own
+//! group: in Keras 2's layout one `weight_names` list for all of them (told apart by
+//! their names), in Keras 3's its own `layers/` (`layers/functional/layers/lstm`).
 
 use crate::error::RnnError;
 use crate::import::MAX_UNITS;
@@ -17,7 +21,7 @@ use crate::import::gates::{
 };
 use crate::import::hdf5::{H5, io};
 use crate::import::host::{DirectionParams, HostTensor};
-use crate::import::keras_config::{cell_name, setting};
+use crate::import::keras_config::{LayerEntry, MAX_NESTING, cell_name, setting};
 use crate::import::keras_file::WeightLayout;
 use crate::op::spec::CellKind;
 
@@ -32,15 +36,42 @@ pub(crate) struct DirectionPaths {
 /// The datasets of one recurrent layer.
 #[derive(Debug, Clone)]
 pub(crate) struct LayerPaths {
-    /// The layer's name (Keras 3 layout without `name` attributes, as tf-keras writes
-    /// `.weights.h5` files: its group's name).
+    /// The layer's name: as the file names it (a nested model's layer: `outer/inner`),
+    /// else its group's (tf-keras's Keras-3-style files name no layer).
     pub name: String,
-    /// Keras 3 layout: the group under `layers/` and whether the file names the layer
-    /// (tf-keras's files have no `name` attributes: their groups are matched to the
-    /// architecture by class and position, as Keras does).
-    pub group: Option<(String, bool)>,
+    pub place: Place,
     pub forward: DirectionPaths,
     pub backward: Option<DirectionPaths>,
+}
+
+/// Where a layer's weights sit in the file, to match it to the architecture's layer.
+#[derive(Debug, Clone)]
+pub(crate) enum Place {
+    /// Keras 2's layout: the group of the top-level layer (a nested model's group holds
+    /// all its layers' weights) and the layer's own name, read from its weight names.
+    Legacy { group: String, leaf: String },
+    /// Keras 3's: the group below `layers/` (`functional/layers/lstm` in a nested model)
+    /// and whether the file names its layers (tf-keras's files do not: their groups are
+    /// matched to the architecture by class and position, as Keras does).
+    Native { group: String, named: bool },
+}
+
+impl LayerPaths {
+    /// Whether these are the weights of the architecture's layer `entry`.
+    pub fn belong_to(&self, entry: &LayerEntry) -> bool {
+        match &self.place {
+            Place::Legacy { group, leaf } => match entry.path.as_slice() {
+                [top] => top == group,
+                [top, .., own] => top == group && own == leaf,
+                [] => false,
+            },
+            Place::Native { named: true, .. } => self.name == entry.name,
+            Place::Native {
+                group,
+                named: false,
+            } => *group == entry.native_group,
+        }
+    }
 }
 
 /// Every layer of the file that holds recurrent weights, in the file's order.
@@ -50,7 +81,11 @@ pub(crate) fn recurrent_layers(
 ) -> Result<Vec<LayerPaths>, RnnError> {
     match layout {
         WeightLayout::Legacy { root } => legacy(h5, root),
-        WeightLayout::Native => native(h5),
+        WeightLayout::Native => {
+            let mut out = Vec::new();
+            native(h5, "", &[], &mut out)?;
+            Ok(out)
+        }
     }
 }
 
@@ -72,114 +107,147 @@ fn legacy(h5: &H5, root: &str) -> Result<Vec<LayerPaths>, RnnError> {
     let mut out = Vec::new();
     for name in names {
         let group = join(root, &name);
-        let weights = h5.attr_strings(&group, "weight_names")?.unwrap_or_default();
-        let role = |w: &String| {
-            let last = w.rsplit('/').next().unwrap_or(w);
-            last.split(':').next().unwrap_or(last).to_string()
-        };
-        let triples: Vec<(String, String)> =
-            weights.iter().map(|w| (role(w), join(&group, w))).collect();
-        if !triples.iter().any(|(r, _)| r == "recurrent_kernel") {
-            continue;
-        }
-        let direction = |part: &[(String, String)]| -> Option<DirectionPaths> {
-            let find = |r: &str| {
-                part.iter()
-                    .find(|(role, _)| role == r)
-                    .map(|(_, p)| p.clone())
-            };
-            Some(DirectionPaths {
-                kernel: find("kernel")?,
-                recurrent_kernel: find("recurrent_kernel")?,
-                bias: find("bias"),
-            })
-        };
-        let bad = || {
+        let weight_names = h5.attr_strings(&group, "weight_names")?.unwrap_or_default();
+        let weights: Vec<LegacyWeight> = weight_names
+            .iter()
+            .map(|w| LegacyWeight::new(w, &group))
+            .collect();
+        let layers = legacy_layers(&weights).ok_or_else(|| {
             io(
                 h5.source(),
                 format!(
-                    "layer '{name}': weight_names {weights:?} are not a recurrent layer's \
+                    "layer '{name}': weight_names {weight_names:?} are not recurrent layers' \
                      kernel, recurrent_kernel and bias"
                 ),
             )
-        };
-        // A `Bidirectional` lists its forward layer's weights, then its backward
-        // layer's: Keras reads them back as two halves, and so does this (a layer named
-        // `backward_...` has that part in every weight name, its forward ones too).
-        let kernels = triples.iter().filter(|(r, _)| r == "kernel").count();
-        let (forward, backward) = if kernels == 2 && triples.len().is_multiple_of(2) {
-            let half = triples.len() / 2;
-            (
-                direction(&triples[..half]).ok_or_else(bad)?,
-                Some(direction(&triples[half..]).ok_or_else(bad)?),
-            )
-        } else if kernels == 1 {
-            (direction(&triples).ok_or_else(bad)?, None)
-        } else {
-            return Err(bad());
-        };
-        out.push(LayerPaths {
-            name,
-            group: None,
-            forward,
-            backward,
-        });
+        })?;
+        // A group of one layer keeps the group's name (the layer's own, or a nested
+        // model's of one layer); a nested model's layers are `model/layer`.
+        let single = layers.len() == 1;
+        for layer in layers {
+            out.push(LayerPaths {
+                name: if single {
+                    name.clone()
+                } else {
+                    format!("{name}/{}", layer.leaf)
+                },
+                place: Place::Legacy {
+                    group: name.clone(),
+                    leaf: layer.leaf,
+                },
+                forward: layer.forward,
+                backward: layer.backward,
+            });
+        }
     }
     Ok(out)
 }
 
-/// The group Keras 3 saves each of `classes` (the model's layers, in order) under:
-/// the class name in snake case, `_1`, `_2`, ... for the second and later of a class
-/// (Keras's `_get_unique_name`).
-pub(crate) fn native_group_names(classes: &[&str]) -> Vec<String> {
-    let mut used: std::collections::HashMap<String, usize> = Default::default();
-    classes
-        .iter()
-        .map(|class| {
-            let snake = snake_case(class);
-            match used.get_mut(&snake) {
-                Some(n) => {
-                    *n += 1;
-                    format!("{snake}_{n}")
-                }
-                None => {
-                    used.insert(snake.clone(), 0);
-                    snake
-                }
-            }
-        })
-        .collect()
+/// One entry of a Keras 2 group's `weight_names`: `scope/.../role:0`.
+struct LegacyWeight {
+    /// The components before the role, less a trailing cell's (`lstm_cell`).
+    scope: Vec<String>,
+    role: String,
+    path: String,
 }
 
-/// Keras's `to_snake_case`: `SimpleRNN` → `simple_rnn`, `CuDNNLSTM` → `cu_dnnlstm`.
-fn snake_case(name: &str) -> String {
-    // (.)([A-Z][a-z]+) → \1_\2, then ([a-z])([A-Z]) → \1_\2, lower-cased.
-    let chars: Vec<char> = name.chars().collect();
-    let mut first = String::new();
-    for (i, &c) in chars.iter().enumerate() {
-        let starts_word = i > 0
-            && c.is_ascii_uppercase()
-            && chars.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
-        if starts_word {
-            first.push('_');
+impl LegacyWeight {
+    fn new(name: &str, group: &str) -> Self {
+        let mut scope: Vec<String> = name.split('/').map(str::to_string).collect();
+        let last = scope.pop().unwrap_or_default();
+        let role = last.split(':').next().unwrap_or(&last).to_string();
+        if scope.len() > 1 && scope.last().is_some_and(|c| c.ends_with("_cell")) {
+            scope.pop();
         }
-        first.push(c);
-    }
-    let chars: Vec<char> = first.chars().collect();
-    let mut out = String::new();
-    for (i, &c) in chars.iter().enumerate() {
-        if i > 0 && c.is_ascii_uppercase() && chars[i - 1].is_ascii_lowercase() {
-            out.push('_');
+        Self {
+            scope,
+            role,
+            path: join(group, name),
         }
-        out.push(c);
     }
-    out.to_lowercase()
 }
 
-fn native(h5: &H5) -> Result<Vec<LayerPaths>, RnnError> {
-    let Some((groups, _)) = h5.members("layers")? else {
-        return Ok(Vec::new());
+/// One recurrent layer found in a Keras 2 group.
+struct LegacyLayer {
+    /// The layer's own name, from its weights' names.
+    leaf: String,
+    forward: DirectionPaths,
+    backward: Option<DirectionPaths>,
+}
+
+/// The recurrent layers among a group's weights, in order: each direction is a
+/// `kernel`, `recurrent_kernel` (and `bias`) of one scope; a `Bidirectional` is a
+/// direction scoped `.../forward_*` right before one scoped `.../backward_*` (Keras
+/// names its two layers so). Other layers' weights (a nested model's `Dense`) are
+/// passed over; `None` when a recurrent kernel is left over.
+fn legacy_layers(weights: &[LegacyWeight]) -> Option<Vec<LegacyLayer>> {
+    let mut directions: Vec<(&[String], DirectionPaths)> = Vec::new();
+    let mut at = 0;
+    while at < weights.len() {
+        let same = |k: usize, role: &str| {
+            weights
+                .get(at + k)
+                .is_some_and(|w| w.role == role && w.scope == weights[at].scope)
+        };
+        if weights[at].role == "recurrent_kernel" {
+            return None;
+        }
+        if !(weights[at].role == "kernel" && same(1, "recurrent_kernel")) {
+            at += 1;
+            continue;
+        }
+        let bias = same(2, "bias").then(|| weights[at + 2].path.clone());
+        directions.push((
+            &weights[at].scope,
+            DirectionPaths {
+                kernel: weights[at].path.clone(),
+                recurrent_kernel: weights[at + 1].path.clone(),
+                bias: bias.clone(),
+            },
+        ));
+        at += 2 + usize::from(bias.is_some());
+    }
+    let split = |scope: &[String], prefix: &str| match scope {
+        [outer @ .., own] if !outer.is_empty() && own.starts_with(prefix) => Some(outer.to_vec()),
+        _ => None,
     };
+    let mut layers = Vec::new();
+    let mut directions = directions.into_iter().peekable();
+    while let Some((scope, forward)) = directions.next() {
+        let outer = split(scope, "forward_");
+        let backward = directions
+            .next_if(|(next, _)| outer.is_some() && split(next, "backward_") == outer)
+            .map(|(_, paths)| paths);
+        let leaf = match (&backward, &outer) {
+            (Some(_), Some(outer)) => outer.last(),
+            _ => scope.last(),
+        };
+        layers.push(LegacyLayer {
+            leaf: leaf.cloned().unwrap_or_default(),
+            forward,
+            backward,
+        });
+    }
+    Some(layers)
+}
+
+/// Appends the recurrent layers below `layers/` of `prefix` (a nested model's group,
+/// `""` at the top), `names` the names of the models around them.
+fn native(
+    h5: &H5,
+    prefix: &str,
+    names: &[String],
+    out: &mut Vec<LayerPaths>,
+) -> Result<(), RnnError> {
+    let Some((groups, _)) = h5.members(&join(prefix, "layers"))? else {
+        return Ok(());
+    };
+    if names.len() > MAX_NESTING {
+        return Err(io(
+            h5.source(),
+            format!("'/{prefix}': models nested more than {MAX_NESTING} deep"),
+        ));
+    }
     // h5py lists members alphabetically; Keras numbers groups in the model's order
     // (`lstm`, `lstm_1`, ..., `lstm_10`): sort by stem, then number.
     let mut groups = groups;
@@ -190,14 +258,17 @@ fn native(h5: &H5) -> Result<Vec<LayerPaths>, RnnError> {
         ),
         _ => (g.clone(), 0),
     });
-    let mut out = Vec::new();
     for group in groups {
-        let path = format!("layers/{group}");
+        let path = join(prefix, &format!("layers/{group}"));
         let named = h5
             .attr_strings(&format!("{path}/vars"), "name")?
             .and_then(|v| v.into_iter().next());
-        let name = named.clone().unwrap_or_else(|| group.clone());
-        let group = Some((group, named.is_some()));
+        let mut inner_names = names.to_vec();
+        inner_names.push(named.clone().unwrap_or_else(|| group.clone()));
+        let place = Place::Native {
+            group: path.strip_prefix("layers/").unwrap_or(&path).to_string(),
+            named: named.is_some(),
+        };
         let cell = |base: &str| -> Result<Option<DirectionPaths>, RnnError> {
             let vars = format!("{base}/cell/vars");
             let Some((_, datasets)) = h5.members(&vars)? else {
@@ -215,26 +286,26 @@ fn native(h5: &H5) -> Result<Vec<LayerPaths>, RnnError> {
                     .then(|| format!("{vars}/2")),
             }))
         };
-        if let Some(forward) = cell(&path)? {
-            out.push(LayerPaths {
-                name,
-                group,
-                forward,
-                backward: None,
-            });
+        let (forward, backward) = if let Some(forward) = cell(&path)? {
+            (forward, None)
         } else if let (Some(forward), Some(backward)) = (
             cell(&format!("{path}/forward_layer"))?,
             cell(&format!("{path}/backward_layer"))?,
         ) {
-            out.push(LayerPaths {
-                name,
-                group,
-                forward,
-                backward: Some(backward),
-            });
-        }
+            (forward, Some(backward))
+        } else {
+            // A nested model keeps its layers below its own `layers/`.
+            native(h5, &path, &inner_names, out)?;
+            continue;
+        };
+        out.push(LayerPaths {
+            name: inner_names.join("/"),
+            place,
+            forward,
+            backward,
+        });
     }
-    Ok(out)
+    Ok(())
 }
 
 /// What the weights of a layer say about it.
@@ -526,6 +597,128 @@ mod tests {
                 bias_hh: None,
             },
         }
+    }
+
+    /// `(leaf, forward kernel, backward kernel)` of each layer `legacy_layers` finds in
+    /// a group `g` whose `weight_names` are `names`.
+    fn legacy(names: &[&str]) -> Option<Vec<(String, String, Option<String>)>> {
+        let weights: Vec<LegacyWeight> = names.iter().map(|n| LegacyWeight::new(n, "g")).collect();
+        Some(
+            legacy_layers(&weights)?
+                .into_iter()
+                .map(|l| (l.leaf, l.forward.kernel, l.backward.map(|b| b.kernel)))
+                .collect(),
+        )
+    }
+
+    fn layer(
+        leaf: &str,
+        forward: &str,
+        backward: Option<&str>,
+    ) -> (String, String, Option<String>) {
+        (
+            leaf.to_string(),
+            format!("g/{forward}"),
+            backward.map(|b| format!("g/{b}")),
+        )
+    }
+
+    #[test]
+    fn a_keras_2_group_holds_one_layer_a_bidirectional_or_a_nested_models_layers() {
+        let cell = |scope: &str| {
+            ["kernel:0", "recurrent_kernel:0", "bias:0"].map(|r| format!("{scope}/{r}"))
+        };
+        let names =
+            |scopes: &[&str]| -> Vec<String> { scopes.iter().flat_map(|s| cell(s)).collect() };
+        let run = |scopes: &[&str]| {
+            let names = names(scopes);
+            legacy(&names.iter().map(String::as_str).collect::<Vec<_>>())
+        };
+        // One layer: Keras 2 (`lstm/lstm_cell`), cuDNN's (no cell), Keras 3 in a
+        // Sequential (`model/layer/cell`).
+        assert_eq!(
+            run(&["lstm/lstm_cell"]),
+            Some(vec![layer("lstm", "lstm/lstm_cell/kernel:0", None)])
+        );
+        assert_eq!(
+            run(&["cudnn_lstm"]),
+            Some(vec![layer("cudnn_lstm", "cudnn_lstm/kernel:0", None)])
+        );
+        assert_eq!(run(&["seq/gru_a/gru_cell"]).unwrap()[0].0, "gru_a");
+        // A Bidirectional, under any name (`backward_enc` too).
+        for bi in ["bigru", "backward_enc", "outer/forward_x"] {
+            let scopes = [
+                format!("{bi}/forward_gru/gru_cell"),
+                format!("{bi}/backward_gru/gru_cell"),
+            ];
+            let scopes: Vec<&str> = scopes.iter().map(String::as_str).collect();
+            let own = bi.rsplit('/').next().unwrap();
+            assert_eq!(
+                run(&scopes),
+                Some(vec![layer(
+                    own,
+                    &format!("{bi}/forward_gru/gru_cell/kernel:0"),
+                    Some(&format!("{bi}/backward_gru/gru_cell/kernel:0"))
+                )]),
+                "{bi}"
+            );
+        }
+        // A nested model: its layers in order, a Bidirectional among them.
+        assert_eq!(
+            run(&["lstm/lstm_cell", "lstm_1/lstm_cell"]),
+            Some(vec![
+                layer("lstm", "lstm/lstm_cell/kernel:0", None),
+                layer("lstm_1", "lstm_1/lstm_cell/kernel:0", None),
+            ])
+        );
+        let found = run(&[
+            "bi/forward_lstm/lstm_cell",
+            "bi/backward_lstm/lstm_cell",
+            "top/lstm_cell",
+        ])
+        .unwrap();
+        let leaves: Vec<(&str, bool)> = found
+            .iter()
+            .map(|(leaf, _, backward)| (leaf.as_str(), backward.is_some()))
+            .collect();
+        assert_eq!(leaves, [("bi", true), ("top", false)]);
+        // A forward layer without its backward one is a layer of its own name; two
+        // backward ones do not pair.
+        let leaves = |found: Vec<(String, String, Option<String>)>| -> Vec<(String, bool)> {
+            found
+                .into_iter()
+                .map(|(l, _, b)| (l, b.is_some()))
+                .collect()
+        };
+        assert_eq!(
+            leaves(run(&["m/forward_a/lstm_cell", "m/other/lstm_cell"]).unwrap()),
+            [
+                ("forward_a".to_string(), false),
+                ("other".to_string(), false)
+            ]
+        );
+        assert_eq!(
+            leaves(run(&["m/backward_a/lstm_cell", "m/backward_b/lstm_cell"]).unwrap()),
+            [
+                ("backward_a".to_string(), false),
+                ("backward_b".to_string(), false)
+            ]
+        );
+        // A Dense in the nested model is passed over; a bias-less layer has two weights.
+        assert_eq!(
+            legacy(&[
+                "dense/kernel:0",
+                "dense/bias:0",
+                "lstm/lstm_cell/kernel:0",
+                "lstm/lstm_cell/recurrent_kernel:0",
+                "embedding/embeddings:0",
+            ]),
+            Some(vec![layer("lstm", "lstm/lstm_cell/kernel:0", None)])
+        );
+        // A recurrent kernel no kernel of its scope comes before is not read as anything.
+        assert_eq!(legacy(&["a/kernel:0", "b/recurrent_kernel:0"]), None);
+        assert_eq!(legacy(&["a/recurrent_kernel:0"]), None);
+        assert_eq!(legacy(&[]), Some(vec![]));
     }
 
     #[test]

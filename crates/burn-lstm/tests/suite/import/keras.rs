@@ -20,9 +20,14 @@ fn path(name: &str) -> PathBuf {
 }
 
 /// Every fixture with outputs, as a user opens it: `(model file, architecture JSON,
-/// the layer's name when the file alone does not name it)`. tf-keras's `.weights.h5`
-/// names no layer: without the architecture its groups' names stand in.
-const GOLDEN: &[(&str, Option<&str>, Option<&str>)] = &[
+/// the layers' names when the file alone does not name them)`. tf-keras's
+/// `.weights.h5` names no layer: without the architecture its groups' names stand in.
+type Golden = (
+    &'static str,
+    Option<&'static str>,
+    Option<&'static [&'static str]>,
+);
+const GOLDEN: &[Golden] = &[
     ("k3_lstm_stack.keras", None, None),
     ("k3_bilstm_masked.keras", None, None),
     ("k3_bigru_functional.keras", None, None),
@@ -34,7 +39,19 @@ const GOLDEN: &[(&str, Option<&str>, Option<&str>)] = &[
     ("k2_bigru_weights.h5", Some("k2_bigru.json"), None),
     ("k2_bigru_weights.h5", None, None),
     ("k2_bigru.weights.h5", Some("k2_bigru.json"), None),
-    ("k2_bigru.weights.h5", None, Some("bidirectional")),
+    ("k2_bigru.weights.h5", None, Some(&["bidirectional"])),
+    ("k3_nested.keras", None, None),
+    ("k3_nested.h5", None, None),
+    ("k3_nested.weights.h5", Some("k3_nested.json"), None),
+    ("k2_nested.h5", None, None),
+    ("k2_nested_weights.h5", None, None),
+    ("k2_nested_weights.h5", Some("k2_nested.json"), None),
+    ("k2_nested.weights.h5", Some("k2_nested.json"), None),
+    (
+        "k2_nested.weights.h5",
+        None,
+        Some(&["sequential/lstm", "sequential/lstm_1"]),
+    ),
 ];
 
 fn open(file: &str, architecture: Option<&str>) -> KerasModel {
@@ -51,8 +68,8 @@ fn golden<B: RnnBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64
     for &(file, architecture, rename) in GOLDEN {
         let model = open(file, architecture);
         for mut case in cases(&path(file)) {
-            if let Some(name) = rename {
-                case.select = vec![name.to_string()];
+            if let Some(names) = rename {
+                case.select = names.iter().map(|n| n.to_string()).collect();
             }
             let module = Loaded::<B>::keras(&model, &case, device);
             let ours = super::io::run(&module, &case, device);
@@ -433,6 +450,64 @@ fn a_bidirectional_whose_layers_differ_names_both() {
             "{key}: {e}"
         );
     }
+}
+
+/// Models nested in models: `k2_nested*` (tf-keras: a Sequential `enc` of two LSTMs
+/// whose input size equals their units, so that the nested pair has the shapes of one
+/// bidirectional LSTM) and `k3_nested*` (Keras 3: Masking, a Functional `encoder` of
+/// two bidirectional LSTMs, then one more). Each nested layer is its own layer, named
+/// `model/layer`, masked and stacked across the nested model's edges as Keras runs it.
+#[test]
+fn a_nested_models_layers_are_its_own() {
+    let device = Default::default();
+    let names = |model: &KerasModel| -> Vec<String> {
+        model.layers().iter().map(|l| l.name.clone()).collect()
+    };
+    for file in ["k2_nested.h5", "k2_nested_weights.h5"] {
+        let model = KerasModel::open(path(file)).unwrap();
+        assert_eq!(names(&model), ["enc/lstm", "enc/lstm_1"], "{file}");
+        for layer in model.layers() {
+            assert!(!layer.bidirectional, "{file}: {layer:?}");
+            assert_eq!((layer.input_size, layer.units), (4, 4), "{file}");
+        }
+        assert!(model.layer("enc").is_none(), "{file}");
+        let (_, config) = model
+            .lstm::<NdArray<f32>>(RecurrentSelection::All, &device)
+            .unwrap();
+        assert_eq!((config.num_layers, config.bidirectional), (2, false));
+    }
+
+    let model = KerasModel::open(path("k3_nested.keras")).unwrap();
+    assert_eq!(names(&model), ["encoder/bi", "encoder/top", "after"]);
+    for layer in model.layers() {
+        assert_eq!(layer.mask_source.as_deref(), Some("masking"), "{layer:?}");
+    }
+    // `after` takes the encoder's output, which is `encoder/top`'s.
+    let stack = |names: &[&str]| {
+        model.lstm::<NdArray<f32>>(
+            RecurrentSelection::Stack(names.iter().map(|n| n.to_string()).collect()),
+            &device,
+        )
+    };
+    let (_, config) = stack(&["encoder/top", "after"]).unwrap();
+    assert_eq!((config.input_size, config.num_layers), (8, 2));
+    let e = stack(&["encoder/bi", "after"]).unwrap_err().to_string();
+    assert!(
+        e.contains("Keras layer 'after' input (stacked on 'encoder/bi')")
+            && e.ends_with("got Bidirectional layer 'encoder/top'"),
+        "{e}"
+    );
+}
+
+/// `k3_nested_cycle.weights.h5`: `k3_nested.weights.h5` with a hard link that makes the
+/// nested model its own layer (h5py). The walk down nested models stops at 16 models
+/// with an error, rather than following the cycle.
+#[test]
+fn nested_models_that_nest_forever_are_refused() {
+    let e = KerasModel::open(path("k3_nested_cycle.weights.h5"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("models nested more than 16 deep"), "{e}");
 }
 
 /// A `Bidirectional` named `backward_enc` (`k2_bigru_weights.h5` renamed with h5py):
