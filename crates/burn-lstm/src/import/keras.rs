@@ -10,7 +10,8 @@ use crate::error::RnnError;
 use crate::import::hdf5::io;
 use crate::import::host::{StackParams, build_gru, build_lstm};
 use crate::import::keras_config::{
-    self, LayerEntry, cell_name, identity_at_inference, other_recurrent, recurrent_class, setting,
+    self, LOADED_CLASSES, LayerEntry, RecurrentKind, cell_name, identity_at_inference,
+    recurrent_kind, setting,
 };
 use crate::import::keras_file::{self, KerasFile, parse_json};
 use crate::import::keras_weights::{self, Expected, LoadedLayer};
@@ -26,7 +27,9 @@ use crate::op::spec::CellKind;
 #[derive(Debug, Clone, PartialEq)]
 pub struct KerasRecurrentLayer {
     /// The layer's name in the model; a layer of a model nested in it is named
-    /// `model/layer` (`encoder/lstm`).
+    /// `model/layer` (`encoder/lstm`), except in a Keras 2 weights-only file opened
+    /// without its architecture, where a nested model of one recurrent layer is named
+    /// after the model alone.
     pub name: String,
     /// Its Keras class, e.g. `LSTM`, `CuDNNGRU`, `Bidirectional(GRU)`.
     pub class_name: String,
@@ -71,8 +74,9 @@ struct Recurrent {
     loaded: Result<LoadedLayer, RnnError>,
     /// Position in the architecture's layer list (None without one).
     entry: Option<usize>,
-    /// Position in the weights file's list of recurrent layers.
-    order: usize,
+    /// Its slot among the weights file's layers (`LayerPaths::slot`), for stacks
+    /// without an architecture.
+    slot: Option<usize>,
 }
 
 /// The recurrent layers of a Keras model file: `.keras` (Keras 3), a full-model `.h5`
@@ -154,29 +158,44 @@ impl KerasModel {
         let mut recurrent = Vec::new();
         let mut others = Vec::new();
         if config.is_some() {
+            // Weights matched to a layer already: nested layers whose names agree alike
+            // take theirs in order, as Keras loads them.
+            let mut taken = vec![false; weights.len()];
             for (index, entry) in entries.iter().enumerate() {
                 let wrapped = entry.class_name == "Bidirectional";
-                if other_recurrent(&entry.class_name) {
-                    others.push((entry.name.clone(), entry.class_name.clone()));
-                    continue;
-                }
-                if !wrapped && recurrent_class(&entry.class_name).is_none() {
-                    continue;
-                }
-                let order = weights.iter().position(|w| w.belong_to(entry));
-                let settings = keras_config::settings(&source, entry);
-                let inner = entry
-                    .config
-                    .get("layer")
-                    .and_then(|l| l.get("class_name"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("?");
-                if wrapped && recurrent_class(inner).is_none() {
-                    if other_recurrent(inner) {
-                        others.push((entry.name.clone(), format!("Bidirectional({inner})")));
+                let kind = if wrapped {
+                    let inner = entry.config.get("layer");
+                    let part = |key: &str| inner.and_then(|l| l.get(key));
+                    recurrent_kind(
+                        part("class_name").and_then(Value::as_str).unwrap_or("?"),
+                        part("config").unwrap_or(&Value::Null),
+                    )
+                } else {
+                    recurrent_kind(&entry.class_name, &entry.config)
+                };
+                let (kind_cell, class_name) = match kind {
+                    RecurrentKind::Loaded { cell, class, .. } => (cell, class),
+                    RecurrentKind::Other(class) => {
+                        let class = if wrapped {
+                            format!("Bidirectional({class})")
+                        } else {
+                            class
+                        };
+                        others.push((entry.name.clone(), class));
+                        continue;
                     }
-                    continue;
+                    RecurrentKind::NotRecurrent => continue,
+                };
+                let class_name = if wrapped {
+                    format!("Bidirectional({class_name})")
+                } else {
+                    class_name
+                };
+                let order = (0..weights.len()).find(|&k| !taken[k] && weights[k].belong_to(entry));
+                if let Some(k) = order {
+                    taken[k] = true;
                 }
+                let settings = keras_config::settings(&source, entry);
                 let loaded = match (&settings, order) {
                     (Err(e), _) => Err(e.clone()),
                     (Ok(_), None) => Err(RnnError::CheckpointTensor {
@@ -228,29 +247,26 @@ impl KerasModel {
                             s.batch_first,
                         ),
                         Err(_) => {
-                            let (cell, _) =
-                                recurrent_class(if wrapped { inner } else { &entry.class_name })
-                                    .unwrap_or((CellKind::Lstm, false));
-                            let units = entry
-                                .config
-                                .get("units")
-                                .or_else(|| {
-                                    entry
-                                        .config
-                                        .get("layer")
-                                        .and_then(|l| l.get("config"))
-                                        .and_then(|c| c.get("units"))
+                            let layer = if wrapped {
+                                entry.config.get("layer").and_then(|l| l.get("config"))
+                            } else {
+                                Some(&entry.config)
+                            };
+                            // An `RNN`'s units are its cell's.
+                            let units = layer
+                                .and_then(|c| {
+                                    c.get("units").or_else(|| {
+                                        c.get("cell")
+                                            .and_then(|cell| cell.get("config"))
+                                            .and_then(|c| c.get("units"))
+                                    })
                                 })
                                 .and_then(Value::as_u64)
                                 .unwrap_or(0) as usize;
-                            (cell, units, wrapped, true, false, true)
+                            (kind_cell, units, wrapped, true, false, true)
                         }
                     };
-                let class_name = if wrapped {
-                    format!("Bidirectional({inner})")
-                } else {
-                    entry.class_name.clone()
-                };
+
                 recurrent.push(Recurrent {
                     info: KerasRecurrentLayer {
                         name: entry.name.clone(),
@@ -269,7 +285,7 @@ impl KerasModel {
                     },
                     loaded,
                     entry: Some(index),
-                    order: order.unwrap_or(usize::MAX),
+                    slot: None,
                 });
             }
         } else {
@@ -278,7 +294,7 @@ impl KerasModel {
                 .attr_strings("", "keras_version")?
                 .and_then(|v| v.into_iter().next())
                 .filter(|v| defaults_predate_2_3(v));
-            for (order, paths) in weights.iter().enumerate() {
+            for paths in &weights {
                 let loaded = keras_weights::load(&file.h5, &source, paths, None).and_then(|l| {
                     match &old_defaults {
                         // CuDNN layers have no activation or reset settings.
@@ -324,7 +340,7 @@ impl KerasModel {
                     },
                     loaded,
                     entry: None,
-                    order,
+                    slot: paths.slot,
                 });
             }
         }
@@ -343,8 +359,9 @@ impl KerasModel {
 
     /// The recurrent layers this crate loads, in the model's order (an
     /// [`RecurrentSelection::Index`] counts among them). A Keras 3 weights file opened
-    /// without its architecture keeps no model order: its layers are listed by class,
-    /// then in the model's order within a class.
+    /// without its architecture keeps no model order: its layers are listed by the
+    /// group Keras keeps them in (class, then number; a nested model's in its own),
+    /// and do not stack.
     pub fn layers(&self) -> Vec<&KerasRecurrentLayer> {
         self.recurrent.iter().map(|r| &r.info).collect()
     }
@@ -399,7 +416,7 @@ impl KerasModel {
             if let Some((_, class)) = self.others.iter().find(|(n, _)| n == name) {
                 return Err(RnnError::invalid(
                     setting(&self.source, name, "class"),
-                    "LSTM, GRU, CuDNNLSTM, CuDNNGRU or Bidirectional of one of them",
+                    LOADED_CLASSES,
                     class.clone(),
                 ));
             }
@@ -554,16 +571,22 @@ impl KerasModel {
                     "layers whose inputs form a cycle",
                 ))
             }
-            _ => {
-                if upper.order != lower.order.wrapping_add(1) {
-                    return Err(RnnError::invalid(
-                        what("position"),
-                        format!("the recurrent layer right after '{}' in the file", a.name),
-                        "another layer (a weights-only file without its architecture stacks consecutive layers only)",
-                    ));
-                }
-                Ok(())
-            }
+            _ => match (lower.slot, upper.slot) {
+                (Some(lo), Some(up)) if up == lo + 1 => Ok(()),
+                (Some(_), Some(_)) => Err(RnnError::invalid(
+                    what("position"),
+                    format!("the layer right after '{}' in the file", a.name),
+                    "another layer, or a layer with weights between them (a weights-only file without its architecture stacks consecutive layers only)",
+                )),
+                _ => Err(RnnError::invalid(
+                    what("position"),
+                    format!(
+                        "the layer right after '{}' (give the architecture: KerasModel::open_with_architecture)",
+                        a.name
+                    ),
+                    "a layer of a Keras 3 weights file, which does not say which layer feeds which",
+                )),
+            },
         }
     }
 }
@@ -614,7 +637,8 @@ fn passes_mask(class_name: &str, config: &Value) -> bool {
             .is_some_and(returns_sequences),
         class => {
             identity_at_inference(class)
-                || (recurrent_class(class).is_some() && returns_sequences(config))
+                || (recurrent_kind(class, config) != RecurrentKind::NotRecurrent
+                    && returns_sequences(config))
         }
     }
 }

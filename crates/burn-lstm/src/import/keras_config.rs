@@ -53,14 +53,11 @@ fn no(source: &str, what: &str) -> RnnError {
     }
 }
 
-/// The layer list of a model's config, when `value` is a model (`Sequential`,
-/// `Functional`, Keras 2's `Model`). Keras up to 2.2.2 wrote a Sequential model's
-/// `config` as the list of its layers.
+/// The layer list of a model's config, when `value` is a model: its `config.layers`
+/// (`Sequential`, `Functional`, Keras 2's `Model`, a subclass of one). Keras up to
+/// 2.2.2 wrote a Sequential model's `config` as the list of its layers.
 fn model_layers(value: &Value) -> Option<&Vec<Value>> {
     let class = value.get("class_name").and_then(Value::as_str)?;
-    if !matches!(class, "Sequential" | "Functional" | "Model") {
-        return None;
-    }
     value.get("config").and_then(|c| match c {
         Value::Array(layers) if class == "Sequential" => Some(layers),
         _ => c.get("layers").and_then(Value::as_array),
@@ -106,6 +103,11 @@ fn add_layers(
         );
     }
     let groups = native_group_names(&classes);
+    // A functional model's inputs, in the order the model is called with them.
+    let mut input_names = Vec::new();
+    if let Some(inputs) = model.get("config").and_then(|c| c.get("input_layers")) {
+        inbound_names(inputs, &mut input_names);
+    }
     let mut previous: Option<String> = None;
     for ((entry, class_name), group) in list.iter().zip(&classes).zip(groups) {
         let config = entry.get("config").cloned().unwrap_or(Value::Null);
@@ -116,8 +118,16 @@ fn add_layers(
             .ok_or_else(|| no(source, &format!("name on a {class_name} layer")))?;
         let name = scope.full_name(own);
         let input_layer = *class_name == "InputLayer";
+        // A nested model's input layer takes the input the model is called with in
+        // its place (all of them when that cannot be told).
+        let input_at = input_names.iter().position(|n| n == own);
         let inbound = if input_layer || (sequential && previous.is_none()) {
-            scope.inbound.clone()
+            match input_at {
+                Some(k) if input_names.len() == scope.inbound.len() => {
+                    vec![scope.inbound[k].clone()]
+                }
+                _ => scope.inbound.clone(),
+            }
         } else if sequential {
             previous.iter().cloned().collect()
         } else {
@@ -267,7 +277,7 @@ fn snake_case(name: &str) -> String {
 }
 
 /// The recurrent cells this crate loads: Keras's class name → (cell, cuDNN layer).
-pub(crate) fn recurrent_class(class_name: &str) -> Option<(CellKind, bool)> {
+fn recurrent_class(class_name: &str) -> Option<(CellKind, bool)> {
     match class_name {
         "LSTM" | "LSTMV1" => Some((CellKind::Lstm, false)),
         "GRU" | "GRUV1" => Some((CellKind::Gru, false)),
@@ -278,11 +288,88 @@ pub(crate) fn recurrent_class(class_name: &str) -> Option<(CellKind, bool)> {
 }
 
 /// Recurrent layers this crate does not load (named in errors rather than ignored).
-pub(crate) fn other_recurrent(class_name: &str) -> bool {
+fn other_recurrent(class_name: &str) -> bool {
     matches!(
         class_name,
         "SimpleRNN" | "RNN" | "ConvLSTM1D" | "ConvLSTM2D" | "ConvLSTM3D" | "StackedRNNCells"
     )
+}
+
+/// What recurrent layer a layer of class `class_name` and settings `config` is.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum RecurrentKind {
+    /// One this crate loads: its cell, whether it is a cuDNN layer, and its class as
+    /// listed (`LSTM`, `RNN(GRUCell)`).
+    Loaded {
+        cell: CellKind,
+        cudnn: bool,
+        class: String,
+    },
+    /// A recurrent layer this crate does not load, its class as listed (`SimpleRNN`,
+    /// `RNN(StackedRNNCells)`).
+    Other(String),
+    /// Not a recurrent layer.
+    NotRecurrent,
+}
+
+/// The kind of a layer; an `RNN` layer is its cell's (`RNN(LSTMCell)` runs Keras's LSTM).
+pub(crate) fn recurrent_kind(class_name: &str, config: &Value) -> RecurrentKind {
+    if class_name == "RNN" {
+        let cell = rnn_cell(config)
+            .and_then(|c| c.get("class_name"))
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        let class = format!("RNN({cell})");
+        return match cell {
+            "LSTMCell" => RecurrentKind::Loaded {
+                cell: CellKind::Lstm,
+                cudnn: false,
+                class,
+            },
+            "GRUCell" => RecurrentKind::Loaded {
+                cell: CellKind::Gru,
+                cudnn: false,
+                class,
+            },
+            _ => RecurrentKind::Other(class),
+        };
+    }
+    match recurrent_class(class_name) {
+        Some((cell, cudnn)) => RecurrentKind::Loaded {
+            cell,
+            cudnn,
+            class: class_name.to_string(),
+        },
+        None if other_recurrent(class_name) => RecurrentKind::Other(class_name.to_string()),
+        None => RecurrentKind::NotRecurrent,
+    }
+}
+
+/// An `RNN` layer's cell: `{"class_name": "LSTMCell", "config": {...}}`.
+fn rnn_cell(config: &Value) -> Option<&Value> {
+    config.get("cell").filter(|c| c.is_object())
+}
+
+/// The settings of an `RNN` layer of one cell, as its cell's layer has them: the
+/// cell's (units, activations, bias, `reset_after`) with the layer's.
+fn rnn_settings(config: &Value) -> Value {
+    let mut merged = rnn_cell(config)
+        .and_then(|c| c.get("config"))
+        .filter(|c| c.is_object())
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    for key in [
+        "return_sequences",
+        "go_backwards",
+        "stateful",
+        "unroll",
+        "time_major",
+    ] {
+        if let (Some(value), Some(map)) = (config.get(key), merged.as_object_mut()) {
+            map.insert(key.to_string(), value.clone());
+        }
+    }
+    merged
 }
 
 /// What a recurrent layer's settings say, once checked.
@@ -372,6 +459,13 @@ pub(crate) fn settings(source: &str, entry: &LayerEntry) -> Result<Settings, Rnn
     )
 }
 
+/// The classes this crate loads, for errors.
+pub(crate) const LOADED_CLASSES: &str = "LSTM, GRU, CuDNNLSTM, CuDNNGRU, RNN of an LSTMCell or a GRUCell, or Bidirectional of one of them";
+
+fn wrong_class(source: &str, name: &str, class: String) -> RnnError {
+    RnnError::invalid(setting(source, name, "class"), LOADED_CLASSES, class)
+}
+
 /// The settings of one (possibly wrapped) recurrent layer; `backward`: the reverse
 /// layer of a `Bidirectional`, which runs backwards by construction.
 fn inner_settings(
@@ -386,16 +480,18 @@ fn inner_settings(
         .unwrap_or_default()
         .to_string();
     let config = layer.get("config").cloned().unwrap_or(Value::Null);
-    let Some((cell, cudnn)) = recurrent_class(&class_name) else {
-        return Err(RnnError::invalid(
-            setting(source, name, "class"),
-            "LSTM, GRU, CuDNNLSTM, CuDNNGRU or Bidirectional of one of them",
-            if class_name.is_empty() {
-                "an unnamed class".to_string()
-            } else {
-                class_name
-            },
-        ));
+    let (cell, cudnn, class_name) = match recurrent_kind(&class_name, &config) {
+        RecurrentKind::Loaded { cell, cudnn, class } => (cell, cudnn, class),
+        RecurrentKind::Other(class) => return Err(wrong_class(source, name, class)),
+        RecurrentKind::NotRecurrent if class_name.is_empty() => {
+            return Err(wrong_class(source, name, "an unnamed class".into()));
+        }
+        RecurrentKind::NotRecurrent => return Err(wrong_class(source, name, class_name)),
+    };
+    let config = if class_name.starts_with("RNN(") {
+        rnn_settings(&config)
+    } else {
+        config
     };
     let get = |key: &str| config.get(key).filter(|v| !v.is_null());
     // A flag that is not a boolean is refused (not read as its default).
@@ -617,6 +713,44 @@ mod tests {
             ]
         );
         assert!(entries[2].pass_through && !entries[3].pass_through);
+    }
+
+    /// A nested functional model of two inputs: each input layer takes the input the
+    /// model is called with in its place. A model of another class with `config.layers`
+    /// (a subclass of `Functional`) is read as a model.
+    #[test]
+    fn a_nested_models_inputs_are_matched_by_position() {
+        let call = |names: &[&str]| {
+            let args: Vec<Value> = names
+                .iter()
+                .map(|n| json!({"config": {"keras_history": [n, 0, 0]}}))
+                .collect();
+            json!([{"args": [args], "kwargs": {}}])
+        };
+        let encoder = json!({"class_name": "Functional", "name": "enc",
+            "config": {"name": "enc", "input_layers": [["a", 0, 0], ["b", 0, 0]],
+                "output_layers": [["lstm", 0, 0]], "layers": [
+                {"class_name": "InputLayer", "name": "a", "config": {}, "inbound_nodes": []},
+                {"class_name": "InputLayer", "name": "b", "config": {}, "inbound_nodes": []},
+                {"class_name": "LSTM", "name": "lstm", "config": {}, "inbound_nodes": call(&["b"])},
+            ]},
+            "inbound_nodes": call(&["masking", "x2"])});
+        let model = json!({"class_name": "MyModel", "config": {"layers": [
+            {"class_name": "Masking", "name": "masking", "config": {}, "inbound_nodes": []},
+            {"class_name": "InputLayer", "name": "x2", "config": {}, "inbound_nodes": []},
+            encoder,
+        ]}});
+        let entries = layers("f.json", &model).unwrap();
+        let inbound = |name: &str| {
+            entries
+                .iter()
+                .find(|e| e.name == name)
+                .map(|e| e.inbound.clone())
+                .unwrap()
+        };
+        assert_eq!(inbound("enc/a"), ["masking"]);
+        assert_eq!(inbound("enc/b"), ["x2"]);
+        assert_eq!(inbound("enc/lstm"), ["enc/b"]);
     }
 
     #[test]

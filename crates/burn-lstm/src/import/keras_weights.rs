@@ -40,6 +40,11 @@ pub(crate) struct LayerPaths {
     /// else its group's (tf-keras's Keras-3-style files name no layer).
     pub name: String,
     pub place: Place,
+    /// Where the layer sits among all the model's layers, as far as the file tells
+    /// (Keras 2's `layer_names` list every layer, each nested layer's weights follow in
+    /// order): two layers stack without an architecture only when their slots are
+    /// consecutive. `None` in Keras 3's layout, which keeps no order between groups.
+    pub slot: Option<usize>,
     pub forward: DirectionPaths,
     pub backward: Option<DirectionPaths>,
 }
@@ -48,8 +53,10 @@ pub(crate) struct LayerPaths {
 #[derive(Debug, Clone)]
 pub(crate) enum Place {
     /// Keras 2's layout: the group of the top-level layer (a nested model's group holds
-    /// all its layers' weights) and the layer's own name, read from its weight names.
-    Legacy { group: String, leaf: String },
+    /// all its layers' weights) and the scope of the layer's weight names, its own name
+    /// last (`lstm`; Keras 3's legacy files name the models around it too:
+    /// `sequential/enc/lstm`).
+    Legacy { group: String, scope: Vec<String> },
     /// Keras 3's: the group below `layers/` (`functional/layers/lstm` in a nested model)
     /// and whether the file names its layers (tf-keras's files do not: their groups are
     /// matched to the architecture by class and position, as Keras does).
@@ -57,12 +64,18 @@ pub(crate) enum Place {
 }
 
 impl LayerPaths {
-    /// Whether these are the weights of the architecture's layer `entry`.
+    /// Whether these can be the weights of the architecture's layer `entry`: in Keras
+    /// 2's layout, a nested layer's path below its top-level model and the weights'
+    /// scope agree as far as both go (Keras 2 names the layer alone, Keras 3 the models
+    /// around it too); layers that agree alike are told apart by order.
     pub fn belong_to(&self, entry: &LayerEntry) -> bool {
         match &self.place {
-            Place::Legacy { group, leaf } => match entry.path.as_slice() {
+            Place::Legacy { group, scope } => match entry.path.as_slice() {
                 [top] => top == group,
-                [top, .., own] => top == group && own == leaf,
+                [top, below @ ..] => {
+                    let n = below.len().min(scope.len());
+                    top == group && n > 0 && below[below.len() - n..] == scope[scope.len() - n..]
+                }
                 [] => false,
             },
             Place::Native { named: true, .. } => self.name == entry.name,
@@ -83,7 +96,7 @@ pub(crate) fn recurrent_layers(
         WeightLayout::Legacy { root } => legacy(h5, root),
         WeightLayout::Native => {
             let mut out = Vec::new();
-            native(h5, "", &[], &mut out)?;
+            native(h5, "", &[], &mut 0, &mut out)?;
             Ok(out)
         }
     }
@@ -105,6 +118,7 @@ fn legacy(h5: &H5, root: &str) -> Result<Vec<LayerPaths>, RnnError> {
         )
     })?;
     let mut out = Vec::new();
+    let mut slot = 0;
     for name in names {
         let group = join(root, &name);
         let weight_names = h5.attr_strings(&group, "weight_names")?.unwrap_or_default();
@@ -112,7 +126,7 @@ fn legacy(h5: &H5, root: &str) -> Result<Vec<LayerPaths>, RnnError> {
             .iter()
             .map(|w| LegacyWeight::new(w, &group))
             .collect();
-        let layers = legacy_layers(&weights).ok_or_else(|| {
+        let (layers, slots) = legacy_layers(&weights).ok_or_else(|| {
             io(
                 h5.source(),
                 format!(
@@ -125,27 +139,32 @@ fn legacy(h5: &H5, root: &str) -> Result<Vec<LayerPaths>, RnnError> {
         // model's of one layer); a nested model's layers are `model/layer`.
         let single = layers.len() == 1;
         for layer in layers {
+            let leaf = layer.scope.last().cloned().unwrap_or_default();
             out.push(LayerPaths {
                 name: if single {
                     name.clone()
                 } else {
-                    format!("{name}/{}", layer.leaf)
+                    format!("{name}/{leaf}")
                 },
                 place: Place::Legacy {
                     group: name.clone(),
-                    leaf: layer.leaf,
+                    scope: layer.scope,
                 },
+                slot: Some(slot + layer.slot),
                 forward: layer.forward,
                 backward: layer.backward,
             });
         }
+        slot += slots;
     }
     Ok(out)
 }
 
 /// One entry of a Keras 2 group's `weight_names`: `scope/.../role:0`.
 struct LegacyWeight {
-    /// The components before the role, less a trailing cell's (`lstm_cell`).
+    /// The components before the role, less a trailing `lstm_cell` or `gru_cell` (or
+    /// `lstm_cell_1`, a cell tf-keras numbered) unless the cell is one of a
+    /// `StackedRNNCells`' (`rnn/stacked_rnn_cells/gru_cell_1`: the cells are the layers).
     scope: Vec<String>,
     role: String,
     path: String,
@@ -156,7 +175,15 @@ impl LegacyWeight {
         let mut scope: Vec<String> = name.split('/').map(str::to_string).collect();
         let last = scope.pop().unwrap_or_default();
         let role = last.split(':').next().unwrap_or(&last).to_string();
-        if scope.len() > 1 && scope.last().is_some_and(|c| c.ends_with("_cell")) {
+        let is_cell = |c: &str| {
+            let stem = match c.rsplit_once('_') {
+                Some((stem, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => stem,
+                _ => c,
+            };
+            matches!(stem, "lstm_cell" | "gru_cell")
+        };
+        let stacked = scope.len() > 1 && scope[scope.len() - 2].starts_with("stacked_rnn_cells");
+        if scope.len() > 1 && !stacked && scope.last().is_some_and(|c| is_cell(c)) {
             scope.pop();
         }
         Self {
@@ -169,8 +196,12 @@ impl LegacyWeight {
 
 /// One recurrent layer found in a Keras 2 group.
 struct LegacyLayer {
-    /// The layer's own name, from its weights' names.
-    leaf: String,
+    /// The scope of its weights' names, the layer's own name last (a
+    /// `Bidirectional`'s: the scope of its two layers).
+    scope: Vec<String>,
+    /// Its position among the group's layers, counting each run of other layers'
+    /// weights as one.
+    slot: usize,
     forward: DirectionPaths,
     backward: Option<DirectionPaths>,
 }
@@ -179,10 +210,14 @@ struct LegacyLayer {
 /// `kernel`, `recurrent_kernel` (and `bias`) of one scope; a `Bidirectional` is a
 /// direction scoped `.../forward_*` right before one scoped `.../backward_*` (Keras
 /// names its two layers so). Other layers' weights (a nested model's `Dense`) are
-/// passed over; `None` when a recurrent kernel is left over.
-fn legacy_layers(weights: &[LegacyWeight]) -> Option<Vec<LegacyLayer>> {
-    let mut directions: Vec<(&[String], DirectionPaths)> = Vec::new();
+/// passed over, each run of them taking a slot; also returns how many slots the group
+/// takes (none without weights: a `Dropout`'s or `Masking`'s). `None` when a recurrent
+/// kernel is left over.
+fn legacy_layers(weights: &[LegacyWeight]) -> Option<(Vec<LegacyLayer>, usize)> {
+    let mut directions: Vec<(&[String], DirectionPaths, usize)> = Vec::new();
     let mut at = 0;
+    let mut slot = 0;
+    let mut other = false;
     while at < weights.len() {
         let same = |k: usize, role: &str| {
             weights
@@ -193,8 +228,13 @@ fn legacy_layers(weights: &[LegacyWeight]) -> Option<Vec<LegacyLayer>> {
             return None;
         }
         if !(weights[at].role == "kernel" && same(1, "recurrent_kernel")) {
+            other = true;
             at += 1;
             continue;
+        }
+        if other {
+            slot += 1;
+            other = false;
         }
         let bias = same(2, "bias").then(|| weights[at + 2].path.clone());
         directions.push((
@@ -204,39 +244,49 @@ fn legacy_layers(weights: &[LegacyWeight]) -> Option<Vec<LegacyLayer>> {
                 recurrent_kernel: weights[at + 1].path.clone(),
                 bias: bias.clone(),
             },
+            slot,
         ));
+        slot += 1;
         at += 2 + usize::from(bias.is_some());
     }
+    let slots = slot + usize::from(other);
     let split = |scope: &[String], prefix: &str| match scope {
         [outer @ .., own] if !outer.is_empty() && own.starts_with(prefix) => Some(outer.to_vec()),
         _ => None,
     };
     let mut layers = Vec::new();
     let mut directions = directions.into_iter().peekable();
-    while let Some((scope, forward)) = directions.next() {
+    while let Some((scope, forward, slot)) = directions.next() {
         let outer = split(scope, "forward_");
         let backward = directions
-            .next_if(|(next, _)| outer.is_some() && split(next, "backward_") == outer)
-            .map(|(_, paths)| paths);
-        let leaf = match (&backward, &outer) {
-            (Some(_), Some(outer)) => outer.last(),
-            _ => scope.last(),
+            .next_if(|(next, ..)| outer.is_some() && split(next, "backward_") == outer)
+            .map(|(_, paths, _)| paths);
+        let scope = match (&backward, outer) {
+            (Some(_), Some(outer)) => outer,
+            _ => scope.to_vec(),
         };
         layers.push(LegacyLayer {
-            leaf: leaf.cloned().unwrap_or_default(),
+            scope,
+            slot,
             forward,
             backward,
         });
     }
-    Some(layers)
+    Some((layers, slots))
 }
 
+/// How many layer groups a Keras 3 file's walk visits at most: groups linked from
+/// several places are visited once per place.
+const MAX_GROUP_VISITS: usize = 16_384;
+
 /// Appends the recurrent layers below `layers/` of `prefix` (a nested model's group,
-/// `""` at the top), `names` the names of the models around them.
+/// `""` at the top), `names` the names of the models around them; `visits` counts the
+/// groups visited.
 fn native(
     h5: &H5,
     prefix: &str,
     names: &[String],
+    visits: &mut usize,
     out: &mut Vec<LayerPaths>,
 ) -> Result<(), RnnError> {
     let Some((groups, _)) = h5.members(&join(prefix, "layers"))? else {
@@ -246,6 +296,13 @@ fn native(
         return Err(io(
             h5.source(),
             format!("'/{prefix}': models nested more than {MAX_NESTING} deep"),
+        ));
+    }
+    *visits += groups.len();
+    if *visits > MAX_GROUP_VISITS {
+        return Err(io(
+            h5.source(),
+            format!("more than {MAX_GROUP_VISITS} layer groups (groups linked from many places)"),
         ));
     }
     // h5py lists members alphabetically; Keras numbers groups in the model's order
@@ -295,12 +352,13 @@ fn native(
             (forward, Some(backward))
         } else {
             // A nested model keeps its layers below its own `layers/`.
-            native(h5, &path, &inner_names, out)?;
+            native(h5, &path, &inner_names, visits, out)?;
             continue;
         };
         out.push(LayerPaths {
             name: inner_names.join("/"),
             place,
+            slot: None,
             forward,
             backward,
         });
@@ -605,8 +663,12 @@ mod tests {
         let weights: Vec<LegacyWeight> = names.iter().map(|n| LegacyWeight::new(n, "g")).collect();
         Some(
             legacy_layers(&weights)?
+                .0
                 .into_iter()
-                .map(|l| (l.leaf, l.forward.kernel, l.backward.map(|b| b.kernel)))
+                .map(|l| {
+                    let leaf = l.scope.last().cloned().unwrap_or_default();
+                    (leaf, l.forward.kernel, l.backward.map(|b| b.kernel))
+                })
                 .collect(),
         )
     }
@@ -645,6 +707,16 @@ mod tests {
             Some(vec![layer("cudnn_lstm", "cudnn_lstm/kernel:0", None)])
         );
         assert_eq!(run(&["seq/gru_a/gru_cell"]).unwrap()[0].0, "gru_a");
+        // tf-keras numbers the cells users create (`RNN(LSTMCell(4))`).
+        assert_eq!(run(&["rnn_1/lstm_cell_1"]).unwrap()[0].0, "rnn_1");
+        // A StackedRNNCells' cells are its layers.
+        let found = run(&[
+            "rnn_2/stacked_rnn_cells/gru_cell",
+            "rnn_2/stacked_rnn_cells/gru_cell_1",
+        ])
+        .unwrap();
+        let leaves: Vec<&str> = found.iter().map(|(leaf, ..)| leaf.as_str()).collect();
+        assert_eq!(leaves, ["gru_cell", "gru_cell_1"]);
         // A Bidirectional, under any name (`backward_enc` too).
         for bi in ["bigru", "backward_enc", "outer/forward_x"] {
             let scopes = [
@@ -715,10 +787,96 @@ mod tests {
             ]),
             Some(vec![layer("lstm", "lstm/lstm_cell/kernel:0", None)])
         );
+        // Only a cell's own scope is taken off: a cuDNN Bidirectional named `enc_cell`
+        // (no cell scope) keeps its two directions.
+        let found = legacy(&[
+            "bidirectional/forward_enc_cell/kernel:0",
+            "bidirectional/forward_enc_cell/recurrent_kernel:0",
+            "bidirectional/backward_enc_cell/kernel:0",
+            "bidirectional/backward_enc_cell/recurrent_kernel:0",
+        ])
+        .unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0, "bidirectional");
+        assert!(found[0].2.is_some());
         // A recurrent kernel no kernel of its scope comes before is not read as anything.
         assert_eq!(legacy(&["a/kernel:0", "b/recurrent_kernel:0"]), None);
         assert_eq!(legacy(&["a/recurrent_kernel:0"]), None);
         assert_eq!(legacy(&[]), Some(vec![]));
+    }
+
+    /// A group's layers take consecutive slots unless other layers' weights sit
+    /// between them; a group takes as many slots as its layers and runs of others.
+    #[test]
+    fn layers_with_weights_between_recurrent_layers_take_a_slot() {
+        let slots = |names: &[&str]| {
+            let weights: Vec<LegacyWeight> =
+                names.iter().map(|n| LegacyWeight::new(n, "g")).collect();
+            let (layers, total) = legacy_layers(&weights).unwrap();
+            (layers.iter().map(|l| l.slot).collect::<Vec<_>>(), total)
+        };
+        let lstm = |scope: &'static str| {
+            ["kernel:0", "recurrent_kernel:0"].map(move |r| format!("{scope}/lstm_cell/{r}"))
+        };
+        let join = |parts: &[Vec<String>]| -> Vec<String> { parts.concat() };
+        let dense = vec!["dense/kernel:0".to_string(), "dense/bias:0".to_string()];
+        let run = |parts: Vec<String>| slots(&parts.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(
+            run(join(&[lstm("a").to_vec(), lstm("b").to_vec()])),
+            (vec![0, 1], 2)
+        );
+        assert_eq!(
+            run(join(&[
+                lstm("a").to_vec(),
+                dense.clone(),
+                lstm("b").to_vec()
+            ])),
+            (vec![0, 2], 3)
+        );
+        assert_eq!(
+            run(join(&[dense.clone(), lstm("a").to_vec(), dense.clone()])),
+            (vec![1], 3)
+        );
+        assert_eq!(run(dense), (vec![], 1));
+        assert_eq!(run(vec![]), (vec![], 0));
+    }
+
+    /// A nested layer's path below its top-level model and its weights' scope agree as
+    /// far as both go: Keras 2 names the layer alone, Keras 3 the models around it too.
+    #[test]
+    fn nested_weights_belong_to_the_layer_whose_path_agrees_with_their_scope() {
+        let paths = |scope: &[&str]| LayerPaths {
+            name: String::new(),
+            place: Place::Legacy {
+                group: "enc".into(),
+                scope: scope.iter().map(|s| s.to_string()).collect(),
+            },
+            slot: None,
+            forward: DirectionPaths {
+                kernel: String::new(),
+                recurrent_kernel: String::new(),
+                bias: None,
+            },
+            backward: None,
+        };
+        let entry = |path: &[&str]| LayerEntry {
+            name: path.join("/"),
+            path: path.iter().map(|s| s.to_string()).collect(),
+            native_group: String::new(),
+            class_name: "LSTM".into(),
+            config: serde_json::Value::Null,
+            inbound: Vec::new(),
+            pass_through: false,
+        };
+        let nested = entry(&["enc", "inner", "rnn"]);
+        assert!(paths(&["rnn"]).belong_to(&nested));
+        assert!(paths(&["sequential", "enc", "inner", "rnn"]).belong_to(&nested));
+        assert!(!paths(&["sequential", "enc", "rnn"]).belong_to(&nested));
+        assert!(!paths(&["other"]).belong_to(&nested));
+        assert!(paths(&["sequential", "enc", "rnn"]).belong_to(&entry(&["enc", "rnn"])));
+        assert!(!paths(&["rnn"]).belong_to(&entry(&["dec", "rnn"])));
+        // A top-level layer: its group.
+        assert!(paths(&["seq", "enc"]).belong_to(&entry(&["enc"])));
     }
 
     #[test]

@@ -47,11 +47,9 @@ const GOLDEN: &[Golden] = &[
     ("k2_nested_weights.h5", None, None),
     ("k2_nested_weights.h5", Some("k2_nested.json"), None),
     ("k2_nested.weights.h5", Some("k2_nested.json"), None),
-    (
-        "k2_nested.weights.h5",
-        None,
-        Some(&["sequential/lstm", "sequential/lstm_1"]),
-    ),
+    ("k3_rnn_cells.keras", None, None),
+    ("k3_rnn_cells.h5", None, None),
+    ("k2_rnn_cells.h5", None, None),
 ];
 
 fn open(file: &str, architecture: Option<&str>) -> KerasModel {
@@ -477,6 +475,23 @@ fn a_nested_models_layers_are_its_own() {
         assert_eq!((config.num_layers, config.bidirectional), (2, false));
     }
 
+    // A Keras 3 weights file keeps no order between its groups: its layers load one
+    // by one; a stack needs the architecture.
+    let model = KerasModel::open(path("k2_nested.weights.h5")).unwrap();
+    assert_eq!(names(&model), ["sequential/lstm", "sequential/lstm_1"]);
+    model
+        .lstm::<NdArray<f32>>("sequential/lstm_1", &device)
+        .unwrap();
+    let e = model
+        .lstm::<NdArray<f32>>(RecurrentSelection::All, &device)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("position (stacked on 'sequential/lstm')")
+            && e.contains("open_with_architecture"),
+        "{e}"
+    );
+
     let model = KerasModel::open(path("k3_nested.keras")).unwrap();
     assert_eq!(names(&model), ["encoder/bi", "encoder/top", "after"]);
     for layer in model.layers() {
@@ -499,15 +514,64 @@ fn a_nested_models_layers_are_its_own() {
     );
 }
 
+/// `RNN` layers of one `LSTMCell` or `GRUCell` run Keras's LSTM and GRU (`k3_rnn_cells`,
+/// `k2_rnn_cells`: outputs in `keras_golden_*`); their cell's settings are checked as
+/// the layer's; an `RNN` of a `StackedRNNCells` is named, not loaded.
+#[test]
+fn rnn_layers_of_one_cell_are_loaded_and_checked() {
+    let model = KerasModel::open(path("k3_rnn_cells.keras")).unwrap();
+    let classes: Vec<(&str, &str)> = model
+        .layers()
+        .iter()
+        .map(|l| (l.name.as_str(), l.class_name.as_str()))
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            ("rnn_lstm", "RNN(LSTMCell)"),
+            ("bi_rnn_gru", "Bidirectional(RNN(GRUCell))")
+        ]
+    );
+    let e = model
+        .lstm::<NdArray<f32>>("stacked", &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("Keras layer 'stacked' class") && e.ends_with("got RNN(StackedRNNCells)"),
+        "{e}"
+    );
+    let dir = scratch();
+    let mut config = architecture("k3_rnn_cells.keras");
+    layer_mut(&mut config, "rnn_lstm")["config"]["cell"]["config"]["activation"] = "relu".into();
+    let edited = damaged(&dir, "rnn_relu.json", config.to_string().as_bytes());
+    let e = edited_refusal("k3_rnn_cells.keras", edited, "rnn_lstm");
+    assert!(
+        e.contains("Keras layer 'rnn_lstm' activation`: expected \"tanh\"")
+            && e.ends_with("got \"relu\""),
+        "{e}"
+    );
+    let mut config = architecture("k3_rnn_cells.keras");
+    layer_mut(&mut config, "rnn_lstm")["config"]["go_backwards"] = true.into();
+    let edited = damaged(&dir, "rnn_backwards.json", config.to_string().as_bytes());
+    let e = edited_refusal("k3_rnn_cells.keras", edited, "rnn_lstm");
+    assert!(e.contains("Keras layer 'rnn_lstm' go_backwards"), "{e}");
+}
+
 /// `k3_nested_cycle.weights.h5`: `k3_nested.weights.h5` with a hard link that makes the
 /// nested model its own layer (h5py). The walk down nested models stops at 16 models
-/// with an error, rather than following the cycle.
+/// with an error, rather than following the cycle. `k3_nested_fanout.weights.h5`: 26
+/// links to each of a chain of groups, 26^16 paths without a cycle: the walk stops
+/// after 16,384 groups.
 #[test]
 fn nested_models_that_nest_forever_are_refused() {
     let e = KerasModel::open(path("k3_nested_cycle.weights.h5"))
         .unwrap_err()
         .to_string();
     assert!(e.contains("models nested more than 16 deep"), "{e}");
+    let e = KerasModel::open(path("k3_nested_fanout.weights.h5"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("more than 16384 layer groups"), "{e}");
 }
 
 /// A `Bidirectional` named `backward_enc` (`k2_bigru_weights.h5` renamed with h5py):
