@@ -576,7 +576,7 @@ impl KerasModel {
                 (Some(_), Some(_)) => Err(RnnError::invalid(
                     what("position"),
                     format!("the layer right after '{}' in the file", a.name),
-                    "another layer, or a layer with weights between them (a weights-only file without its architecture stacks consecutive layers only)",
+                    "a layer between them in the file (one with weights, or one not named as Keras names a dropout: a weights-only file without its architecture stacks neighbours only; give the architecture with KerasModel::open_with_architecture)",
                 )),
                 _ => Err(RnnError::invalid(
                     what("position"),

@@ -595,18 +595,32 @@ pub(crate) fn cell_name(cell: CellKind) -> &'static str {
     }
 }
 
+/// Whether a layer's name is the one Keras gives a layer of a class that passes its
+/// input through at inference (`dropout`, `dropout_3`, `spatial_dropout1d`): what a
+/// weights-only file says of a layer without weights.
+pub(crate) fn identity_by_name(name: &str) -> bool {
+    let stem = match name.rsplit_once('_') {
+        Some((stem, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => stem,
+        _ => name,
+    };
+    IDENTITY_CLASSES
+        .iter()
+        .any(|class| snake_case(class) == stem)
+}
+
+const IDENTITY_CLASSES: [&str; 7] = [
+    "Dropout",
+    "SpatialDropout1D",
+    "GaussianDropout",
+    "GaussianNoise",
+    "AlphaDropout",
+    "ActivityRegularization",
+    "Identity",
+];
+
 /// Layers that pass their input through unchanged at inference (and keep its mask).
 pub(crate) fn identity_at_inference(class_name: &str) -> bool {
-    matches!(
-        class_name,
-        "Dropout"
-            | "SpatialDropout1D"
-            | "GaussianDropout"
-            | "GaussianNoise"
-            | "AlphaDropout"
-            | "ActivityRegularization"
-            | "Identity"
-    )
+    IDENTITY_CLASSES.contains(&class_name)
 }
 
 #[cfg(test)]
@@ -751,6 +765,30 @@ mod tests {
         assert_eq!(inbound("enc/a"), ["masking"]);
         assert_eq!(inbound("enc/b"), ["x2"]);
         assert_eq!(inbound("enc/lstm"), ["enc/b"]);
+    }
+
+    #[test]
+    fn layers_named_as_keras_names_dropout_are_identities() {
+        for name in [
+            "dropout",
+            "dropout_12",
+            "spatial_dropout1d",
+            "gaussian_noise_1",
+            "identity",
+        ] {
+            assert!(identity_by_name(name), "{name}");
+        }
+        for name in [
+            "activation",
+            "lambda_1",
+            "masking",
+            "drop",
+            "dropout_",
+            "dropout_x",
+            "",
+        ] {
+            assert!(!identity_by_name(name), "{name}");
+        }
     }
 
     #[test]

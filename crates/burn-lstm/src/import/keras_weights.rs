@@ -21,7 +21,7 @@ use crate::import::gates::{
 };
 use crate::import::hdf5::{H5, io};
 use crate::import::host::{DirectionParams, HostTensor};
-use crate::import::keras_config::{LayerEntry, MAX_NESTING, cell_name, setting};
+use crate::import::keras_config::{LayerEntry, MAX_NESTING, cell_name, identity_by_name, setting};
 use crate::import::keras_file::WeightLayout;
 use crate::op::spec::CellKind;
 
@@ -66,15 +66,21 @@ pub(crate) enum Place {
 impl LayerPaths {
     /// Whether these can be the weights of the architecture's layer `entry`: in Keras
     /// 2's layout, a nested layer's path below its top-level model and the weights'
-    /// scope agree as far as both go (Keras 2 names the layer alone, Keras 3 the models
-    /// around it too); layers that agree alike are told apart by order.
+    /// scope (or the scope less a last part, a cell's the user named) agree as far as
+    /// both go (Keras 2 names the layer alone, Keras 3 the models around it too);
+    /// layers that agree alike are told apart by order.
     pub fn belong_to(&self, entry: &LayerEntry) -> bool {
         match &self.place {
             Place::Legacy { group, scope } => match entry.path.as_slice() {
                 [top] => top == group,
                 [top, below @ ..] => {
-                    let n = below.len().min(scope.len());
-                    top == group && n > 0 && below[below.len() - n..] == scope[scope.len() - n..]
+                    let agree = |scope: &[String]| {
+                        let n = below.len().min(scope.len());
+                        n > 0 && below[below.len() - n..] == scope[scope.len() - n..]
+                    };
+                    // The scope may end in a cell the user named (`rnn/enc_cell`).
+                    top == group
+                        && (agree(scope) || scope.split_last().is_some_and(|(_, s)| agree(s)))
                 }
                 [] => false,
             },
@@ -155,7 +161,14 @@ fn legacy(h5: &H5, root: &str) -> Result<Vec<LayerPaths>, RnnError> {
                 backward: layer.backward,
             });
         }
-        slot += slots;
+        // A layer without weights is seen by its name alone: Keras's names for dropout
+        // layers take no slot (they pass their input through at inference), any other
+        // name (an `Activation`, a `Masking`, a renamed `Dropout`) one.
+        slot += if weight_names.is_empty() {
+            usize::from(!identity_by_name(&name))
+        } else {
+            slots
+        };
     }
     Ok(out)
 }
@@ -214,9 +227,10 @@ struct LegacyLayer {
 /// takes (none without weights: a `Dropout`'s or `Masking`'s). `None` when a recurrent
 /// kernel is left over.
 fn legacy_layers(weights: &[LegacyWeight]) -> Option<(Vec<LegacyLayer>, usize)> {
+    // Each direction with the number of runs of other layers' weights before it.
     let mut directions: Vec<(&[String], DirectionPaths, usize)> = Vec::new();
     let mut at = 0;
-    let mut slot = 0;
+    let mut runs = 0;
     let mut other = false;
     while at < weights.len() {
         let same = |k: usize, role: &str| {
@@ -233,7 +247,7 @@ fn legacy_layers(weights: &[LegacyWeight]) -> Option<(Vec<LegacyLayer>, usize)> 
             continue;
         }
         if other {
-            slot += 1;
+            runs += 1;
             other = false;
         }
         let bias = same(2, "bias").then(|| weights[at + 2].path.clone());
@@ -244,19 +258,18 @@ fn legacy_layers(weights: &[LegacyWeight]) -> Option<(Vec<LegacyLayer>, usize)> 
                 recurrent_kernel: weights[at + 1].path.clone(),
                 bias: bias.clone(),
             },
-            slot,
+            runs,
         ));
-        slot += 1;
         at += 2 + usize::from(bias.is_some());
     }
-    let slots = slot + usize::from(other);
+    let runs = runs + usize::from(other);
     let split = |scope: &[String], prefix: &str| match scope {
         [outer @ .., own] if !outer.is_empty() && own.starts_with(prefix) => Some(outer.to_vec()),
         _ => None,
     };
     let mut layers = Vec::new();
     let mut directions = directions.into_iter().peekable();
-    while let Some((scope, forward, slot)) = directions.next() {
+    while let Some((scope, forward, runs_before)) = directions.next() {
         let outer = split(scope, "forward_");
         let backward = directions
             .next_if(|(next, ..)| outer.is_some() && split(next, "backward_") == outer)
@@ -267,11 +280,12 @@ fn legacy_layers(weights: &[LegacyWeight]) -> Option<(Vec<LegacyLayer>, usize)> 
         };
         layers.push(LegacyLayer {
             scope,
-            slot,
+            slot: layers.len() + runs_before,
             forward,
             backward,
         });
     }
+    let slots = layers.len() + runs;
     Some((layers, slots))
 }
 
@@ -837,7 +851,28 @@ mod tests {
             run(join(&[dense.clone(), lstm("a").to_vec(), dense.clone()])),
             (vec![1], 3)
         );
-        assert_eq!(run(dense), (vec![], 1));
+        assert_eq!(run(dense.clone()), (vec![], 1));
+        // A Bidirectional is one layer: one slot for its two directions.
+        let bi = |d: &'static str| {
+            ["kernel:0", "recurrent_kernel:0"].map(move |r| format!("bi/{d}_lstm/lstm_cell/{r}"))
+        };
+        assert_eq!(
+            run(join(&[
+                bi("forward").to_vec(),
+                bi("backward").to_vec(),
+                lstm("b").to_vec()
+            ])),
+            (vec![0, 1], 2)
+        );
+        assert_eq!(
+            run(join(&[
+                bi("forward").to_vec(),
+                bi("backward").to_vec(),
+                dense,
+                lstm("b").to_vec()
+            ])),
+            (vec![0, 2], 3)
+        );
         assert_eq!(run(vec![]), (vec![], 0));
     }
 
@@ -875,6 +910,8 @@ mod tests {
         assert!(!paths(&["other"]).belong_to(&nested));
         assert!(paths(&["sequential", "enc", "rnn"]).belong_to(&entry(&["enc", "rnn"])));
         assert!(!paths(&["rnn"]).belong_to(&entry(&["dec", "rnn"])));
+        // A cell the user named stays in the scope (`RNN(LSTMCell(name="enc_cell"))`).
+        assert!(paths(&["rnn", "enc_cell"]).belong_to(&entry(&["enc", "rnn"])));
         // A top-level layer: its group.
         assert!(paths(&["seq", "enc"]).belong_to(&entry(&["enc"])));
     }

@@ -50,6 +50,7 @@ const GOLDEN: &[Golden] = &[
     ("k3_rnn_cells.keras", None, None),
     ("k3_rnn_cells.h5", None, None),
     ("k2_rnn_cells.h5", None, None),
+    ("k2_slots_weights.h5", None, None),
 ];
 
 fn open(file: &str, architecture: Option<&str>) -> KerasModel {
@@ -555,6 +556,34 @@ fn rnn_layers_of_one_cell_are_loaded_and_checked() {
     let edited = damaged(&dir, "rnn_backwards.json", config.to_string().as_bytes());
     let e = edited_refusal("k3_rnn_cells.keras", edited, "rnn_lstm");
     assert!(e.contains("Keras layer 'rnn_lstm' go_backwards"), "{e}");
+}
+
+/// A weights-only Keras 2 file without its architecture (`k2_slots_weights.h5`: three
+/// bidirectional LSTMs, a `dropout` between the first two, an `activation` between the
+/// last two): layers stack across a layer named as Keras names a dropout, not across
+/// others (`keras_golden_*` runs the first two as a stack).
+#[test]
+fn without_an_architecture_layers_stack_only_where_the_file_shows_them_next() {
+    let model = KerasModel::open(path("k2_slots_weights.h5")).unwrap();
+    let stack = |names: &[&str]| {
+        model.lstm::<NdArray<f32>>(
+            RecurrentSelection::Stack(names.iter().map(|n| n.to_string()).collect()),
+            &Default::default(),
+        )
+    };
+    let (_, config) = stack(&["bidirectional", "bidirectional_1"]).unwrap();
+    assert_eq!((config.num_layers, config.bidirectional), (2, true));
+    for names in [
+        ["bidirectional_1", "bidirectional_2"],
+        ["bidirectional", "bidirectional_2"],
+    ] {
+        let e = stack(&names).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("'{}' position (stacked on '{}')", names[1], names[0]))
+                && e.contains("got a layer between them in the file"),
+            "{e}"
+        );
+    }
 }
 
 /// `k3_nested_cycle.weights.h5`: `k3_nested.weights.h5` with a hard link that makes the
