@@ -150,7 +150,9 @@ impl KerasModel {
     fn from_file(file: KerasFile, architecture: Option<Value>) -> Result<Self, RnnError> {
         let source = file.source.clone();
         let weights = keras_weights::recurrent_layers(&file.h5, &file.layout)?;
-        let config = architecture.or(file.config.clone());
+        // A subclassed model's own config lists no layers: its file is read as weights
+        // alone (an architecture given for it is refused by `layers`).
+        let config = architecture.or(file.config.clone().filter(keras_config::lists_layers));
         let entries = match &config {
             Some(json) => keras_config::layers(&source, json)?,
             None => Vec::new(),
@@ -444,7 +446,8 @@ impl KerasModel {
                 ));
             }
             if k > 0 {
-                self.check_link(&self.recurrent[picked[k - 1]], layer)?;
+                let named = matches!(selection, RecurrentSelection::Stack(_));
+                self.check_link(&self.recurrent[picked[k - 1]], layer, named)?;
             }
             layers.push((loaded.forward.clone(), loaded.backward.clone()));
         }
@@ -461,8 +464,15 @@ impl KerasModel {
         })
     }
 
-    /// Checks that `upper` can sit on `lower` in one multi-layer module.
-    fn check_link(&self, lower: &Recurrent, upper: &Recurrent) -> Result<(), RnnError> {
+    /// Checks that `upper` can sit on `lower` in one multi-layer module; `named`: the
+    /// caller named the layers in order, which is all a file that keeps no order
+    /// between its layers (Keras 3's, without an architecture) can go by.
+    fn check_link(
+        &self,
+        lower: &Recurrent,
+        upper: &Recurrent,
+        named: bool,
+    ) -> Result<(), RnnError> {
         let (a, b) = (&lower.info, &upper.info);
         let what = |setting: &str| {
             format!(
@@ -481,6 +491,19 @@ impl KerasModel {
                 ))
             }
         };
+        let unordered = lower.entry.is_none() && (lower.slot.is_none() || upper.slot.is_none());
+        if unordered && !named {
+            return Err(RnnError::invalid(
+                what("position"),
+                format!(
+                    "the layer right after '{}': name the layers in the order they run \
+                     (RecurrentSelection::Stack) or give the architecture \
+                     (KerasModel::open_with_architecture)",
+                    a.name
+                ),
+                "a layer of a Keras 3 weights file, which does not say which layer feeds which",
+            ));
+        }
         same("units", a.units.to_string(), b.units.to_string())?;
         same(
             "bidirectional",
@@ -578,14 +601,8 @@ impl KerasModel {
                     format!("the layer right after '{}' in the file", a.name),
                     "a layer between them in the file (one with weights, or one not named as Keras names a dropout: a weights-only file without its architecture stacks neighbours only; give the architecture with KerasModel::open_with_architecture)",
                 )),
-                _ => Err(RnnError::invalid(
-                    what("position"),
-                    format!(
-                        "the layer right after '{}' (give the architecture: KerasModel::open_with_architecture)",
-                        a.name
-                    ),
-                    "a layer of a Keras 3 weights file, which does not say which layer feeds which",
-                )),
+                // Named in order by the caller (`unordered` refused the rest).
+                _ => Ok(()),
             },
         }
     }

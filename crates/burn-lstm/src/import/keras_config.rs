@@ -39,11 +39,22 @@ pub(crate) fn layers(source: &str, model: &Value) -> Result<Vec<LayerEntry>, Rnn
         .get("class_name")
         .and_then(Value::as_str)
         .ok_or_else(|| no(source, "'class_name'"))?;
-    let list = model_layers(model)
-        .ok_or_else(|| no(source, &format!("'config.layers' ({class} model)")))?;
+    let list = model_layers(model).ok_or_else(|| {
+        no(
+            source,
+            &format!(
+                "'config.layers' ({class} model; a subclassed model's file is read without one)"
+            ),
+        )
+    })?;
     let mut out = Vec::new();
     add_layers(source, model, list, &Scope::default(), &mut out)?;
     Ok(out)
+}
+
+/// Whether a model's config lists its layers (a subclassed model's does not).
+pub(crate) fn lists_layers(model: &Value) -> bool {
+    model_layers(model).is_some()
 }
 
 fn no(source: &str, what: &str) -> RnnError {

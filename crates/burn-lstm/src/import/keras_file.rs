@@ -1,7 +1,8 @@
 //! The files Keras saves, opened: a `.keras` archive (zip: `config.json` and
 //! `model.weights.h5`), a full-model `.h5` (`model_config` attribute and
 //! `model_weights` group), or a weights-only `.h5` (Keras 2's `save_weights`: a
-//! `layer_names` attribute at the root; Keras 3's `.weights.h5`: a `layers` group).
+//! `layer_names` attribute at the root; Keras 3's `.weights.h5`: a `layers` group, or a
+//! `vars` group at the root, a subclassed model's, whose layers are its attributes).
 
 use std::path::Path;
 
@@ -21,7 +22,8 @@ pub(crate) enum WeightLayout {
         root: String,
     },
     /// Keras 3's layout: `layers/<group>/vars`, `layers/<group>/cell/vars/0..2`; the
-    /// group's `vars` has the layer's name as its `name` attribute.
+    /// group's `vars` has the layer's name as its `name` attribute. A subclassed model
+    /// keeps its layers under their attributes' names (`encoder/cell/vars/0..2`).
     Native,
 }
 
@@ -77,13 +79,14 @@ pub(crate) fn open(path: &Path) -> Result<KerasFile, RnnError> {
         }
     } else if h5.attr_strings("", "layer_names")?.is_some() {
         WeightLayout::Legacy { root: "".into() }
-    } else if h5.has_group("layers") {
+    } else if is_native(&h5) {
         WeightLayout::Native
     } else {
         return Err(io(
             &source,
             "an HDF5 file without Keras weights: expected a 'model_weights' group, a \
-             'layer_names' attribute (Keras 2 save_weights) or a 'layers' group (Keras 3)",
+             'layer_names' attribute (Keras 2 save_weights) or a 'layers' or 'vars' group \
+             (Keras 3)",
         ));
     };
     Ok(KerasFile {
@@ -114,10 +117,10 @@ fn open_archive(bytes: Vec<u8>, source: String) -> Result<KerasFile, RnnError> {
         .map_err(|_| io(&source, "config.json is not UTF-8 text"))?;
     let config = parse_json(&source, "config.json", &text)?;
     let h5 = H5::from_bytes(weights, format!("{source}!model.weights.h5"))?;
-    if !h5.has_group("layers") {
+    if !is_native(&h5) {
         return Err(io(
             h5.source(),
-            "no 'layers' group: not the weights of a Keras 3 model",
+            "no 'layers' or 'vars' group: not the weights of a Keras 3 model",
         ));
     }
     Ok(KerasFile {
@@ -126,6 +129,13 @@ fn open_archive(bytes: Vec<u8>, source: String) -> Result<KerasFile, RnnError> {
         layout: WeightLayout::Native,
         source,
     })
+}
+
+/// Whether `h5` holds weights in Keras 3's layout: a `layers` group (a Sequential's or
+/// functional model's), or the root's own `vars` group (every Keras 3 model's; a
+/// subclassed model's layers are its other groups).
+fn is_native(h5: &H5) -> bool {
+    h5.has_group("layers") || h5.has_group("vars")
 }
 
 /// `text` parsed as JSON, or an error naming where it came from.

@@ -12,7 +12,9 @@
 //!
 //! A nested model (a model used as a layer) keeps its layers' weights in its own
 //! group: in Keras 2's layout one `weight_names` list for all of them (told apart by
-//! their names), in Keras 3's its own `layers/` (`layers/functional/layers/lstm`).
+//! their names), in Keras 3's its own `layers/` (`layers/functional/layers/lstm`). A
+//! subclassed Keras 3 model keeps a layer under its attribute's name (`encoder/cell/
+//! vars/0`) when Keras's alphabetical walk of the attributes meets it before `layers`.
 
 use crate::error::RnnError;
 use crate::import::MAX_UNITS;
@@ -293,9 +295,13 @@ fn legacy_layers(weights: &[LegacyWeight]) -> Option<(Vec<LegacyLayer>, usize)> 
 /// several places are visited once per place.
 const MAX_GROUP_VISITS: usize = 16_384;
 
-/// Appends the recurrent layers below `layers/` of `prefix` (a nested model's group,
-/// `""` at the top), `names` the names of the models around them; `visits` counts the
-/// groups visited.
+/// Appends the recurrent layers of the object whose state is the group `prefix` (the
+/// model at `""`): those of its `layers/` list (a Sequential's or functional model's),
+/// named by their `vars`' `name` attribute, else by their group, then those of its
+/// other attributes (a subclassed model's `self.encoder`), named by the attribute; a
+/// group that is neither a recurrent layer nor a `Bidirectional` is searched in turn
+/// (a nested model, a list of layers). `names`: the names of the objects around;
+/// `visits` counts the groups visited.
 fn native(
     h5: &H5,
     prefix: &str,
@@ -303,7 +309,7 @@ fn native(
     visits: &mut usize,
     out: &mut Vec<LayerPaths>,
 ) -> Result<(), RnnError> {
-    let Some((groups, _)) = h5.members(&join(prefix, "layers"))? else {
+    let Some((children, _)) = h5.members(prefix)? else {
         return Ok(());
     };
     if names.len() > MAX_NESTING {
@@ -312,51 +318,60 @@ fn native(
             format!("'/{prefix}': models nested more than {MAX_NESTING} deep"),
         ));
     }
-    *visits += groups.len();
+    // (group, name, whether the file names it)
+    let mut members: Vec<(String, String, bool)> = Vec::new();
+    if children.iter().any(|c| c == "layers") {
+        let layers = join(prefix, "layers");
+        let (mut groups, _) = h5.members(&layers)?.unwrap_or_default();
+        // h5py lists members alphabetically; Keras numbers groups in the model's order
+        // (`lstm`, `lstm_1`, ..., `lstm_10`): sort by stem, then number.
+        groups.sort_by_key(|g| match g.rsplit_once('_') {
+            Some((stem, n)) if n.chars().all(|c| c.is_ascii_digit()) => (
+                stem.to_string(),
+                n.parse::<u64>().map_or(0, |n| n.saturating_add(1)),
+            ),
+            _ => (g.clone(), 0),
+        });
+        for group in groups {
+            let path = join(&layers, &group);
+            let named = h5
+                .attr_strings(&format!("{path}/vars"), "name")?
+                .and_then(|v| v.into_iter().next());
+            members.push((path, named.clone().unwrap_or(group), named.is_some()));
+        }
+    }
+    for child in children {
+        if child != "layers" && child != "vars" {
+            members.push((join(prefix, &child), child, true));
+        }
+    }
+    *visits += members.len();
     if *visits > MAX_GROUP_VISITS {
         return Err(io(
             h5.source(),
             format!("more than {MAX_GROUP_VISITS} layer groups (groups linked from many places)"),
         ));
     }
-    // h5py lists members alphabetically; Keras numbers groups in the model's order
-    // (`lstm`, `lstm_1`, ..., `lstm_10`): sort by stem, then number.
-    let mut groups = groups;
-    groups.sort_by_key(|g| match g.rsplit_once('_') {
-        Some((stem, n)) if n.chars().all(|c| c.is_ascii_digit()) => (
-            stem.to_string(),
-            n.parse::<u64>().map_or(0, |n| n.saturating_add(1)),
-        ),
-        _ => (g.clone(), 0),
-    });
-    for group in groups {
-        let path = join(prefix, &format!("layers/{group}"));
-        let named = h5
-            .attr_strings(&format!("{path}/vars"), "name")?
-            .and_then(|v| v.into_iter().next());
+    let cell = |base: &str| -> Result<Option<DirectionPaths>, RnnError> {
+        let vars = format!("{base}/cell/vars");
+        let Some((_, datasets)) = h5.members(&vars)? else {
+            return Ok(None);
+        };
+        if !datasets.iter().any(|d| d == "1") {
+            return Ok(None);
+        }
+        Ok(Some(DirectionPaths {
+            kernel: format!("{vars}/0"),
+            recurrent_kernel: format!("{vars}/1"),
+            bias: datasets
+                .iter()
+                .any(|d| d == "2")
+                .then(|| format!("{vars}/2")),
+        }))
+    };
+    for (path, name, named) in members {
         let mut inner_names = names.to_vec();
-        inner_names.push(named.clone().unwrap_or_else(|| group.clone()));
-        let place = Place::Native {
-            group: path.strip_prefix("layers/").unwrap_or(&path).to_string(),
-            named: named.is_some(),
-        };
-        let cell = |base: &str| -> Result<Option<DirectionPaths>, RnnError> {
-            let vars = format!("{base}/cell/vars");
-            let Some((_, datasets)) = h5.members(&vars)? else {
-                return Ok(None);
-            };
-            if !datasets.iter().any(|d| d == "1") {
-                return Ok(None);
-            }
-            Ok(Some(DirectionPaths {
-                kernel: format!("{vars}/0"),
-                recurrent_kernel: format!("{vars}/1"),
-                bias: datasets
-                    .iter()
-                    .any(|d| d == "2")
-                    .then(|| format!("{vars}/2")),
-            }))
-        };
+        inner_names.push(name);
         let (forward, backward) = if let Some(forward) = cell(&path)? {
             (forward, None)
         } else if let (Some(forward), Some(backward)) = (
@@ -365,13 +380,15 @@ fn native(
         ) {
             (forward, Some(backward))
         } else {
-            // A nested model keeps its layers below its own `layers/`.
             native(h5, &path, &inner_names, visits, out)?;
             continue;
         };
         out.push(LayerPaths {
             name: inner_names.join("/"),
-            place,
+            place: Place::Native {
+                group: path.strip_prefix("layers/").unwrap_or(&path).to_string(),
+                named,
+            },
             slot: None,
             forward,
             backward,

@@ -51,6 +51,9 @@ const GOLDEN: &[Golden] = &[
     ("k3_rnn_cells.h5", None, None),
     ("k2_rnn_cells.h5", None, None),
     ("k2_slots_weights.h5", None, None),
+    ("k3_subclassed.keras", None, None),
+    ("k3_subclassed.weights.h5", None, None),
+    ("k3_subclassed.h5", None, None),
 ];
 
 fn open(file: &str, architecture: Option<&str>) -> KerasModel {
@@ -492,6 +495,14 @@ fn a_nested_models_layers_are_its_own() {
             && e.contains("open_with_architecture"),
         "{e}"
     );
+    // Named in order, they stack: the caller says which feeds which.
+    let (_, config) = model
+        .lstm::<NdArray<f32>>(
+            RecurrentSelection::Stack(vec!["sequential/lstm".into(), "sequential/lstm_1".into()]),
+            &device,
+        )
+        .unwrap();
+    assert_eq!(config.num_layers, 2);
 
     let model = KerasModel::open(path("k3_nested.keras")).unwrap();
     assert_eq!(names(&model), ["encoder/bi", "encoder/top", "after"]);
@@ -579,11 +590,50 @@ fn without_an_architecture_layers_stack_only_where_the_file_shows_them_next() {
     ] {
         let e = stack(&names).unwrap_err().to_string();
         assert!(
-            e.contains(&format!("'{}' position (stacked on '{}')", names[1], names[0]))
-                && e.contains("got a layer between them in the file"),
+            e.contains(&format!(
+                "'{}' position (stacked on '{}')",
+                names[1], names[0]
+            )) && e.contains("got a layer between them in the file"),
             "{e}"
         );
     }
+}
+
+/// A subclassed Keras 3 model (`k3_subclassed.*`: `self.encoder`, `self.upper`, LSTMs,
+/// then a Dense): its config lists no layers, so its files are read as weights alone.
+/// Its `.keras` and `.weights.h5` keep `encoder` under its attribute's name and
+/// `upper` in the model's layer list (as `lstm_1`, by its name): both are found, and
+/// they stack when named in order (`keras_golden_*` runs them), not as `All`.
+#[test]
+fn a_subclassed_models_layers_are_its_attributes() {
+    for file in ["k3_subclassed.keras", "k3_subclassed.weights.h5"] {
+        let model = KerasModel::open(path(file)).unwrap();
+        let names: Vec<&str> = model.layers().iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["lstm_1", "encoder"], "{file}");
+        assert!(model.layers().iter().all(|l| !l.settings_known), "{file}");
+        let e = model
+            .lstm::<NdArray<f32>>(RecurrentSelection::All, &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("RecurrentSelection::Stack"), "{file}: {e}");
+    }
+    // Its legacy `.h5` lists the layers in order, under Keras's names.
+    let model = KerasModel::open(path("k3_subclassed.h5")).unwrap();
+    let (_, config) = model
+        .lstm::<NdArray<f32>>(RecurrentSelection::All, &Default::default())
+        .unwrap();
+    assert_eq!(config.num_layers, 2);
+    // An architecture that lists no layers is refused, saying why.
+    let dir = scratch();
+    let json = damaged(
+        &dir,
+        "tagger.json",
+        br#"{"class_name": "Tagger", "config": {}}"#,
+    );
+    let e = KerasModel::open_with_architecture(path("k3_subclassed.keras"), json)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no 'config.layers' (Tagger model"), "{e}");
 }
 
 /// `k3_nested_cycle.weights.h5`: `k3_nested.weights.h5` with a hard link that makes the
