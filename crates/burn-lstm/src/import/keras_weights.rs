@@ -318,13 +318,9 @@ fn native(
             format!("'/{prefix}': models nested more than {MAX_NESTING} deep"),
         ));
     }
-    // (group, name, whether the file names it)
-    let mut members: Vec<(String, String, bool)> = Vec::new();
-    if children.iter().any(|c| c == "layers") {
-        let layers = join(prefix, "layers");
-        let (mut groups, _) = h5.members(&layers)?.unwrap_or_default();
-        // h5py lists members alphabetically; Keras numbers groups in the model's order
-        // (`lstm`, `lstm_1`, ..., `lstm_10`): sort by stem, then number.
+    // h5py lists members alphabetically; Keras numbers a list's groups in order
+    // (`lstm`, `lstm_1`, ..., `lstm_10`): sort by stem, then number.
+    let numbered = |mut groups: Vec<String>| {
         groups.sort_by_key(|g| match g.rsplit_once('_') {
             Some((stem, n)) if n.chars().all(|c| c.is_ascii_digit()) => (
                 stem.to_string(),
@@ -332,7 +328,14 @@ fn native(
             ),
             _ => (g.clone(), 0),
         });
-        for group in groups {
+        groups
+    };
+    // (group, name, whether the file names it)
+    let mut members: Vec<(String, String, bool)> = Vec::new();
+    if children.iter().any(|c| c == "layers") {
+        let layers = join(prefix, "layers");
+        let (groups, _) = h5.members(&layers)?.unwrap_or_default();
+        for group in numbered(groups) {
             let path = join(&layers, &group);
             let named = h5
                 .attr_strings(&format!("{path}/vars"), "name")?
@@ -340,7 +343,7 @@ fn native(
             members.push((path, named.clone().unwrap_or(group), named.is_some()));
         }
     }
-    for child in children {
+    for child in numbered(children) {
         if child != "layers" && child != "vars" {
             members.push((join(prefix, &child), child, true));
         }
