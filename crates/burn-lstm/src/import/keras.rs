@@ -151,7 +151,12 @@ impl KerasModel {
         let source = file.source.clone();
         let weights = keras_weights::recurrent_layers(&file.h5, &file.layout)?;
         // A subclassed model's own config lists no layers: its file is read as weights
-        // alone (an architecture given for it is refused by `layers`).
+        // alone (an architecture given for it is refused by `layers`), and a legacy
+        // file's order of layers is the order they were created, not the one they run.
+        let subclassed = file
+            .config
+            .as_ref()
+            .is_some_and(|c| !keras_config::lists_layers(c));
         let config = architecture.or(file.config.clone().filter(keras_config::lists_layers));
         let entries = match &config {
             Some(json) => keras_config::layers(&source, json)?,
@@ -342,7 +347,7 @@ impl KerasModel {
                     },
                     loaded,
                     entry: None,
-                    slot: paths.slot,
+                    slot: paths.slot.filter(|_| !subclassed),
                 });
             }
         }

@@ -132,10 +132,13 @@ fn open_archive(bytes: Vec<u8>, source: String) -> Result<KerasFile, RnnError> {
 }
 
 /// Whether `h5` holds weights in Keras 3's layout: a `layers` group (a Sequential's or
-/// functional model's), or the root's own `vars` group (every Keras 3 model's; a
-/// subclassed model's layers are its other groups).
+/// functional model's; tf-keras 2.13 named it `_layer_checkpoint_dependencies`), or the
+/// root's own `vars` group (every Keras 3 model's; a subclassed model's layers are its
+/// other groups).
 fn is_native(h5: &H5) -> bool {
-    h5.has_group("layers") || h5.has_group("vars")
+    ["layers", "_layer_checkpoint_dependencies", "vars"]
+        .iter()
+        .any(|group| h5.has_group(group))
 }
 
 /// `text` parsed as JSON, or an error naming where it came from.

@@ -104,7 +104,7 @@ pub(crate) fn recurrent_layers(
         WeightLayout::Legacy { root } => legacy(h5, root),
         WeightLayout::Native => {
             let mut out = Vec::new();
-            native(h5, "", &[], &mut 0, &mut out)?;
+            native(h5, "", &[], "", &mut 0, &mut out)?;
             Ok(out)
         }
     }
@@ -291,6 +291,22 @@ fn legacy_layers(weights: &[LegacyWeight]) -> Option<(Vec<LegacyLayer>, usize)> 
     Some((layers, slots))
 }
 
+/// The groups a model's layer list is saved under: Keras 3's and tf-keras 2.15's
+/// `layers`, tf-keras 2.13's `_layer_checkpoint_dependencies`.
+const LAYER_LISTS: [&str; 2] = ["layers", "_layer_checkpoint_dependencies"];
+
+/// A list group's name split into its class's snake-case stem and its number
+/// (`lstm_2` → `lstm`, 2; `lstm` → `lstm`, 0).
+fn stem_number(group: &str) -> (&str, u64) {
+    match group.rsplit_once('_') {
+        Some((stem, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => (
+            stem,
+            n.parse::<u64>().map_or(u64::MAX, |n| n.saturating_add(1)),
+        ),
+        _ => (group, 0),
+    }
+}
+
 /// How many layer groups a Keras 3 file's walk visits at most: groups linked from
 /// several places are visited once per place.
 const MAX_GROUP_VISITS: usize = 16_384;
@@ -301,11 +317,13 @@ const MAX_GROUP_VISITS: usize = 16_384;
 /// other attributes (a subclassed model's `self.encoder`), named by the attribute; a
 /// group that is neither a recurrent layer nor a `Bidirectional` is searched in turn
 /// (a nested model, a list of layers). `names`: the names of the objects around;
-/// `visits` counts the groups visited.
+/// `group`: the object's group as the architecture names it (`LayerEntry::
+/// native_group`); `visits` counts the groups visited.
 fn native(
     h5: &H5,
     prefix: &str,
     names: &[String],
+    group: &str,
     visits: &mut usize,
     out: &mut Vec<LayerPaths>,
 ) -> Result<(), RnnError> {
@@ -315,45 +333,64 @@ fn native(
     if names.len() > MAX_NESTING {
         return Err(io(
             h5.source(),
-            format!("'/{prefix}': models nested more than {MAX_NESTING} deep"),
+            format!(
+                "'/{prefix}': groups nested more than {MAX_NESTING} deep (models, layers \
+                 and the layers they hold)"
+            ),
         ));
     }
-    // h5py lists members alphabetically; Keras numbers a list's groups in order
-    // (`lstm`, `lstm_1`, ..., `lstm_10`): sort by stem, then number.
-    let numbered = |mut groups: Vec<String>| {
-        groups.sort_by_key(|g| match g.rsplit_once('_') {
-            Some((stem, n)) if n.chars().all(|c| c.is_ascii_digit()) => (
-                stem.to_string(),
-                n.parse::<u64>().map_or(0, |n| n.saturating_add(1)),
-            ),
-            _ => (g.clone(), 0),
-        });
-        groups
+    let list_name = LAYER_LISTS
+        .iter()
+        .find(|l| children.iter().any(|c| c == *l));
+    let list = join(prefix, list_name.copied().unwrap_or("layers"));
+    let listed = match list_name {
+        Some(_) => h5.members(&list)?.unwrap_or_default().0,
+        None => Vec::new(),
     };
-    // (group, name, whether the file names it)
-    let mut members: Vec<(String, String, bool)> = Vec::new();
-    if children.iter().any(|c| c == "layers") {
-        let layers = join(prefix, "layers");
-        let (groups, _) = h5.members(&layers)?.unwrap_or_default();
-        for group in numbered(groups) {
-            let path = join(&layers, &group);
-            let named = h5
-                .attr_strings(&format!("{path}/vars"), "name")?
-                .and_then(|v| v.into_iter().next());
-            members.push((path, named.clone().unwrap_or(group), named.is_some()));
-        }
-    }
-    for child in numbered(children) {
-        if child != "layers" && child != "vars" {
-            members.push((join(prefix, &child), child, true));
-        }
-    }
-    *visits += members.len();
+    // Counted before any member is read.
+    *visits += listed.len() + children.len();
     if *visits > MAX_GROUP_VISITS {
         return Err(io(
             h5.source(),
             format!("more than {MAX_GROUP_VISITS} layer groups (groups linked from many places)"),
         ));
+    }
+    // h5py lists members alphabetically; Keras numbers a list's groups in order
+    // (`lstm`, `lstm_1`, ..., `lstm_10`): sort by stem, then number.
+    let numbered = |mut groups: Vec<String>| {
+        groups.sort_by(|a, b| stem_number(a).cmp(&stem_number(b)));
+        groups
+    };
+    // (path, name, whether the file names it, group as the architecture names it)
+    let mut members: Vec<(String, String, bool, String)> = Vec::new();
+    // A list's group is the architecture's class and rank in its model: tf-keras 2.13
+    // numbers a layer with weights twice (`lstm`, `lstm_2` for two LSTMs).
+    let mut ranks: std::collections::HashMap<String, usize> = Default::default();
+    let list_group = if group.is_empty() {
+        String::new()
+    } else {
+        format!("{group}/layers")
+    };
+    for member in numbered(listed) {
+        let path = join(&list, &member);
+        let named = h5
+            .attr_strings(&format!("{path}/vars"), "name")?
+            .and_then(|v| v.into_iter().next());
+        let stem = stem_number(&member).0.to_string();
+        let rank = ranks.entry(stem.clone()).or_insert(0);
+        let ranked = match *rank {
+            0 => stem,
+            k => format!("{stem}_{k}"),
+        };
+        *rank += 1;
+        let name = named.clone().unwrap_or(member);
+        members.push((path, name, named.is_some(), join(&list_group, &ranked)));
+    }
+    for child in numbered(children) {
+        if !LAYER_LISTS.contains(&child.as_str()) && child != "vars" {
+            let inner = join(group, &child);
+            members.push((join(prefix, &child), child, true, inner));
+        }
     }
     let cell = |base: &str| -> Result<Option<DirectionPaths>, RnnError> {
         let vars = format!("{base}/cell/vars");
@@ -372,7 +409,7 @@ fn native(
                 .then(|| format!("{vars}/2")),
         }))
     };
-    for (path, name, named) in members {
+    for (path, name, named, inner_group) in members {
         let mut inner_names = names.to_vec();
         inner_names.push(name);
         let (forward, backward) = if let Some(forward) = cell(&path)? {
@@ -383,13 +420,13 @@ fn native(
         ) {
             (forward, Some(backward))
         } else {
-            native(h5, &path, &inner_names, visits, out)?;
+            native(h5, &path, &inner_names, &inner_group, visits, out)?;
             continue;
         };
         out.push(LayerPaths {
             name: inner_names.join("/"),
             place: Place::Native {
-                group: path.strip_prefix("layers/").unwrap_or(&path).to_string(),
+                group: inner_group,
                 named,
             },
             slot: None,

@@ -54,6 +54,8 @@ const GOLDEN: &[Golden] = &[
     ("k3_subclassed.keras", None, None),
     ("k3_subclassed.weights.h5", None, None),
     ("k3_subclassed.h5", None, None),
+    ("k2_13_stack.keras", None, None),
+    ("k2_13_stack.weights.h5", Some("k2_13_stack.json"), None),
 ];
 
 fn open(file: &str, architecture: Option<&str>) -> KerasModel {
@@ -603,7 +605,8 @@ fn without_an_architecture_layers_stack_only_where_the_file_shows_them_next() {
 /// then a Dense): its config lists no layers, so its files are read as weights alone.
 /// Its `.keras` and `.weights.h5` keep `encoder` under its attribute's name and
 /// `upper` in the model's layer list (as `lstm_1`, by its name): both are found, and
-/// they stack when named in order (`keras_golden_*` runs them), not as `All`.
+/// they stack when named in order (`keras_golden_*` runs them), not as `All`; so do
+/// those of its legacy `.h5`, whose order is the order they were created.
 #[test]
 fn a_subclassed_models_layers_are_its_attributes() {
     for file in ["k3_subclassed.keras", "k3_subclassed.weights.h5"] {
@@ -617,12 +620,16 @@ fn a_subclassed_models_layers_are_its_attributes() {
             .to_string();
         assert!(e.contains("RecurrentSelection::Stack"), "{file}: {e}");
     }
-    // Its legacy `.h5` lists the layers in order, under Keras's names.
+    // Its legacy `.h5` lists the layers under Keras's names, in the order they were
+    // created (not necessarily the order they run): they too stack when named.
     let model = KerasModel::open(path("k3_subclassed.h5")).unwrap();
-    let (_, config) = model
+    let names: Vec<&str> = model.layers().iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["lstm", "lstm_1"]);
+    let e = model
         .lstm::<NdArray<f32>>(RecurrentSelection::All, &Default::default())
-        .unwrap();
-    assert_eq!(config.num_layers, 2);
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("RecurrentSelection::Stack"), "{e}");
     // An architecture that lists no layers is refused, saying why.
     let dir = scratch();
     let json = damaged(
@@ -646,7 +653,7 @@ fn nested_models_that_nest_forever_are_refused() {
     let e = KerasModel::open(path("k3_nested_cycle.weights.h5"))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("models nested more than 16 deep"), "{e}");
+    assert!(e.contains("groups nested more than 16 deep"), "{e}");
     let e = KerasModel::open(path("k3_nested_fanout.weights.h5"))
         .unwrap_err()
         .to_string();
@@ -935,6 +942,73 @@ fn damaged(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> PathBuf {
     let path = dir.path().join(name);
     std::fs::write(&path, bytes).unwrap();
     path
+}
+
+/// Every place of an architecture JSON (a spread of its values: nested models'
+/// layers, inbound nodes, inputs and outputs, cells, settings) changed to another kind
+/// of value: opening with it and loading every layer and every stack give a model or
+/// an error.
+#[test]
+fn changed_architectures_are_errors_or_other_models_never_panics() {
+    use serde_json::{Value, json};
+    fn pointers(value: &Value, at: String, out: &mut Vec<String>) {
+        out.push(at.clone());
+        match value {
+            Value::Array(items) => {
+                for (k, v) in items.iter().enumerate() {
+                    pointers(v, format!("{at}/{k}"), out);
+                }
+            }
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let key = k.replace('~', "~0").replace('/', "~1");
+                    pointers(v, format!("{at}/{key}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let device = Default::default();
+    let dir = scratch();
+    let deep = (0..40).fold(json!("x"), |v, _| json!([v]));
+    let replacements = [
+        Value::Null,
+        json!(0),
+        json!("encoder"),
+        json!([]),
+        json!({}),
+        json!(true),
+        json!([["encoder", 0, 0], ["masking", 0, 0]]),
+        deep,
+    ];
+    let mut opened = 0;
+    for (weights, json) in [
+        ("k3_nested.weights.h5", "k3_nested.json"),
+        ("k2_nested_weights.h5", "k2_nested.json"),
+    ] {
+        let text = std::fs::read_to_string(path(json)).unwrap();
+        let original: Value = serde_json::from_str(&text).unwrap();
+        let mut places = Vec::new();
+        pointers(&original, String::new(), &mut places);
+        let step = (places.len() / 150).max(1);
+        for (k, place) in places.iter().enumerate().step_by(step) {
+            let mut changed = original.clone();
+            *changed.pointer_mut(place).unwrap() = replacements[k % replacements.len()].clone();
+            let copy = damaged(&dir, "changed.json", changed.to_string().as_bytes());
+            let Ok(model) = KerasModel::open_with_architecture(path(weights), copy) else {
+                continue;
+            };
+            opened += 1;
+            let names: Vec<String> = model.layers().iter().map(|l| l.name.clone()).collect();
+            let _ = model.lstm::<NdArray<f32>>(RecurrentSelection::All, &device);
+            let _ = model.gru::<NdArray<f32>>(RecurrentSelection::All, &device);
+            let _ = model.lstm::<NdArray<f32>>(RecurrentSelection::Stack(names.clone()), &device);
+            for name in names {
+                let _ = model.lstm::<NdArray<f32>>(name.as_str(), &device);
+            }
+        }
+    }
+    assert!(opened > 100, "{opened} changed architectures opened");
 }
 
 #[test]
