@@ -156,6 +156,10 @@ fn add_layers(
         let mut path = scope.path.clone();
         path.push(own.to_string());
         previous = Some(name.clone());
+        if let Some(cells) = stacked_cells(class_name, &config) {
+            add_stacked_cells(&name, &path, &native_group, &config, cells, inbound, out);
+            continue;
+        }
         let Some(inner) = model_layers(entry) else {
             out.push(LayerEntry {
                 name,
@@ -209,6 +213,85 @@ fn add_layers(
         };
     }
     Ok(())
+}
+
+/// The cells of an `RNN` of a `StackedRNNCells` (`RNN([LSTMCell(8), LSTMCell(8)])`),
+/// when each is an `LSTMCell` or a `GRUCell`: a stack of layers, each cell's output
+/// the next one's input at every step.
+fn stacked_cells<'a>(class_name: &str, config: &'a Value) -> Option<&'a Vec<Value>> {
+    if class_name != "RNN" {
+        return None;
+    }
+    let cell = rnn_cell(config)?;
+    if cell.get("class_name").and_then(Value::as_str) != Some("StackedRNNCells") {
+        return None;
+    }
+    let cells = cell.get("config")?.get("cells")?.as_array()?;
+    let loaded = |c: &Value| {
+        matches!(
+            c.get("class_name").and_then(Value::as_str),
+            Some("LSTMCell" | "GRUCell")
+        ) && c
+            .get("config")
+            .and_then(|c| c.get("name"))
+            .is_some_and(Value::is_string)
+    };
+    (!cells.is_empty() && cells.iter().all(loaded)).then_some(cells)
+}
+
+/// Appends an `RNN` of stacked cells as one `RNN` layer per cell, named `rnn/cell`
+/// (`stacked/lstm_cell_1`), each returning its sequence to the next (the last as the
+/// `RNN` does), then the `RNN` itself as a pass-through to its last cell. A Keras 3
+/// file keeps cell `k` in `{group}/cell/cells/{class}_{k}`.
+fn add_stacked_cells(
+    name: &str,
+    path: &[String],
+    native_group: &str,
+    config: &Value,
+    cells: &[Value],
+    inbound: Vec<String>,
+    out: &mut Vec<LayerEntry>,
+) {
+    let classes: Vec<&str> = cells
+        .iter()
+        .map(|c| match c.get("class_name").and_then(Value::as_str) {
+            Some("GRUCell") => "GRUCell",
+            _ => "LSTMCell",
+        })
+        .collect();
+    let groups = native_group_names(&classes);
+    let mut previous = inbound;
+    for (k, (cell, group)) in cells.iter().zip(groups).enumerate() {
+        let own = cell["config"]["name"].as_str().unwrap_or_default();
+        let mut layer = config.clone();
+        if let Some(map) = layer.as_object_mut() {
+            map.insert("cell".into(), cell.clone());
+            if k + 1 < cells.len() {
+                map.insert("return_sequences".into(), Value::Bool(true));
+            }
+        }
+        let mut cell_path = path.to_vec();
+        cell_path.push(own.to_string());
+        let cell_name = format!("{name}/{own}");
+        out.push(LayerEntry {
+            name: cell_name.clone(),
+            path: cell_path,
+            native_group: format!("{native_group}/cell/cells/{group}"),
+            class_name: "RNN".into(),
+            config: layer,
+            inbound: std::mem::replace(&mut previous, vec![cell_name]),
+            pass_through: false,
+        });
+    }
+    out.push(LayerEntry {
+        name: name.to_string(),
+        path: path.to_vec(),
+        native_group: native_group.to_string(),
+        class_name: "RNN(StackedRNNCells)".into(),
+        config: Value::Null,
+        inbound: previous,
+        pass_through: true,
+    });
 }
 
 /// The layer names of a layer's `inbound_nodes`: Keras 2 writes `[[["lstm", 0, 0, {}]]]`,
@@ -800,6 +883,68 @@ mod tests {
         ] {
             assert!(!identity_by_name(name), "{name}");
         }
+    }
+
+    /// An `RNN` of stacked cells is a layer per cell, each feeding the next; the `RNN`
+    /// passes its last cell's output on.
+    #[test]
+    fn an_rnn_of_stacked_cells_is_a_layer_per_cell() {
+        let cell = |class: &str, name: &str| json!({"class_name": class, "config": {"name": name, "units": 4}});
+        let stacked = json!({"class_name": "RNN", "config": {"name": "stacked",
+            "return_sequences": false, "cell": {"class_name": "StackedRNNCells",
+            "config": {"cells": [cell("LSTMCell", "lstm_cell"), cell("LSTMCell", "lstm_cell_1")]}}}});
+        let model = sequential("m", vec![lstm("first"), stacked, lstm("last")]);
+        let entries = layers("f.json", &model).unwrap();
+        let described: Vec<(&str, &str, Vec<&str>, bool)> = entries
+            .iter()
+            .map(|e| {
+                (
+                    e.name.as_str(),
+                    e.native_group.as_str(),
+                    e.inbound.iter().map(String::as_str).collect(),
+                    e.pass_through,
+                )
+            })
+            .collect();
+        assert_eq!(
+            described,
+            [
+                ("first", "lstm", vec![], false),
+                (
+                    "stacked/lstm_cell",
+                    "rnn/cell/cells/lstm_cell",
+                    vec!["first"],
+                    false
+                ),
+                (
+                    "stacked/lstm_cell_1",
+                    "rnn/cell/cells/lstm_cell_1",
+                    vec!["stacked/lstm_cell"],
+                    false
+                ),
+                ("stacked", "rnn", vec!["stacked/lstm_cell_1"], true),
+                ("last", "lstm_1", vec!["stacked"], false),
+            ]
+        );
+        // Each cell is an RNN of that cell; all but the last return their sequences.
+        let returns: Vec<Value> = entries[1..3]
+            .iter()
+            .map(|e| e.config["return_sequences"].clone())
+            .collect();
+        assert_eq!(returns, [json!(true), json!(false)]);
+        assert_eq!(entries[2].config["cell"]["config"]["name"], "lstm_cell_1");
+        assert_eq!(
+            recurrent_kind(&entries[1].class_name, &entries[1].config),
+            RecurrentKind::Loaded {
+                cell: CellKind::Lstm,
+                cudnn: false,
+                class: "RNN(LSTMCell)".into()
+            }
+        );
+        assert_eq!(
+            recurrent_kind(&entries[3].class_name, &entries[3].config),
+            RecurrentKind::NotRecurrent
+        );
     }
 
     #[test]

@@ -412,6 +412,9 @@ fn native(
     for (path, name, named, inner_group) in members {
         let mut inner_names = names.to_vec();
         inner_names.push(name);
+        if stacked_cells(h5, &path, &inner_names, &inner_group, named, visits, out)? {
+            continue;
+        }
         let (forward, backward) = if let Some(forward) = cell(&path)? {
             (forward, None)
         } else if let (Some(forward), Some(backward)) = (
@@ -435,6 +438,73 @@ fn native(
         });
     }
     Ok(())
+}
+
+/// Appends the cells of an `RNN` of a `StackedRNNCells` kept in the group `path`
+/// (`{path}/cell/cells/lstm_cell_1/vars/0..2`, numbered by class), each a layer named
+/// `rnn/cell` by its `vars`' name; whether `path` is one.
+fn stacked_cells(
+    h5: &H5,
+    path: &str,
+    names: &[String],
+    group: &str,
+    named: bool,
+    visits: &mut usize,
+    out: &mut Vec<LayerPaths>,
+) -> Result<bool, RnnError> {
+    let list = format!("{path}/cell/cells");
+    let Some((cells, _)) = h5.members(&list)? else {
+        return Ok(false);
+    };
+    *visits += cells.len();
+    if *visits > MAX_GROUP_VISITS {
+        return Err(io(
+            h5.source(),
+            format!("more than {MAX_GROUP_VISITS} layer groups (groups linked from many places)"),
+        ));
+    }
+    let mut cells = cells;
+    cells.sort_by(|a, b| stem_number(a).cmp(&stem_number(b)));
+    let mut ranks: std::collections::HashMap<String, usize> = Default::default();
+    for cell in cells {
+        let vars = format!("{list}/{cell}/vars");
+        let Some((_, datasets)) = h5.members(&vars)? else {
+            continue;
+        };
+        if !datasets.iter().any(|d| d == "1") {
+            continue;
+        }
+        let stem = stem_number(&cell).0.to_string();
+        let rank = ranks.entry(stem.clone()).or_insert(0);
+        let ranked = match *rank {
+            0 => stem,
+            k => format!("{stem}_{k}"),
+        };
+        *rank += 1;
+        let own = h5
+            .attr_strings(&vars, "name")?
+            .and_then(|v| v.into_iter().next());
+        let mut cell_names = names.to_vec();
+        cell_names.push(own.clone().unwrap_or(cell));
+        out.push(LayerPaths {
+            name: cell_names.join("/"),
+            place: Place::Native {
+                group: format!("{group}/cell/cells/{ranked}"),
+                named: named && own.is_some(),
+            },
+            slot: None,
+            forward: DirectionPaths {
+                kernel: format!("{vars}/0"),
+                recurrent_kernel: format!("{vars}/1"),
+                bias: datasets
+                    .iter()
+                    .any(|d| d == "2")
+                    .then(|| format!("{vars}/2")),
+            },
+            backward: None,
+        });
+    }
+    Ok(true)
 }
 
 /// What the weights of a layer say about it.

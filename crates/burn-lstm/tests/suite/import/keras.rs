@@ -528,11 +528,12 @@ fn a_nested_models_layers_are_its_own() {
     );
 }
 
-/// `RNN` layers of one `LSTMCell` or `GRUCell` run Keras's LSTM and GRU (`k3_rnn_cells`,
-/// `k2_rnn_cells`: outputs in `keras_golden_*`); their cell's settings are checked as
-/// the layer's; an `RNN` of a `StackedRNNCells` is named, not loaded.
+/// `RNN` layers of one `LSTMCell` or `GRUCell` run Keras's LSTM and GRU, and an `RNN`
+/// of a `StackedRNNCells` of them a stack of layers, one per cell (`k3_rnn_cells`,
+/// `k2_rnn_cells`: outputs in `keras_golden_*`); the cells' settings are checked as the
+/// layers'; a stack of other cells is named, not loaded.
 #[test]
-fn rnn_layers_of_one_cell_are_loaded_and_checked() {
+fn rnn_layers_of_cells_are_loaded_and_checked() {
     let model = KerasModel::open(path("k3_rnn_cells.keras")).unwrap();
     let classes: Vec<(&str, &str)> = model
         .layers()
@@ -543,18 +544,35 @@ fn rnn_layers_of_one_cell_are_loaded_and_checked() {
         classes,
         [
             ("rnn_lstm", "RNN(LSTMCell)"),
-            ("bi_rnn_gru", "Bidirectional(RNN(GRUCell))")
+            ("bi_rnn_gru", "Bidirectional(RNN(GRUCell))"),
+            ("stacked/lstm_cell_1", "RNN(LSTMCell)"),
+            ("stacked/lstm_cell_2", "RNN(LSTMCell)"),
         ]
     );
-    let e = model
-        .lstm::<NdArray<f32>>("stacked", &Default::default())
-        .unwrap_err()
-        .to_string();
+    let cells = model.layers();
+    assert!(cells[2].return_sequences && cells[3].return_sequences);
+    assert_eq!(cells[3].mask_source.as_deref(), Some("masking"));
+    let (_, config) = model
+        .lstm::<NdArray<f32>>(
+            RecurrentSelection::Stack(vec![
+                "stacked/lstm_cell_1".into(),
+                "stacked/lstm_cell_2".into(),
+            ]),
+            &Default::default(),
+        )
+        .unwrap();
+    assert_eq!((config.input_size, config.num_layers), (6, 2));
+    let dir = scratch();
+    // A stack with another cell: the layer is named, its cells not listed.
+    let mut config = architecture("k3_rnn_cells.keras");
+    layer_mut(&mut config, "stacked")["config"]["cell"]["config"]["cells"][1]["class_name"] =
+        "SimpleRNNCell".into();
+    let edited = damaged(&dir, "rnn_simple.json", config.to_string().as_bytes());
+    let e = edited_refusal("k3_rnn_cells.keras", edited, "stacked");
     assert!(
         e.contains("Keras layer 'stacked' class") && e.ends_with("got RNN(StackedRNNCells)"),
         "{e}"
     );
-    let dir = scratch();
     let mut config = architecture("k3_rnn_cells.keras");
     layer_mut(&mut config, "rnn_lstm")["config"]["cell"]["config"]["activation"] = "relu".into();
     let edited = damaged(&dir, "rnn_relu.json", config.to_string().as_bytes());
