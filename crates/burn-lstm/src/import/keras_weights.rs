@@ -295,6 +295,45 @@ fn legacy_layers(weights: &[LegacyWeight]) -> Option<(Vec<LegacyLayer>, usize)> 
 /// `layers`, tf-keras 2.13's `_layer_checkpoint_dependencies`.
 const LAYER_LISTS: [&str; 2] = ["layers", "_layer_checkpoint_dependencies"];
 
+/// A direction's weights in a Keras 3 `vars` group (`0`, `1` and, with a bias, `2`:
+/// kernel, recurrent kernel, bias), when it has a recurrent kernel.
+fn vars_direction(h5: &H5, vars: &str) -> Result<Option<DirectionPaths>, RnnError> {
+    let Some((_, datasets)) = h5.members(vars)? else {
+        return Ok(None);
+    };
+    if !datasets.iter().any(|d| d == "1") {
+        return Ok(None);
+    }
+    Ok(Some(DirectionPaths {
+        kernel: format!("{vars}/0"),
+        recurrent_kernel: format!("{vars}/1"),
+        bias: datasets
+            .iter()
+            .any(|d| d == "2")
+            .then(|| format!("{vars}/2")),
+    }))
+}
+
+/// The groups of a list, named as the architecture names them: by class and rank in
+/// the list (`lstm`, `lstm_1`), whatever numbers the file gave them (tf-keras 2.13
+/// numbers a layer with weights twice: `lstm`, `lstm_2` for two LSTMs).
+#[derive(Default)]
+struct Ranks(std::collections::HashMap<String, usize>);
+
+impl Ranks {
+    /// The name of `group`, the next of its class (groups given in the file's order).
+    fn next(&mut self, group: &str) -> String {
+        let stem = stem_number(group).0.to_string();
+        let rank = self.0.entry(stem.clone()).or_insert(0);
+        let name = match *rank {
+            0 => stem,
+            k => format!("{stem}_{k}"),
+        };
+        *rank += 1;
+        name
+    }
+}
+
 /// A list group's name split into its class's snake-case stem and its number
 /// (`lstm_2` → `lstm`, 2; `lstm` → `lstm`, 0).
 fn stem_number(group: &str) -> (&str, u64) {
@@ -363,9 +402,7 @@ fn native(
     };
     // (path, name, whether the file names it, group as the architecture names it)
     let mut members: Vec<(String, String, bool, String)> = Vec::new();
-    // A list's group is the architecture's class and rank in its model: tf-keras 2.13
-    // numbers a layer with weights twice (`lstm`, `lstm_2` for two LSTMs).
-    let mut ranks: std::collections::HashMap<String, usize> = Default::default();
+    let mut ranks = Ranks::default();
     let list_group = if group.is_empty() {
         String::new()
     } else {
@@ -376,13 +413,7 @@ fn native(
         let named = h5
             .attr_strings(&format!("{path}/vars"), "name")?
             .and_then(|v| v.into_iter().next());
-        let stem = stem_number(&member).0.to_string();
-        let rank = ranks.entry(stem.clone()).or_insert(0);
-        let ranked = match *rank {
-            0 => stem,
-            k => format!("{stem}_{k}"),
-        };
-        *rank += 1;
+        let ranked = ranks.next(&member);
         let name = named.clone().unwrap_or(member);
         members.push((path, name, named.is_some(), join(&list_group, &ranked)));
     }
@@ -392,23 +423,7 @@ fn native(
             members.push((join(prefix, &child), child, true, inner));
         }
     }
-    let cell = |base: &str| -> Result<Option<DirectionPaths>, RnnError> {
-        let vars = format!("{base}/cell/vars");
-        let Some((_, datasets)) = h5.members(&vars)? else {
-            return Ok(None);
-        };
-        if !datasets.iter().any(|d| d == "1") {
-            return Ok(None);
-        }
-        Ok(Some(DirectionPaths {
-            kernel: format!("{vars}/0"),
-            recurrent_kernel: format!("{vars}/1"),
-            bias: datasets
-                .iter()
-                .any(|d| d == "2")
-                .then(|| format!("{vars}/2")),
-        }))
-    };
+    let cell = |base: &str| vars_direction(h5, &format!("{base}/cell/vars"));
     for (path, name, named, inner_group) in members {
         let mut inner_names = names.to_vec();
         inner_names.push(name);
@@ -465,22 +480,13 @@ fn stacked_cells(
     }
     let mut cells = cells;
     cells.sort_by(|a, b| stem_number(a).cmp(&stem_number(b)));
-    let mut ranks: std::collections::HashMap<String, usize> = Default::default();
+    let mut ranks = Ranks::default();
     for cell in cells {
         let vars = format!("{list}/{cell}/vars");
-        let Some((_, datasets)) = h5.members(&vars)? else {
+        let Some(forward) = vars_direction(h5, &vars)? else {
             continue;
         };
-        if !datasets.iter().any(|d| d == "1") {
-            continue;
-        }
-        let stem = stem_number(&cell).0.to_string();
-        let rank = ranks.entry(stem.clone()).or_insert(0);
-        let ranked = match *rank {
-            0 => stem,
-            k => format!("{stem}_{k}"),
-        };
-        *rank += 1;
+        let ranked = ranks.next(&cell);
         let own = h5
             .attr_strings(&vars, "name")?
             .and_then(|v| v.into_iter().next());
@@ -493,14 +499,7 @@ fn stacked_cells(
                 named: named && own.is_some(),
             },
             slot: None,
-            forward: DirectionPaths {
-                kernel: format!("{vars}/0"),
-                recurrent_kernel: format!("{vars}/1"),
-                bias: datasets
-                    .iter()
-                    .any(|d| d == "2")
-                    .then(|| format!("{vars}/2")),
-            },
+            forward,
             backward: None,
         });
     }
