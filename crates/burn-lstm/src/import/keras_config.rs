@@ -726,6 +726,21 @@ mod tests {
         json!({"class_name": "LSTM", "config": {"name": name, "units": 4}})
     }
 
+    /// Each entry's name, Keras 3 group, inbound layers and whether it passes through.
+    fn described(entries: &[LayerEntry]) -> Vec<(&str, &str, Vec<&str>, bool)> {
+        entries
+            .iter()
+            .map(|e| {
+                (
+                    e.name.as_str(),
+                    e.native_group.as_str(),
+                    e.inbound.iter().map(String::as_str).collect(),
+                    e.pass_through,
+                )
+            })
+            .collect()
+    }
+
     /// A Sequential model named `name` of `layers`.
     fn sequential(name: &str, layers: Vec<Value>) -> Value {
         json!({"class_name": "Sequential", "config": {"name": name, "layers": layers}})
@@ -743,19 +758,8 @@ mod tests {
             ],
         );
         let entries = layers("f.json", &outer).unwrap();
-        let described: Vec<(&str, &str, Vec<&str>, bool)> = entries
-            .iter()
-            .map(|e| {
-                (
-                    e.name.as_str(),
-                    e.native_group.as_str(),
-                    e.inbound.iter().map(String::as_str).collect(),
-                    e.pass_through,
-                )
-            })
-            .collect();
         assert_eq!(
-            described,
+            described(&entries),
             [
                 ("masking", "masking", vec![], false),
                 ("enc", "sequential", vec!["enc/c"], true),
@@ -895,19 +899,8 @@ mod tests {
             "config": {"cells": [cell("LSTMCell", "lstm_cell"), cell("LSTMCell", "lstm_cell_1")]}}}});
         let model = sequential("m", vec![lstm("first"), stacked, lstm("last")]);
         let entries = layers("f.json", &model).unwrap();
-        let described: Vec<(&str, &str, Vec<&str>, bool)> = entries
-            .iter()
-            .map(|e| {
-                (
-                    e.name.as_str(),
-                    e.native_group.as_str(),
-                    e.inbound.iter().map(String::as_str).collect(),
-                    e.pass_through,
-                )
-            })
-            .collect();
         assert_eq!(
-            described,
+            described(&entries),
             [
                 ("first", "lstm", vec![], false),
                 (
