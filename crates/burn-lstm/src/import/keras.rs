@@ -1,6 +1,7 @@
 //! [`KerasModel`]: a Keras model file's recurrent layers, loaded into
 //! [`CudnnCompatibleLstm`] / [`CudnnCompatibleGru`] with the config they imply.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use burn::tensor::backend::Backend;
@@ -108,6 +109,8 @@ pub struct KerasModel {
     recurrent: Vec<Recurrent>,
     /// The architecture's top-level layers (empty without one).
     entries: Vec<LayerEntry>,
+    /// Each entry's position, by name.
+    positions: HashMap<String, usize>,
     /// Recurrent layers of classes this crate does not load: (name, class).
     others: Vec<(String, String)>,
 }
@@ -162,6 +165,11 @@ impl KerasModel {
             Some(json) => keras_config::layers(&source, json)?,
             None => Vec::new(),
         };
+        // The first of a name, as a walk by name found it.
+        let mut positions = HashMap::with_capacity(entries.len());
+        for (k, entry) in entries.iter().enumerate() {
+            positions.entry(entry.name.clone()).or_insert(k);
+        }
         let mut recurrent = Vec::new();
         let mut others = Vec::new();
         if config.is_some() {
@@ -242,7 +250,7 @@ impl KerasModel {
                         }
                     }),
                 };
-                let (mask_source, mask_value) = mask_of(&entries, index);
+                let (mask_source, mask_value) = mask_of(&entries, &positions, index);
                 let (cell, units, bidirectional, bias, return_sequences, batch_first) =
                     match &settings {
                         Ok(s) => (
@@ -355,6 +363,7 @@ impl KerasModel {
             source,
             recurrent,
             entries,
+            positions,
             others,
         })
     }
@@ -556,7 +565,7 @@ impl KerasModel {
                             ));
                         }
                     };
-                    let Some(next) = self.entries.iter().position(|e| &e.name == inbound) else {
+                    let Some(&next) = self.positions.get(inbound) else {
                         return Err(RnnError::invalid(
                             what("input"),
                             format!("the output of '{}'", a.name),
@@ -614,13 +623,17 @@ impl KerasModel {
 }
 
 /// The mask-producing layer upstream of `entries[index]`, and a `Masking` layer's value.
-fn mask_of(entries: &[LayerEntry], index: usize) -> (Option<String>, Option<f64>) {
+fn mask_of(
+    entries: &[LayerEntry],
+    positions: &HashMap<String, usize>,
+    index: usize,
+) -> (Option<String>, Option<f64>) {
     let mut at = index;
     for _ in 0..entries.len() {
         let Some(inbound) = entries[at].inbound.first() else {
             break;
         };
-        let Some(next) = entries.iter().position(|e| &e.name == inbound) else {
+        let Some(&next) = positions.get(inbound) else {
             break;
         };
         let entry = &entries[next];

@@ -215,6 +215,10 @@ fn add_layers(
     Ok(())
 }
 
+/// Most cells of an `RNN` of a `StackedRNNCells` read as a stack of layers (more are
+/// refused as the `RNN` they are).
+const MAX_STACKED_CELLS: usize = 1024;
+
 /// The cells of an `RNN` of a `StackedRNNCells` (`RNN([LSTMCell(8), LSTMCell(8)])`),
 /// when each is an `LSTMCell` or a `GRUCell`: a stack of layers, each cell's output
 /// the next one's input at every step.
@@ -236,7 +240,8 @@ fn stacked_cells<'a>(class_name: &str, config: &'a Value) -> Option<&'a Vec<Valu
             .and_then(|c| c.get("name"))
             .is_some_and(Value::is_string)
     };
-    (!cells.is_empty() && cells.iter().all(loaded)).then_some(cells)
+    (!cells.is_empty() && cells.len() <= MAX_STACKED_CELLS && cells.iter().all(loaded))
+        .then_some(cells)
 }
 
 /// Appends an `RNN` of stacked cells as one `RNN` layer per cell, named `rnn/cell`
@@ -260,10 +265,15 @@ fn add_stacked_cells(
         })
         .collect();
     let groups = native_group_names(&classes);
+    // The RNN's settings without its cells, copied once per cell.
+    let mut base = config.clone();
+    if let Some(map) = base.as_object_mut() {
+        map.remove("cell");
+    }
     let mut previous = inbound;
     for (k, (cell, group)) in cells.iter().zip(groups).enumerate() {
         let own = cell["config"]["name"].as_str().unwrap_or_default();
-        let mut layer = config.clone();
+        let mut layer = base.clone();
         if let Some(map) = layer.as_object_mut() {
             map.insert("cell".into(), cell.clone());
             if k + 1 < cells.len() {

@@ -179,10 +179,15 @@ fn legacy(h5: &H5, root: &str) -> Result<Vec<LayerPaths>, RnnError> {
 struct LegacyWeight {
     /// The components before the role, less a trailing `lstm_cell` or `gru_cell` (or
     /// `lstm_cell_1`, a cell tf-keras numbered) unless the cell is one of a
-    /// `StackedRNNCells`' (`rnn/stacked_rnn_cells/gru_cell_1`: the cells are the layers).
+    /// `StackedRNNCells`', whose own component is left out instead
+    /// (`rnn/stacked_rnn_cells/gru_cell_1` → `rnn/gru_cell_1`: the cells are the
+    /// layers, named as the architecture names them).
     scope: Vec<String>,
     role: String,
     path: String,
+    /// A cell of stacked cells inside a `Bidirectional`
+    /// (`bi/forward_rnn/stacked_rnn_cells/lstm_cell/kernel:0`).
+    bidirectional_stack: bool,
 }
 
 impl LegacyWeight {
@@ -198,13 +203,20 @@ impl LegacyWeight {
             matches!(stem, "lstm_cell" | "gru_cell")
         };
         let stacked = scope.len() > 1 && scope[scope.len() - 2].starts_with("stacked_rnn_cells");
-        if scope.len() > 1 && !stacked && scope.last().is_some_and(|c| is_cell(c)) {
+        let bidirectional_stack = stacked
+            && scope[..scope.len() - 2]
+                .iter()
+                .any(|c| c.starts_with("forward_") || c.starts_with("backward_"));
+        if stacked {
+            scope.remove(scope.len() - 2);
+        } else if scope.len() > 1 && scope.last().is_some_and(|c| is_cell(c)) {
             scope.pop();
         }
         Self {
             scope,
             role,
             path: join(group, name),
+            bidirectional_stack,
         }
     }
 }
@@ -224,8 +236,8 @@ struct LegacyLayer {
 /// The recurrent layers among a group's weights, in order: each direction is a
 /// `kernel`, `recurrent_kernel` (and `bias`) of one scope; a `Bidirectional` is a
 /// direction scoped `.../forward_*` right before one scoped `.../backward_*` (Keras
-/// names its two layers so). Other layers' weights (a nested model's `Dense`) are
-/// passed over, each run of them taking a slot; also returns how many slots the group
+/// names its two layers so). Other layers' weights (a nested model's `Dense`, a
+/// `Bidirectional` of stacked cells) are passed over, each run of them taking a slot; also returns how many slots the group
 /// takes (none without weights: a `Dropout`'s or `Masking`'s). `None` when a recurrent
 /// kernel is left over.
 fn legacy_layers(weights: &[LegacyWeight]) -> Option<(Vec<LegacyLayer>, usize)> {
@@ -240,6 +252,13 @@ fn legacy_layers(weights: &[LegacyWeight]) -> Option<(Vec<LegacyLayer>, usize)> 
                 .get(at + k)
                 .is_some_and(|w| w.role == role && w.scope == weights[at].scope)
         };
+        // A Bidirectional of stacked cells runs each direction through the whole
+        // stack, which no cuDNN stack does: its weights are another layer's.
+        if weights[at].bidirectional_stack {
+            other = true;
+            at += 1;
+            continue;
+        }
         if weights[at].role == "recurrent_kernel" {
             return None;
         }
@@ -437,6 +456,10 @@ fn native(
             cell(&format!("{path}/backward_layer"))?,
         ) {
             (forward, Some(backward))
+        } else if h5.has_group(&format!("{path}/forward_layer")) {
+            // A Bidirectional of what does not load (stacked cells: each direction runs
+            // the whole stack): not searched for layers.
+            continue;
         } else {
             native(h5, &path, &inner_names, &inner_group, visits, out)?;
             continue;
@@ -849,7 +872,8 @@ mod tests {
         assert_eq!(run(&["seq/gru_a/gru_cell"]).unwrap()[0].0, "gru_a");
         // tf-keras numbers the cells users create (`RNN(LSTMCell(4))`).
         assert_eq!(run(&["rnn_1/lstm_cell_1"]).unwrap()[0].0, "rnn_1");
-        // A StackedRNNCells' cells are its layers.
+        // A StackedRNNCells' cells are its layers, scoped as the architecture names
+        // them (`rnn_2/gru_cell_1`, also inside a nested model).
         let found = run(&[
             "rnn_2/stacked_rnn_cells/gru_cell",
             "rnn_2/stacked_rnn_cells/gru_cell_1",
@@ -857,6 +881,18 @@ mod tests {
         .unwrap();
         let leaves: Vec<&str> = found.iter().map(|(leaf, ..)| leaf.as_str()).collect();
         assert_eq!(leaves, ["gru_cell", "gru_cell_1"]);
+        let scope = LegacyWeight::new("seq/enc/s/stacked_rnn_cells/lstm_cell_1/kernel", "g").scope;
+        assert_eq!(scope, ["seq", "enc", "s", "lstm_cell_1"]);
+        // A Bidirectional of stacked cells is no layer of cuDNN's: passed over.
+        assert_eq!(
+            run(&[
+                "bi/forward_rnn/stacked_rnn_cells/lstm_cell",
+                "bi/forward_rnn/stacked_rnn_cells/lstm_cell_1",
+                "bi/backward_rnn/stacked_rnn_cells/lstm_cell",
+                "bi/backward_rnn/stacked_rnn_cells/lstm_cell_1",
+            ]),
+            Some(vec![])
+        );
         // A Bidirectional, under any name (`backward_enc` too).
         for bi in ["bigru", "backward_enc", "outer/forward_x"] {
             let scopes = [
