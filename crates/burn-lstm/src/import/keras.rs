@@ -515,7 +515,9 @@ impl KerasModel {
                      (KerasModel::open_with_architecture)",
                     a.name
                 ),
-                "a layer of a Keras 3 weights file, which does not say which layer feeds which",
+                "a layer whose file does not say which layer feeds which (a Keras 3 weights \
+                 file, a subclassed model's, or a nested model's layers in a weights-only \
+                 Keras 2 file)",
             ));
         }
         same("units", a.units.to_string(), b.units.to_string())?;

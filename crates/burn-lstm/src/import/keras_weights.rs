@@ -43,9 +43,10 @@ pub(crate) struct LayerPaths {
     pub name: String,
     pub place: Place,
     /// Where the layer sits among all the model's layers, as far as the file tells
-    /// (Keras 2's `layer_names` list every layer, each nested layer's weights follow in
-    /// order): two layers stack without an architecture only when their slots are
-    /// consecutive. `None` in Keras 3's layout, which keeps no order between groups.
+    /// (Keras 2's `layer_names` list every top-level layer): two layers stack without
+    /// an architecture only when their slots are consecutive. `None` in a nested
+    /// model's group (which shows neither its layers without weights nor their order)
+    /// and in Keras 3's layout, which keeps no order between groups.
     pub slot: Option<usize>,
     pub forward: DirectionPaths,
     pub backward: Option<DirectionPaths>,
@@ -146,6 +147,11 @@ fn legacy(h5: &H5, root: &str) -> Result<Vec<LayerPaths>, RnnError> {
         // A group of one layer keeps the group's name (the layer's own, or a nested
         // model's of one layer); a nested model's layers are `model/layer`.
         let single = layers.len() == 1;
+        // A group that is one layer (its weights scoped by its own name) has a place
+        // among the model's layers. A nested model's group does not show its layers
+        // without weights (an `Activation` between two LSTMs), and holds a frozen
+        // layer's weights after the others': its layers have no known order.
+        let own = single && layers[0].scope.last() == Some(&name);
         for layer in layers {
             let leaf = layer.scope.last().cloned().unwrap_or_default();
             out.push(LayerPaths {
@@ -158,7 +164,7 @@ fn legacy(h5: &H5, root: &str) -> Result<Vec<LayerPaths>, RnnError> {
                     group: name.clone(),
                     scope: layer.scope,
                 },
-                slot: Some(slot + layer.slot),
+                slot: own.then_some(slot + layer.slot),
                 forward: layer.forward,
                 backward: layer.backward,
             });

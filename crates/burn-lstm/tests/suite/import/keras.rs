@@ -475,11 +475,25 @@ fn a_nested_models_layers_are_its_own() {
             assert_eq!((layer.input_size, layer.units), (4, 4), "{file}");
         }
         assert!(model.layer("enc").is_none(), "{file}");
-        let (_, config) = model
-            .lstm::<NdArray<f32>>(RecurrentSelection::All, &device)
-            .unwrap();
+        // Named in order, they stack.
+        let stack = RecurrentSelection::Stack(vec!["enc/lstm".into(), "enc/lstm_1".into()]);
+        let (_, config) = model.lstm::<NdArray<f32>>(stack, &device).unwrap();
         assert_eq!((config.num_layers, config.bidirectional), (2, false));
     }
+    // The full model's architecture says which feeds which; a weights-only file's
+    // nested group does not (it shows no layer without weights between them).
+    let full = KerasModel::open(path("k2_nested.h5")).unwrap();
+    full.lstm::<NdArray<f32>>(RecurrentSelection::All, &device)
+        .unwrap();
+    let e = KerasModel::open(path("k2_nested_weights.h5"))
+        .unwrap()
+        .lstm::<NdArray<f32>>(RecurrentSelection::All, &device)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("a nested model's layers in a weights-only Keras 2 file"),
+        "{e}"
+    );
 
     // A Keras 3 weights file keeps no order between its groups: its layers load one
     // by one; a stack needs the architecture.
@@ -568,6 +582,14 @@ fn rnn_layers_of_cells_are_loaded_and_checked() {
     layer_mut(&mut config, "stacked")["config"]["cell"]["config"]["cells"][1]["class_name"] =
         "SimpleRNNCell".into();
     let edited = damaged(&dir, "rnn_simple.json", config.to_string().as_bytes());
+    let names: Vec<String> =
+        KerasModel::open_with_architecture(path("k3_rnn_cells.keras"), edited.clone())
+            .unwrap()
+            .layers()
+            .iter()
+            .map(|l| l.name.clone())
+            .collect();
+    assert_eq!(names, ["rnn_lstm", "bi_rnn_gru"]);
     let e = edited_refusal("k3_rnn_cells.keras", edited, "stacked");
     assert!(
         e.contains("Keras layer 'stacked' class") && e.ends_with("got RNN(StackedRNNCells)"),
