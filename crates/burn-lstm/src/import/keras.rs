@@ -8,13 +8,12 @@ use burn::tensor::backend::Backend;
 use serde_json::Value;
 
 use crate::error::RnnError;
+use crate::import::cell_name;
 use crate::import::hdf5::io;
 use crate::import::host::{StackParams, build_gru, build_lstm};
-use crate::import::keras_config::{
-    self, LOADED_CLASSES, LayerEntry, RecurrentKind, cell_name, identity_at_inference,
-    recurrent_kind, setting,
-};
+use crate::import::keras_config::{self, LayerEntry, identity_at_inference};
 use crate::import::keras_file::{self, KerasFile, parse_json};
+use crate::import::keras_settings::{self, LOADED_CLASSES, RecurrentKind, recurrent_kind, setting};
 use crate::import::keras_weights::{self, Expected, LoadedLayer};
 use crate::import::selection::{RecurrentSelection, list, resolve};
 use crate::module::config::CudnnCompatibleLstmConfig;
@@ -210,7 +209,7 @@ impl KerasModel {
                 if let Some(k) = order {
                     taken[k] = true;
                 }
-                let settings = keras_config::settings(&source, entry);
+                let settings = keras_settings::settings(&source, entry);
                 let loaded = match (&settings, order) {
                     (Err(e), _) => Err(e.clone()),
                     (Ok(_), None) => Err(RnnError::CheckpointTensor {

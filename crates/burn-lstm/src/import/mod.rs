@@ -11,6 +11,10 @@ mod host;
 mod keras;
 mod keras_config;
 mod keras_file;
+mod keras_legacy;
+mod keras_native;
+mod keras_paths;
+mod keras_settings;
 mod keras_weights;
 mod mask;
 mod onnx;
@@ -29,6 +33,14 @@ mod selection;
 /// above any trained layer (4·2^40 values in one LSTM matrix), and small enough that no
 /// shape computed from it overflows.
 pub(crate) const MAX_UNITS: usize = 1 << 20;
+
+/// `LSTM` or `GRU`, as errors name a cell.
+pub(crate) fn cell_name(cell: crate::op::spec::CellKind) -> &'static str {
+    match cell {
+        crate::op::spec::CellKind::Lstm => "LSTM",
+        crate::op::spec::CellKind::Gru => "GRU",
+    }
+}
 
 pub use keras::{KerasModel, KerasRecurrentLayer};
 pub use mask::keras_mask_lengths;

@@ -10,10 +10,10 @@ use prost::Message;
 
 use crate::error::RnnError;
 use crate::import::MAX_UNITS;
+use crate::import::cell_name;
 use crate::import::gates::{ONNX_GRU, ONNX_LSTM, onnx_matrix, reorder};
 use crate::import::hdf5::io;
 use crate::import::host::{DirectionParams, HostTensor, StackParams, build_gru, build_lstm};
-use crate::import::keras_config::cell_name;
 use crate::import::onnx_graph::GraphIndex;
 use crate::import::onnx_link;
 use crate::import::onnx_proto::{AttributeProto, GraphProto, ModelProto, NodeProto, attr};
