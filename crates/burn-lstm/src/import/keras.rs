@@ -187,23 +187,19 @@ impl KerasModel {
                 } else {
                     recurrent_kind(&entry.class_name, &entry.config)
                 };
-                let (kind_cell, class_name) = match kind {
-                    RecurrentKind::Loaded { cell, class, .. } => (cell, class),
-                    RecurrentKind::Other(class) => {
-                        let class = if wrapped {
-                            format!("Bidirectional({class})")
-                        } else {
-                            class
-                        };
-                        others.push((entry.name.clone(), class));
-                        continue;
-                    }
+                let (kind_cell, class) = match kind {
+                    RecurrentKind::Loaded { cell, class, .. } => (Some(cell), class),
+                    RecurrentKind::Other(class) => (None, class),
                     RecurrentKind::NotRecurrent => continue,
                 };
                 let class_name = if wrapped {
-                    format!("Bidirectional({class_name})")
+                    format!("Bidirectional({class})")
                 } else {
-                    class_name
+                    class
+                };
+                let Some(kind_cell) = kind_cell else {
+                    others.push((entry.name.clone(), class_name));
+                    continue;
                 };
                 let order = (0..weights.len()).find(|&k| !taken[k] && weights[k].belong_to(entry));
                 if let Some(k) = order {
@@ -266,21 +262,11 @@ impl KerasModel {
                             } else {
                                 Some(&entry.config)
                             };
-                            // An `RNN`'s units are its cell's.
-                            let units = layer
-                                .and_then(|c| {
-                                    c.get("units").or_else(|| {
-                                        c.get("cell")
-                                            .and_then(|cell| cell.get("config"))
-                                            .and_then(|c| c.get("units"))
-                                    })
-                                })
-                                .and_then(Value::as_u64)
-                                .unwrap_or(0) as usize;
+                            let units = layer.and_then(keras_settings::declared_units).unwrap_or(0)
+                                as usize;
                             (kind_cell, units, wrapped, true, false, true)
                         }
                     };
-
                 recurrent.push(Recurrent {
                     info: KerasRecurrentLayer {
                         name: entry.name.clone(),

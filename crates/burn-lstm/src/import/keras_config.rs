@@ -225,7 +225,7 @@ fn stacked_cells<'a>(class_name: &str, config: &'a Value) -> Option<&'a Vec<Valu
     if class_name != "RNN" {
         return None;
     }
-    let cell = config.get("cell").filter(|c| c.is_object())?;
+    let cell = rnn_cell(config)?;
     if cell.get("class_name").and_then(Value::as_str) != Some("StackedRNNCells") {
         return None;
     }
@@ -335,23 +335,46 @@ fn inbound_names(value: &Value, out: &mut Vec<String>) {
 /// the class name in snake case, `_1`, `_2`, ... for the second and later of a class
 /// (Keras's `_get_unique_name`).
 fn native_group_names(classes: &[&str]) -> Vec<String> {
-    let mut used: std::collections::HashMap<String, usize> = Default::default();
+    let mut numbering = Numbering::default();
     classes
         .iter()
-        .map(|class| {
-            let snake = snake_case(class);
-            match used.get_mut(&snake) {
-                Some(n) => {
-                    *n += 1;
-                    format!("{snake}_{n}")
-                }
-                None => {
-                    used.insert(snake.clone(), 0);
-                    snake
-                }
-            }
-        })
+        .map(|class| numbering.next(snake_case(class)))
         .collect()
+}
+
+/// Names in the order Keras gives them: a stem alone the first time, then `stem_1`,
+/// `stem_2`, ...
+#[derive(Default)]
+pub(crate) struct Numbering(std::collections::HashMap<String, usize>);
+
+impl Numbering {
+    /// The name of the next of `stem`.
+    pub(crate) fn next(&mut self, stem: String) -> String {
+        let count = self.0.entry(stem.clone()).or_insert(0);
+        let name = match *count {
+            0 => stem,
+            k => format!("{stem}_{k}"),
+        };
+        *count += 1;
+        name
+    }
+}
+
+/// A Keras name split into its stem and its number (`lstm_2` → `lstm`, 2; `lstm` →
+/// `lstm`, 0; a number too large to read sorts last).
+pub(crate) fn stem_number(name: &str) -> (&str, u64) {
+    match name.rsplit_once('_') {
+        Some((stem, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => (
+            stem,
+            n.parse::<u64>().map_or(u64::MAX, |n| n.saturating_add(1)),
+        ),
+        _ => (name, 0),
+    }
+}
+
+/// An `RNN` layer's cell: `{"class_name": "LSTMCell", "config": {...}}`.
+pub(crate) fn rnn_cell(config: &Value) -> Option<&Value> {
+    config.get("cell").filter(|c| c.is_object())
 }
 
 /// Keras's `to_snake_case`: `SimpleRNN` → `simple_rnn`, `CuDNNLSTM` → `cu_dnnlstm`.
@@ -383,10 +406,7 @@ fn snake_case(name: &str) -> String {
 /// input through at inference (`dropout`, `dropout_3`, `spatial_dropout1d`): what a
 /// weights-only file says of a layer without weights.
 pub(crate) fn identity_by_name(name: &str) -> bool {
-    let stem = match name.rsplit_once('_') {
-        Some((stem, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => stem,
-        _ => name,
-    };
+    let stem = stem_number(name).0;
     IDENTITY_CLASSES
         .iter()
         .any(|class| snake_case(class) == stem)

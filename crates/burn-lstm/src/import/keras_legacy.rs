@@ -6,7 +6,7 @@
 
 use crate::error::RnnError;
 use crate::import::hdf5::{H5, io};
-use crate::import::keras_config::identity_by_name;
+use crate::import::keras_config::{identity_by_name, stem_number};
 use crate::import::keras_paths::{DirectionPaths, LayerPaths, Place, join};
 
 /// Every layer of a Keras 2 layout's groups under `root` that holds recurrent weights,
@@ -93,13 +93,7 @@ impl LegacyWeight {
         let mut scope: Vec<String> = name.split('/').map(str::to_string).collect();
         let last = scope.pop().unwrap_or_default();
         let role = last.split(':').next().unwrap_or(&last).to_string();
-        let is_cell = |c: &str| {
-            let stem = match c.rsplit_once('_') {
-                Some((stem, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => stem,
-                _ => c,
-            };
-            matches!(stem, "lstm_cell" | "gru_cell")
-        };
+        let is_cell = |c: &str| matches!(stem_number(c).0, "lstm_cell" | "gru_cell");
         let stacked = scope.len() > 1 && scope[scope.len() - 2].starts_with("stacked_rnn_cells");
         let bidirectional_stack = stacked
             && scope[..scope.len() - 2]
@@ -135,9 +129,9 @@ struct LegacyLayer {
 /// `kernel`, `recurrent_kernel` (and `bias`) of one scope; a `Bidirectional` is a
 /// direction scoped `.../forward_*` right before one scoped `.../backward_*` (Keras
 /// names its two layers so). Other layers' weights (a nested model's `Dense`, a
-/// `Bidirectional` of stacked cells) are passed over, each run of them taking a slot; also returns how many slots the group
-/// takes (none without weights: a `Dropout`'s or `Masking`'s). `None` when a recurrent
-/// kernel is left over.
+/// `Bidirectional` of stacked cells) are passed over, each run of them taking a slot;
+/// also returns how many slots the group takes (none without weights: a `Dropout`'s or
+/// `Masking`'s). `None` when a recurrent kernel is left over.
 fn legacy_layers(weights: &[LegacyWeight]) -> Option<(Vec<LegacyLayer>, usize)> {
     // Each direction with the number of runs of other layers' weights before it.
     let mut directions: Vec<(&[String], DirectionPaths, usize)> = Vec::new();

@@ -10,7 +10,7 @@
 
 use crate::error::RnnError;
 use crate::import::hdf5::{H5, io};
-use crate::import::keras_config::MAX_NESTING;
+use crate::import::keras_config::{MAX_NESTING, Numbering, stem_number};
 use crate::import::keras_paths::{DirectionPaths, LayerPaths, Place, join};
 
 /// Every layer of a Keras 3 layout that holds recurrent weights.
@@ -43,41 +43,42 @@ fn vars_direction(h5: &H5, vars: &str) -> Result<Option<DirectionPaths>, RnnErro
     }))
 }
 
-/// The groups of a list, named as the architecture names them: by class and rank in
-/// the list (`lstm`, `lstm_1`), whatever numbers the file gave them (tf-keras 2.13
-/// numbers a layer with weights twice: `lstm`, `lstm_2` for two LSTMs).
-#[derive(Default)]
-struct Ranks(std::collections::HashMap<String, usize>);
-
-impl Ranks {
-    /// The name of `group`, the next of its class (groups given in the file's order).
-    fn next(&mut self, group: &str) -> String {
-        let stem = stem_number(group).0.to_string();
-        let rank = self.0.entry(stem.clone()).or_insert(0);
-        let name = match *rank {
-            0 => stem,
-            k => format!("{stem}_{k}"),
-        };
-        *rank += 1;
-        name
-    }
+/// The groups of a list in the order Keras numbered them (`lstm`, `lstm_1`, ...,
+/// `lstm_10`; h5py lists them alphabetically).
+fn in_numbered_order(mut groups: Vec<String>) -> Vec<String> {
+    groups.sort_by(|a, b| stem_number(a).cmp(&stem_number(b)));
+    groups
 }
 
-/// A list group's name split into its class's snake-case stem and its number
-/// (`lstm_2` → `lstm`, 2; `lstm` → `lstm`, 0).
-fn stem_number(group: &str) -> (&str, u64) {
-    match group.rsplit_once('_') {
-        Some((stem, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => (
-            stem,
-            n.parse::<u64>().map_or(u64::MAX, |n| n.saturating_add(1)),
-        ),
-        _ => (group, 0),
-    }
+/// The group a list member (in numbered order) has in the architecture: its class and
+/// its rank in the list (`lstm`, `lstm_1`), whatever numbers the file gave (tf-keras
+/// 2.13 numbers a layer with weights twice: `lstm`, `lstm_2` for two LSTMs).
+fn ranked(numbering: &mut Numbering, group: &str) -> String {
+    numbering.next(stem_number(group).0.to_string())
+}
+
+/// The layer's name a Keras 3 `vars` group carries (tf-keras's carry none).
+fn vars_name(h5: &H5, vars: &str) -> Result<Option<String>, RnnError> {
+    Ok(h5
+        .attr_strings(vars, "name")?
+        .and_then(|v| v.into_iter().next()))
 }
 
 /// How many layer groups a Keras 3 file's walk visits at most: groups linked from
 /// several places are visited once per place.
 const MAX_GROUP_VISITS: usize = 16_384;
+
+/// Counts `groups` more visited groups, refusing a walk past [`MAX_GROUP_VISITS`].
+fn visit(h5: &H5, visits: &mut usize, groups: usize) -> Result<(), RnnError> {
+    *visits += groups;
+    if *visits > MAX_GROUP_VISITS {
+        return Err(io(
+            h5.source(),
+            format!("more than {MAX_GROUP_VISITS} layer groups (groups linked from many places)"),
+        ));
+    }
+    Ok(())
+}
 
 /// Appends the recurrent layers of the object whose state is the group `prefix` (the
 /// model at `""`): those of its `layers/` list (a Sequential's or functional model's),
@@ -116,37 +117,23 @@ fn native(
         None => Vec::new(),
     };
     // Counted before any member is read.
-    *visits += listed.len() + children.len();
-    if *visits > MAX_GROUP_VISITS {
-        return Err(io(
-            h5.source(),
-            format!("more than {MAX_GROUP_VISITS} layer groups (groups linked from many places)"),
-        ));
-    }
-    // h5py lists members alphabetically; Keras numbers a list's groups in order
-    // (`lstm`, `lstm_1`, ..., `lstm_10`): sort by stem, then number.
-    let numbered = |mut groups: Vec<String>| {
-        groups.sort_by(|a, b| stem_number(a).cmp(&stem_number(b)));
-        groups
-    };
+    visit(h5, visits, listed.len() + children.len())?;
     // (path, name, whether the file names it, group as the architecture names it)
     let mut members: Vec<(String, String, bool, String)> = Vec::new();
-    let mut ranks = Ranks::default();
+    let mut numbering = Numbering::default();
     let list_group = if group.is_empty() {
         String::new()
     } else {
         format!("{group}/layers")
     };
-    for member in numbered(listed) {
+    for member in in_numbered_order(listed) {
         let path = join(&list, &member);
-        let named = h5
-            .attr_strings(&format!("{path}/vars"), "name")?
-            .and_then(|v| v.into_iter().next());
-        let ranked = ranks.next(&member);
+        let named = vars_name(h5, &format!("{path}/vars"))?;
+        let ranked = ranked(&mut numbering, &member);
         let name = named.clone().unwrap_or(member);
         members.push((path, name, named.is_some(), join(&list_group, &ranked)));
     }
-    for child in numbered(children) {
+    for child in in_numbered_order(children) {
         if !LAYER_LISTS.contains(&child.as_str()) && child != "vars" {
             let inner = join(group, &child);
             members.push((join(prefix, &child), child, true, inner));
@@ -204,25 +191,15 @@ fn stacked_cells(
     let Some((cells, _)) = h5.members(&list)? else {
         return Ok(false);
     };
-    *visits += cells.len();
-    if *visits > MAX_GROUP_VISITS {
-        return Err(io(
-            h5.source(),
-            format!("more than {MAX_GROUP_VISITS} layer groups (groups linked from many places)"),
-        ));
-    }
-    let mut cells = cells;
-    cells.sort_by(|a, b| stem_number(a).cmp(&stem_number(b)));
-    let mut ranks = Ranks::default();
-    for cell in cells {
+    visit(h5, visits, cells.len())?;
+    let mut numbering = Numbering::default();
+    for cell in in_numbered_order(cells) {
         let vars = format!("{list}/{cell}/vars");
         let Some(forward) = vars_direction(h5, &vars)? else {
             continue;
         };
-        let ranked = ranks.next(&cell);
-        let own = h5
-            .attr_strings(&vars, "name")?
-            .and_then(|v| v.into_iter().next());
+        let ranked = ranked(&mut numbering, &cell);
+        let own = vars_name(h5, &vars)?;
         let mut cell_names = names.to_vec();
         cell_names.push(own.clone().unwrap_or(cell));
         out.push(LayerPaths {

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::error::RnnError;
-use crate::import::keras_config::LayerEntry;
+use crate::import::keras_config::{LayerEntry, rnn_cell};
 use crate::import::{MAX_UNITS, cell_name};
 use crate::op::spec::CellKind;
 
@@ -78,9 +78,12 @@ pub(crate) fn recurrent_kind(class_name: &str, config: &Value) -> RecurrentKind 
     }
 }
 
-/// An `RNN` layer's cell: `{"class_name": "LSTMCell", "config": {...}}`.
-fn rnn_cell(config: &Value) -> Option<&Value> {
-    config.get("cell").filter(|c| c.is_object())
+/// The units a layer's config declares (an `RNN`'s: its cell's), unchecked.
+pub(crate) fn declared_units(config: &Value) -> Option<u64> {
+    config
+        .get("units")
+        .or_else(|| rnn_cell(config)?.get("config")?.get("units"))
+        .and_then(Value::as_u64)
 }
 
 /// The settings of an `RNN` layer of one cell, as its cell's layer has them: the
