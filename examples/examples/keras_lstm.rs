@@ -11,7 +11,8 @@
 //!     # recurrent layer or node, in order, as one stack) on IN's tensor `x`
 //!     # (batch-first for Keras, as the layer's own layout for ONNX: sequence-major
 //!     # by default), with `h0`/`c0` as the initial state and `lengths` (int) when IN
-//!     # has them, and writes `y`, `h_n` (and `c_n`) in PyTorch's layout
+//!     # has them (else an ONNX graph's constant initial state, when it has one), and
+//!     # writes `y`, `h_n` (and `c_n`) in PyTorch's layout
 //!     # (`[layers*dirs, batch, hidden]` states) as float32
 //! ```
 //!
@@ -30,6 +31,17 @@ use burn_lstm::{
 };
 use clap::Parser;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
+
+/// Prints a line on stdout; where stdout is a closed pipe (`| head`), ends the program
+/// quietly instead of panicking as `println!` does.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout(), $($arg)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
 
 /// Runs a Keras model's recurrent layers, or an ONNX file's recurrent nodes, on the CPU.
 #[derive(Parser, Debug)]
@@ -60,11 +72,16 @@ enum Model {
     Onnx(OnnxModel),
 }
 
-/// A loaded module of either cell.
+/// A loaded module of either cell, with the initial state its file holds, used when the
+/// input gives none.
 enum Module {
-    Lstm(CudnnCompatibleLstm<Flex>),
-    Gru(CudnnCompatibleGru<Flex>),
+    Lstm(CudnnCompatibleLstm<Flex>, FileState<LstmState<Flex>>),
+    Gru(CudnnCompatibleGru<Flex>, FileState<GruState<Flex>>),
 }
+
+/// The initial state of a file's layers: an ONNX graph's constants (`None`: zeros, as
+/// Keras's), or why the file holds none (the graph takes it from its caller).
+type FileState<S> = Result<Option<S>, String>;
 
 type Tensors = HashMap<String, (Vec<usize>, Vec<f32>)>;
 
@@ -97,7 +114,7 @@ impl Model {
                         0 => "?".to_string(),
                         n => n.to_string(),
                     };
-                    println!(
+                    say!(
                         "  #{i} '{}' {}: input {input}, units {}{}{}{}",
                         l.name,
                         l.class_name,
@@ -117,8 +134,14 @@ impl Model {
             }
             Model::Onnx(m) => {
                 for (i, n) in m.nodes().iter().enumerate() {
-                    println!(
-                        "  #{i} '{}' {}: input {}, hidden {}{}{}{}",
+                    let state: String = [("initial_h", &n.initial_h), ("initial_c", &n.initial_c)]
+                        .iter()
+                        .filter_map(|(label, name)| {
+                            name.as_deref().map(|name| format!(", {label} '{name}'"))
+                        })
+                        .collect();
+                    say!(
+                        "  #{i} '{}' {}: input {}, hidden {}{}{}{state}{}",
                         n.name,
                         n.op_type,
                         n.input_size,
@@ -167,21 +190,40 @@ impl Model {
         let device = Default::default();
         let cell = self.cell(&selection)?;
         let module = match (self, cell) {
-            (Model::Keras(m), CellKind::Lstm) => {
-                Module::Lstm(m.lstm(selection, &device).map_err(|e| e.to_string())?.0)
-            }
-            (Model::Keras(m), CellKind::Gru) => {
-                Module::Gru(m.gru(selection, &device).map_err(|e| e.to_string())?.0)
-            }
-            (Model::Onnx(m), CellKind::Lstm) => {
-                Module::Lstm(m.lstm(selection, &device).map_err(|e| e.to_string())?.0)
-            }
-            (Model::Onnx(m), CellKind::Gru) => {
-                Module::Gru(m.gru(selection, &device).map_err(|e| e.to_string())?.0)
-            }
+            (Model::Keras(m), CellKind::Lstm) => Module::Lstm(
+                m.lstm(selection, &device).map_err(|e| e.to_string())?.0,
+                Ok(None),
+            ),
+            (Model::Keras(m), CellKind::Gru) => Module::Gru(
+                m.gru(selection, &device).map_err(|e| e.to_string())?.0,
+                Ok(None),
+            ),
+            (Model::Onnx(m), CellKind::Lstm) => Module::Lstm(
+                m.lstm(selection.clone(), &device)
+                    .map_err(|e| e.to_string())?
+                    .0,
+                m.lstm_initial_state(selection, &device)
+                    .map_err(|e| e.to_string()),
+            ),
+            (Model::Onnx(m), CellKind::Gru) => Module::Gru(
+                m.gru(selection.clone(), &device)
+                    .map_err(|e| e.to_string())?
+                    .0,
+                m.gru_initial_state(selection, &device)
+                    .map_err(|e| e.to_string()),
+            ),
         };
         Ok(module)
     }
+}
+
+/// The file's initial state, for an input without `h0`; where the file holds none that
+/// is not zeros, a note that the run starts from zeros.
+fn file_state<S: Clone>(state: &FileState<S>) -> Option<S> {
+    state.clone().unwrap_or_else(|why| {
+        eprintln!("note: the input has no `h0`, so the run starts from zeros: {why}");
+        None
+    })
 }
 
 fn tensor3(tensors: &Tensors, key: &str) -> Result<Option<Tensor<Flex, 3>>, String> {
@@ -213,10 +255,10 @@ fn run_module(module: &Module, tensors: &Tensors, prefix: &str) -> Result<Tensor
     };
     let mut out = Tensors::new();
     match module {
-        Module::Lstm(lstm) => {
+        Module::Lstm(lstm, graph) => {
             let state = match (tensor3(tensors, &key("h0"))?, tensor3(tensors, &key("c0"))?) {
                 (Some(h), Some(c)) => Some(LstmState::new(h, c)),
-                (None, None) => None,
+                (None, None) => file_state(graph),
                 _ => return Err("an LSTM's initial state needs both `h0` and `c0`".into()),
             };
             let (y, state) = lstm
@@ -226,8 +268,10 @@ fn run_module(module: &Module, tensors: &Tensors, prefix: &str) -> Result<Tensor
             out.insert("h_n".into(), host(state.hidden));
             out.insert("c_n".into(), host(state.cell));
         }
-        Module::Gru(gru) => {
-            let state = tensor3(tensors, &key("h0"))?.map(GruState::new);
+        Module::Gru(gru, graph) => {
+            let state = tensor3(tensors, &key("h0"))?
+                .map(GruState::new)
+                .or_else(|| file_state(graph));
             let (y, state) = gru
                 .try_forward(x, state, lengths.as_deref())
                 .map_err(|e| e.to_string())?;
@@ -310,7 +354,7 @@ fn selection(layers: &[String]) -> RecurrentSelection {
 
 fn run(args: Args) -> Result<(), String> {
     let model = Model::open(&args)?;
-    println!("{}:", args.file.display());
+    say!("{}:", args.file.display());
     model.describe();
     if let (Some(input), Some(output)) = (&args.input, &args.output) {
         let module = model.load(selection(&args.layer))?;
@@ -321,7 +365,7 @@ fn run(args: Args) -> Result<(), String> {
             .iter()
             .filter_map(|k| out.get(*k).map(|(s, _)| format!("{k} {s:?}")))
             .collect();
-        println!("wrote {} ({})", output.display(), shapes.join(", "));
+        say!("wrote {} ({})", output.display(), shapes.join(", "));
         return Ok(());
     }
     let expected = args
@@ -329,7 +373,7 @@ fn run(args: Args) -> Result<(), String> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}.io.safetensors", args.file.display())));
     if !expected.is_file() {
-        println!(
+        say!(
             "(no stored outputs: {} does not exist; pass --input/--output to run)",
             expected.display()
         );
@@ -356,7 +400,7 @@ fn run(args: Args) -> Result<(), String> {
         let lengths = tensors
             .get(&format!("{name}/lengths"))
             .map(|(_, v)| v.clone());
-        println!(
+        say!(
             "case '{name}' (layers {layers:?}{}):",
             if lengths.is_some() {
                 ", masked rows"
@@ -400,14 +444,14 @@ fn run(args: Args) -> Result<(), String> {
                     .collect::<Vec<_>>()
                     .join(" ")
             };
-            println!(
+            say!(
                 "  {key:>3} {shape:?}  ours {}  file {}  largest difference {diff:.2e}",
                 show(mine),
                 show(theirs)
             );
         }
     }
-    println!("largest difference from the file's outputs: {worst:.2e}");
+    say!("largest difference from the file's outputs: {worst:.2e}");
     Ok(())
 }
 

@@ -101,6 +101,9 @@ pub struct PytorchGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/int8.md")]
 pub struct Int8Guide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/keras-onnx.md")]
+pub struct KerasOnnxGuide;
 
 mod bounded_read;
 mod deprecated;

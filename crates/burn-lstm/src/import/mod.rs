@@ -24,6 +24,7 @@ mod onnx_layout;
 mod onnx_link;
 mod onnx_proto;
 mod onnx_shape;
+mod onnx_state;
 mod onnx_static;
 mod onnx_tensor;
 mod onnx_zeros;

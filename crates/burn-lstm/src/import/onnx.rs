@@ -2,7 +2,7 @@
 //! [`CudnnCompatibleLstm`] / [`CudnnCompatibleGru`] with the config they imply.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use burn::tensor::backend::Backend;
@@ -51,13 +51,15 @@ pub struct OnnxRecurrentNode {
     /// row's length, final states at it, the reverse direction from it).
     pub sequence_lens: Option<String>,
     /// The name of its `initial_h` input, when it has one that is not zeros: pass it
-    /// as the state. With `layout` 0 it is `[dirs, batch, hidden]`, the module's layout
-    /// (nodes loaded as one module: theirs concatenated on dimension 0, bottom first);
-    /// with `layout` 1 it is `[batch, dirs, hidden]`: swap its first two dimensions
-    /// first (and those of the final states to compare them with ONNX's `Y_h` /
-    /// `Y_c`). `None` also when the input is zeros whatever the graph's inputs (a
-    /// constant of zeros, or one expanded or sliced from zeros: how PyTorch's default
-    /// exporter writes the default state): the module's default state, for any batch.
+    /// as the state. A constant's values are [`OnnxModel::lstm_initial_state`]'s (or
+    /// `gru_initial_state`'s), in the module's layout. A graph input's you give: with
+    /// `layout` 0 it is `[dirs, batch, hidden]`, the module's layout (nodes loaded as
+    /// one module: theirs concatenated on dimension 0, bottom first); with `layout` 1 it
+    /// is `[batch, dirs, hidden]`: swap its first two dimensions first (and those of the
+    /// final states to compare them with ONNX's `Y_h` / `Y_c`). `None` also when the
+    /// input is zeros whatever the graph's inputs (a constant of zeros, or one expanded
+    /// or sliced from zeros: how PyTorch's default exporter writes the default state):
+    /// the module's default state, for any batch.
     pub initial_h: Option<String>,
     /// The name of its `initial_c` input (LSTM), when it has one: as `initial_h`.
     pub initial_c: Option<String>,
@@ -70,8 +72,8 @@ pub struct OnnxRecurrentNode {
 /// A node's parameters: its forward direction, and its reverse one when bidirectional.
 type Params = (DirectionParams, Option<DirectionParams>);
 
-struct Node {
-    info: OnnxRecurrentNode,
+pub(super) struct Node {
+    pub(super) info: OnnxRecurrentNode,
     params: Result<Arc<Params>, RnnError>,
     /// Index in the graph's node list.
     index: usize,
@@ -93,10 +95,12 @@ struct Node {
 /// # }
 /// ```
 pub struct OnnxModel {
-    source: String,
-    nodes: Vec<Node>,
-    graph: GraphProto,
-    ir_version: Option<i64>,
+    pub(super) source: String,
+    pub(super) nodes: Vec<Node>,
+    pub(super) graph: GraphProto,
+    pub(super) ir_version: Option<i64>,
+    /// The model file's folder, where its external data is.
+    pub(super) dir: PathBuf,
 }
 
 impl core::fmt::Debug for OnnxModel {
@@ -211,6 +215,7 @@ impl OnnxModel {
             nodes,
             graph,
             ir_version: model.ir_version,
+            dir,
         })
     }
 
@@ -250,18 +255,17 @@ impl OnnxModel {
         build_gru(self.stack(&nodes.into(), CellKind::Gru)?, device)
     }
 
-    fn stack(
+    /// The nodes `selection` picks, in order, each a node of `cell` whose weights loaded.
+    pub(super) fn selected(
         &self,
         selection: &RecurrentSelection,
         cell: CellKind,
-    ) -> Result<StackParams, RnnError> {
+    ) -> Result<Vec<usize>, RnnError> {
         let names: Vec<&str> = self.nodes.iter().map(|n| n.info.name.as_str()).collect();
         let picked = resolve(selection, &names, &self.source, "ONNX node")?;
-        let mut layers = Vec::with_capacity(picked.len());
-        let mut graph_index = None;
-        for (k, &index) in picked.iter().enumerate() {
+        for &index in &picked {
             let node = &self.nodes[index];
-            let params = node.params.as_ref().map_err(Clone::clone)?;
+            node.params.as_ref().map_err(Clone::clone)?;
             if node.info.cell != cell {
                 return Err(RnnError::invalid(
                     format!("{}: ONNX node '{}'", self.source, node.info.name),
@@ -277,6 +281,21 @@ impl OnnxModel {
                     ),
                 ));
             }
+        }
+        Ok(picked)
+    }
+
+    fn stack(
+        &self,
+        selection: &RecurrentSelection,
+        cell: CellKind,
+    ) -> Result<StackParams, RnnError> {
+        let picked = self.selected(selection, cell)?;
+        let mut layers = Vec::with_capacity(picked.len());
+        let mut graph_index = None;
+        for (k, &index) in picked.iter().enumerate() {
+            let node = &self.nodes[index];
+            let params = node.params.as_ref().map_err(Clone::clone)?;
             if k > 0 {
                 let graph_index = graph_index
                     .get_or_insert_with(|| GraphIndex::new(&self.graph, self.ir_version));

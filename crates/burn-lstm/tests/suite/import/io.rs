@@ -102,10 +102,11 @@ pub fn cases(model: &std::path::Path) -> Vec<Case> {
         .collect()
 }
 
-/// A loaded module of either cell.
+/// A loaded module of either cell, with the initial state its file gives (ONNX
+/// constants; `None`: zeros).
 pub enum Loaded<B: Backend> {
-    Lstm(CudnnCompatibleLstm<B>),
-    Gru(CudnnCompatibleGru<B>),
+    Lstm(CudnnCompatibleLstm<B>, Option<LstmState<B>>),
+    Gru(CudnnCompatibleGru<B>, Option<GruState<B>>),
 }
 
 impl<B: Backend> Loaded<B> {
@@ -117,36 +118,51 @@ impl<B: Backend> Loaded<B> {
                     .lstm(case.selection(), device)
                     .unwrap_or_else(|e| panic!("{what}: {e}"))
                     .0,
+                None,
             ),
             _ => Self::Gru(
                 model
                     .gru(case.selection(), device)
                     .unwrap_or_else(|e| panic!("{what}: {e}"))
                     .0,
+                None,
             ),
         }
     }
 
+    /// The case's nodes, and their constant initial state where the case gives none.
     pub fn onnx(model: &OnnxModel, case: &Case, device: &B::Device) -> Self {
         let what = format!("{} case {}", model.source(), case.name);
+        let constant = !case.has("h0");
         match case.cell.as_str() {
             "lstm" => Self::Lstm(
                 model
                     .lstm(case.selection(), device)
                     .unwrap_or_else(|e| panic!("{what}: {e}"))
                     .0,
+                constant
+                    .then(|| model.lstm_initial_state(case.selection(), device))
+                    .transpose()
+                    .unwrap_or_else(|e| panic!("{what}: {e}"))
+                    .flatten(),
             ),
             _ => Self::Gru(
                 model
                     .gru(case.selection(), device)
                     .unwrap_or_else(|e| panic!("{what}: {e}"))
                     .0,
+                constant
+                    .then(|| model.gru_initial_state(case.selection(), device))
+                    .transpose()
+                    .unwrap_or_else(|e| panic!("{what}: {e}"))
+                    .flatten(),
             ),
         }
     }
 }
 
-/// Runs `module` on the case's input (lengths and initial state when it has them);
+/// Runs `module` on the case's input (lengths and initial state when it has them, else
+/// the file's state);
 /// returns `y`, `h_n` and `c_n` as host values.
 pub fn run<B: RnnBackend>(
     module: &Loaded<B>,
@@ -159,10 +175,15 @@ pub fn run<B: RnnBackend>(
         |t: Tensor<B, 3>| -> Vec<f64> { t.into_data().convert::<f64>().to_vec::<f64>().unwrap() };
     let mut out = HashMap::new();
     match module {
-        Loaded::Lstm(lstm) => {
-            let state = case
-                .has("h0")
-                .then(|| LstmState::new(case.tensor("h0", device), case.tensor("c0", device)));
+        Loaded::Lstm(lstm, initial) => {
+            let state = if case.has("h0") {
+                Some(LstmState::new(
+                    case.tensor("h0", device),
+                    case.tensor("c0", device),
+                ))
+            } else {
+                initial.clone()
+            };
             let (y, state) = lstm
                 .try_forward(x, state, lengths.as_deref())
                 .expect("forward");
@@ -170,10 +191,12 @@ pub fn run<B: RnnBackend>(
             out.insert("h_n", values(state.hidden));
             out.insert("c_n", values(state.cell));
         }
-        Loaded::Gru(gru) => {
-            let state = case
-                .has("h0")
-                .then(|| GruState::new(case.tensor("h0", device)));
+        Loaded::Gru(gru, initial) => {
+            let state = if case.has("h0") {
+                Some(GruState::new(case.tensor("h0", device)))
+            } else {
+                initial.clone()
+            };
             let (y, state) = gru
                 .try_forward(x, state, lengths.as_deref())
                 .expect("forward");

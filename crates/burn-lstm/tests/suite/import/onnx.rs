@@ -1,6 +1,6 @@
 //! ONNX: PyTorch-exported `LSTM` / `GRU` nodes against ONNX Runtime (fixtures of
-//! `tests/fixtures/onnx/`, `make_fixtures.py`), lengths included, the attributes
-//! refused, and damaged files.
+//! `tests/fixtures/onnx/`, `make_fixtures.py`; constant initial states, `make_states.py`),
+//! lengths included, the attributes refused, and damaged files.
 
 use std::path::PathBuf;
 
@@ -33,6 +33,10 @@ const GOLDEN: &[&str] = &[
     "bilstm2_tf2onnx.onnx",
     // Weights as graph inputs with defaults (keep_initializers_as_inputs=True).
     "gru2_input_defaults.onnx",
+    // Non-zero constant initial states (make_states.py): initializers, a Constant
+    // node, a graph input's default, an upper node without `initial_c`.
+    "lstm_states.onnx",
+    "gru_states.onnx",
 ];
 
 fn golden<B: RnnBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64) {
@@ -140,6 +144,44 @@ fn zero_initial_states_are_the_default_state() {
         given.iter().all(|(h, c)| h.is_some() && c.is_some()),
         "{given:?}"
     );
+}
+
+#[test]
+fn constant_initial_states_are_read_and_given_ones_named() {
+    let device = Default::default();
+    // Zeros (PyTorch's default exporter): no state, the module's default.
+    let zeros = OnnxModel::open(path("lstm_bi2_dynamo.onnx")).unwrap();
+    let state = zeros.lstm_initial_state::<NdArray<f32>>(RecurrentSelection::All, &device);
+    assert!(state.unwrap().is_none());
+    // A state the graph takes from its caller (sliced per layer): named, not read.
+    let given = OnnxModel::open(path("lstm_bi2.onnx")).unwrap();
+    let error = given
+        .lstm_initial_state::<NdArray<f32>>(RecurrentSelection::All, &device)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("input initial_h")
+            && error.contains("pass its values as the module's state"),
+        "{error}"
+    );
+    // Constants: the bottom node's initializers, the upper one's Constant node and its
+    // missing initial_c as zeros, stacked bottom first.
+    let constants = OnnxModel::open(path("lstm_states.onnx")).unwrap();
+    let nodes = constants.nodes();
+    assert_eq!(
+        nodes
+            .iter()
+            .map(|n| (n.initial_h.as_deref(), n.initial_c.as_deref()))
+            .collect::<Vec<_>>(),
+        vec![(Some("l0_h0"), Some("l0_c0")), (Some("l1_h0"), None)]
+    );
+    let state = constants
+        .lstm_initial_state::<NdArray<f32>>(RecurrentSelection::All, &device)
+        .unwrap()
+        .unwrap();
+    assert_eq!(state.hidden.dims(), [4, 3, 4]);
+    let cell = state.cell.into_data().to_vec::<f32>().unwrap();
+    assert!(cell[..24].iter().all(|v| *v != 0.0) && cell[24..].iter().all(|v| *v == 0.0));
 }
 
 #[test]
@@ -392,8 +434,8 @@ fn float16_and_bfloat16_weights_load_exactly() {
 #[test]
 fn changed_bytes_are_errors_or_other_models_never_panics() {
     // Every file the importer follows a graph of, each byte of a spread of positions
-    // changed (the external data beside the dynamo file unchanged): opening and
-    // loading every stack and node give a model or an error.
+    // changed (the external data beside the dynamo file unchanged): opening, loading
+    // every stack and node and reading their initial states give a value or an error.
     let dir = tempfile::Builder::new()
         .prefix("burn-lstm-import-onnx-mutated-")
         .tempdir()
@@ -407,6 +449,8 @@ fn changed_bytes_are_errors_or_other_models_never_panics() {
         "bilstm2_tf2onnx.onnx",
         "links.onnx",
         "gru2_input_defaults.onnx",
+        "lstm_states.onnx",
+        "gru_states.onnx",
     ] {
         let bytes = std::fs::read(path(file)).unwrap();
         let step = (bytes.len() / 400).max(1);
@@ -422,8 +466,11 @@ fn changed_bytes_are_errors_or_other_models_never_panics() {
             let count = model.nodes().len();
             let _ = model.lstm::<NdArray<f32>>(RecurrentSelection::All, &device);
             let _ = model.gru::<NdArray<f32>>(RecurrentSelection::All, &device);
+            let _ = model.lstm_initial_state::<NdArray<f32>>(RecurrentSelection::All, &device);
+            let _ = model.gru_initial_state::<NdArray<f32>>(RecurrentSelection::All, &device);
             for i in 0..count {
                 let _ = model.lstm::<NdArray<f32>>(i, &device);
+                let _ = model.lstm_initial_state::<NdArray<f32>>(i, &device);
             }
             std::fs::remove_file(&copy).unwrap();
         }

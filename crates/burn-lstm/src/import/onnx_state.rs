@@ -1,0 +1,403 @@
+//! The initial state an ONNX graph gives its recurrent nodes as constants
+//! ([`OnnxModel::lstm_initial_state`], [`OnnxModel::gru_initial_state`]), in the module's
+//! layout.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
+
+use crate::error::RnnError;
+use crate::import::host::HostTensor;
+use crate::import::onnx::{OnnxModel, OnnxRecurrentNode};
+use crate::import::onnx_graph::GraphIndex;
+use crate::import::onnx_tensor::tensor_values;
+use crate::import::selection::RecurrentSelection;
+use crate::module::state::{GruState, LstmState};
+use crate::op::spec::CellKind;
+
+/// A state input of a recurrent node: its name in ONNX's operator, and the name of the
+/// graph's tensor a node gives it (`None` when none or zeros).
+#[derive(Clone, Copy)]
+struct StateInput {
+    label: &'static str,
+    given: fn(&OnnxRecurrentNode) -> Option<&str>,
+}
+
+const INITIAL_H: StateInput = StateInput {
+    label: "initial_h",
+    given: |node| node.initial_h.as_deref(),
+};
+const INITIAL_C: StateInput = StateInput {
+    label: "initial_c",
+    given: |node| node.initial_c.as_deref(),
+};
+
+impl OnnxModel {
+    /// The initial state the selected `LSTM` nodes start from when the graph runs as
+    /// stored: their `initial_h` and `initial_c` where those are constants (or graph
+    /// inputs with default values, the defaults), zeros where a node has none, in the
+    /// module's layout: `[nodes * dirs, batch, hidden]`, bottom node first (a `layout` 1
+    /// node's `[batch, dirs, hidden]` transposed). Pass it to the module's `forward`
+    /// to get the graph's outputs.
+    ///
+    /// `None` when every selected node starts from zeros ([`OnnxRecurrentNode`]'s
+    /// `initial_h` and `initial_c` are `None`): the module's default state is the
+    /// graph's, for any batch. A state the graph computes or takes from its caller is an
+    /// error naming it (pass its values yourself), and so is one whose shape is not the
+    /// node's or whose batch differs from another node's.
+    ///
+    /// [`OnnxRecurrentNode`]: crate::OnnxRecurrentNode
+    pub fn lstm_initial_state<B: Backend>(
+        &self,
+        nodes: impl Into<RecurrentSelection>,
+        device: &B::Device,
+    ) -> Result<Option<LstmState<B>>, RnnError> {
+        let Some(mut parts) =
+            self.initial_parts(&nodes.into(), CellKind::Lstm, &[INITIAL_H, INITIAL_C])?
+        else {
+            return Ok(None);
+        };
+        let cell = parts.pop().expect("two parts");
+        let hidden = parts.pop().expect("two parts");
+        Ok(Some(LstmState::new(
+            tensor(hidden, device),
+            tensor(cell, device),
+        )))
+    }
+
+    /// The initial state the selected `GRU` nodes start from when the graph runs as
+    /// stored: as [`Self::lstm_initial_state`], from their `initial_h`.
+    pub fn gru_initial_state<B: Backend>(
+        &self,
+        nodes: impl Into<RecurrentSelection>,
+        device: &B::Device,
+    ) -> Result<Option<GruState<B>>, RnnError> {
+        let parts = self.initial_parts(&nodes.into(), CellKind::Gru, &[INITIAL_H])?;
+        Ok(parts
+            .and_then(|mut p| p.pop())
+            .map(|h| GruState::new(tensor(h, device))))
+    }
+
+    /// For each of `inputs`, the selected nodes' values stacked as
+    /// `[nodes * dirs, batch, hidden]` (zeros where a node has none); `None` when no
+    /// selected node has a non-zero one.
+    fn initial_parts(
+        &self,
+        selection: &RecurrentSelection,
+        cell: CellKind,
+        inputs: &[StateInput],
+    ) -> Result<Option<Vec<HostTensor>>, RnnError> {
+        let picked = self.selected(selection, cell)?;
+        let index = GraphIndex::new(&self.graph, self.ir_version);
+        // read[i][k]: input i of picked node k, `[dirs, batch, hidden]`.
+        let mut read: Vec<Vec<Option<HostTensor>>> = Vec::with_capacity(inputs.len());
+        let mut batch: Option<(usize, String)> = None;
+        for &input in inputs {
+            let mut values = Vec::with_capacity(picked.len());
+            for &k in &picked {
+                let value = self.initial_input(&index, k, input)?;
+                if let Some(v) = &value {
+                    let b = v.shape[1];
+                    let node = &self.nodes[k].info.name;
+                    let here = format!("{} of '{node}'", input.label);
+                    match &batch {
+                        Some((first, there)) if *first != b => {
+                            return Err(RnnError::invalid(
+                                format!(
+                                    "{}: ONNX node '{node}' input {}",
+                                    self.source, input.label
+                                ),
+                                format!("a batch of {first}, as {there}"),
+                                format!("a batch of {b}"),
+                            ));
+                        }
+                        Some(_) => {}
+                        None => batch = Some((b, here)),
+                    }
+                }
+                values.push(value);
+            }
+            read.push(values);
+        }
+        let Some((batch, _)) = batch else {
+            return Ok(None);
+        };
+        let info = &self.nodes[picked[0]].info;
+        let dirs = if info.bidirectional { 2 } else { 1 };
+        let hidden = info.hidden_size;
+        let per_node = dirs * batch * hidden;
+        let stacked = read
+            .into_iter()
+            .map(|values| {
+                let mut all = Vec::with_capacity(values.len() * per_node);
+                for value in values {
+                    match value {
+                        Some(v) => all.extend(v.values),
+                        None => all.resize(all.len() + per_node, 0.0),
+                    }
+                }
+                HostTensor {
+                    shape: vec![picked.len() * dirs, batch, hidden],
+                    values: all,
+                }
+            })
+            .collect();
+        Ok(Some(stacked))
+    }
+
+    /// Input `input` of node `k` as `[dirs, batch, hidden]`, read from the graph's
+    /// constants; `None` where the node has none or zeros.
+    fn initial_input(
+        &self,
+        index: &GraphIndex,
+        k: usize,
+        input: StateInput,
+    ) -> Result<Option<HostTensor>, RnnError> {
+        let info = &self.nodes[k].info;
+        let Some(name) = (input.given)(info) else {
+            return Ok(None);
+        };
+        let what = format!(
+            "{}: ONNX node '{}' input {}",
+            self.source, info.name, input.label
+        );
+        let tensor = index.tensor_or_default(name).ok_or_else(|| {
+            RnnError::invalid(
+                what.clone(),
+                "a constant (an initializer, a Constant node, or a graph input's default) to read the state from",
+                format!(
+                    "'{name}', a graph input or computed when the graph runs: pass its values as the module's state"
+                ),
+            )
+        })?;
+        let dirs = if info.bidirectional { 2 } else { 1 };
+        let hidden = info.hidden_size;
+        let dims: Vec<i64> = tensor.dims.clone();
+        // The node's layout: `[dirs, batch, hidden]`, or `[batch, dirs, hidden]` for layout 1.
+        let batch = match (dims.as_slice(), info.batch_first) {
+            (&[d, b, h], false) | (&[b, d, h], true)
+                if d == dirs as i64 && h == hidden as i64 && b > 0 =>
+            {
+                b as usize
+            }
+            _ => {
+                return Err(RnnError::invalid(
+                    what,
+                    if info.batch_first {
+                        format!("shape [batch, {dirs}, {hidden}] (layout 1)")
+                    } else {
+                        format!("shape [{dirs}, batch, {hidden}]")
+                    },
+                    format!("'{name}' of shape {dims:?}"),
+                ));
+            }
+        };
+        let values = tensor_values(&self.source, &self.dir, name, tensor)?;
+        if !info.batch_first {
+            return Ok(Some(values));
+        }
+        // [batch, dirs, hidden] to [dirs, batch, hidden].
+        let mut swapped = Vec::with_capacity(values.len());
+        for d in 0..dirs {
+            for b in 0..batch {
+                let at = (b * dirs + d) * hidden;
+                swapped.extend_from_slice(&values.values[at..at + hidden]);
+            }
+        }
+        Ok(Some(HostTensor {
+            shape: vec![dirs, batch, hidden],
+            values: swapped,
+        }))
+    }
+}
+
+/// `t` on `device`, in its float type.
+fn tensor<B: Backend>(t: HostTensor, device: &B::Device) -> Tensor<B, 3> {
+    let shape: [usize; 3] = [t.shape[0], t.shape[1], t.shape[2]];
+    Tensor::from_data(TensorData::new(t.values, shape), device)
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::backend::NdArray;
+    use prost::Message;
+
+    use crate::import::onnx_proto::build::{ints_attr, node};
+    use crate::import::onnx_proto::{
+        AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto,
+    };
+
+    use super::*;
+
+    const INPUT: usize = 3;
+    const HIDDEN: usize = 2;
+
+    fn floats(name: &str, dims: &[usize], value: impl Fn(usize) -> f32) -> TensorProto {
+        TensorProto {
+            name: Some(name.into()),
+            data_type: Some(1),
+            dims: dims.iter().map(|&d| d as i64).collect(),
+            float_data: (0..dims.iter().product()).map(value).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// A bidirectional LSTM node `name` (input 3, hidden 2) on `x` with `layout`, its
+    /// `initial_h` and `initial_c` inputs, and its weights' initializers.
+    fn lstm(name: &str, layout: i64, h: &str, c: &str) -> (NodeProto, Vec<TensorProto>) {
+        let weights = [
+            (format!("{name}_W"), vec![2, 4 * HIDDEN, INPUT]),
+            (format!("{name}_R"), vec![2, 4 * HIDDEN, HIDDEN]),
+        ];
+        let mut n = node(
+            "LSTM",
+            &["x", &weights[0].0, &weights[1].0, "", "", h, c],
+            &format!("{name}_Y"),
+        );
+        n.name = Some(name.into());
+        n.attribute.push(ints_attr("hidden_size", &[HIDDEN as i64]));
+        n.attribute.push(ints_attr("layout", &[layout]));
+        n.attribute.push(AttributeProto {
+            name: Some("direction".into()),
+            s: Some(b"bidirectional".to_vec()),
+            ..Default::default()
+        });
+        let inits = weights
+            .iter()
+            .map(|(w, dims)| floats(w, dims, |i| i as f32 / 64.0))
+            .collect();
+        (n, inits)
+    }
+
+    /// Writes a model of `nodes` and `initializers` (and a graph input `h0`) to `dir`.
+    fn open(
+        dir: &std::path::Path,
+        nodes: Vec<(NodeProto, Vec<TensorProto>)>,
+        states: Vec<TensorProto>,
+    ) -> OnnxModel {
+        let mut graph = GraphProto {
+            initializer: states,
+            input: vec![ValueInfoProto {
+                name: Some("h0".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        for (n, inits) in nodes {
+            graph.node.push(n);
+            graph.initializer.extend(inits);
+        }
+        let model = ModelProto {
+            ir_version: Some(8),
+            graph: Some(graph),
+            ..Default::default()
+        };
+        let path = dir.join("states.onnx");
+        std::fs::write(&path, model.encode_to_vec()).unwrap();
+        OnnxModel::open(path).unwrap()
+    }
+
+    fn values(t: Tensor<NdArray<f32>, 3>) -> (Vec<usize>, Vec<f32>) {
+        (t.dims().to_vec(), t.into_data().to_vec::<f32>().unwrap())
+    }
+
+    #[test]
+    fn a_batch_first_nodes_state_is_transposed_and_a_missing_cell_state_is_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        // [batch 3, dirs 2, hidden 2] for layout 1, [dirs 2, batch 3, hidden 2] for 0:
+        // the value at (d, b, k) is 100·d + 10·b + k in both.
+        let at = |d: usize, b: usize, k: usize| (100 * d + 10 * b + k) as f32;
+        let batch_first = floats("h_bf", &[3, 2, HIDDEN], |i| {
+            at(i / HIDDEN % 2, i / (2 * HIDDEN), i % HIDDEN)
+        });
+        let seq_major = floats("h_sm", &[2, 3, HIDDEN], |i| {
+            at(i / (3 * HIDDEN), i / HIDDEN % 3, i % HIDDEN)
+        });
+        let model = open(
+            dir.path(),
+            vec![lstm("bf", 1, "h_bf", ""), lstm("sm", 0, "h_sm", "")],
+            vec![batch_first, seq_major.clone()],
+        );
+        let device = Default::default();
+        let expected = (vec![2, 3, HIDDEN], seq_major.float_data.to_vec());
+        for node in ["bf", "sm"] {
+            let state = model
+                .lstm_initial_state::<NdArray<f32>>(node, &device)
+                .unwrap()
+                .expect("a non-zero constant state");
+            assert_eq!(values(state.hidden), expected, "{node}");
+            assert_eq!(values(state.cell), (vec![2, 3, HIDDEN], vec![0.0; 12]));
+        }
+    }
+
+    #[test]
+    fn nodes_without_states_give_none_and_stacks_take_zeros_for_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = floats("c", &[2, 1, HIDDEN], |i| i as f32 + 1.0);
+        let zeros = floats("z", &[2, 1, HIDDEN], |_| 0.0);
+        let model = open(
+            dir.path(),
+            vec![lstm("none", 0, "z", ""), lstm("cell", 0, "", "c")],
+            vec![c, zeros],
+        );
+        let device = Default::default();
+        let none = model.lstm_initial_state::<NdArray<f32>>("none", &device);
+        assert!(none.unwrap().is_none());
+        let stack = model
+            .lstm_initial_state::<NdArray<f32>>(RecurrentSelection::All, &device)
+            .unwrap()
+            .unwrap();
+        assert_eq!(values(stack.hidden), (vec![4, 1, HIDDEN], vec![0.0; 8]));
+        assert_eq!(
+            values(stack.cell),
+            (
+                vec![4, 1, HIDDEN],
+                vec![0.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0]
+            )
+        );
+        let gru = model.gru_initial_state::<NdArray<f32>>("none", &device);
+        assert!(gru.unwrap_err().to_string().contains("OnnxModel::lstm"));
+    }
+
+    #[test]
+    fn states_the_graph_does_not_hold_or_of_other_shapes_are_errors_naming_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = open(
+            dir.path(),
+            vec![
+                lstm("input", 0, "h0", ""),
+                lstm("shape", 0, "wide", ""),
+                lstm("b1", 0, "one", ""),
+                lstm("b2", 0, "two", ""),
+            ],
+            vec![
+                floats("wide", &[2, 1, HIDDEN + 1], |_| 1.0),
+                floats("one", &[2, 1, HIDDEN], |_| 1.0),
+                floats("two", &[2, 2, HIDDEN], |_| 1.0),
+            ],
+        );
+        let device = Default::default();
+        let error = |nodes: RecurrentSelection| {
+            model
+                .lstm_initial_state::<NdArray<f32>>(nodes, &device)
+                .unwrap_err()
+                .to_string()
+        };
+        let input = error("input".into());
+        assert!(
+            input.contains("'input' input initial_h") && input.contains("'h0', a graph input"),
+            "{input}"
+        );
+        let shape = error("shape".into());
+        assert!(
+            shape.contains("shape [2, batch, 2]") && shape.contains("[2, 1, 3]"),
+            "{shape}"
+        );
+        let batch = error(RecurrentSelection::Stack(vec!["b1".into(), "b2".into()]));
+        assert!(
+            batch.contains("'b2' input initial_h")
+                && batch.contains("a batch of 1, as initial_h of 'b1'")
+                && batch.contains("a batch of 2"),
+            "{batch}"
+        );
+    }
+}
