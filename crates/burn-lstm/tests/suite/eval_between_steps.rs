@@ -1,10 +1,12 @@
 //! Evaluation between training steps on the CPU backends, whose inference keeps the
 //! packed parameters while they are unchanged (`kernels/fused_cpu/weights_cache.rs`):
 //! each evaluation sees the step just taken (`common::eval_between_steps_check`; the
-//! fused GPU backends run the same check in `fusion.rs` and `cudnn.rs`).
+//! fused GPU backends run the same check in `fusion.rs` and `cudnn.rs`), and the cache
+//! lets go of each step's copies once their module is gone.
 
 use burn::backend::{Autodiff, Flex, NdArray};
-use burn_lstm::RnnKernel;
+use burn::tensor::backend::AutodiffBackend;
+use burn_lstm::{RnnBackend, RnnKernel};
 
 use crate::common::eval_between_steps_check::check_evaluation_between_steps;
 
@@ -28,4 +30,64 @@ fn evaluation_between_training_steps_sees_each_steps_parameters_on_flex() {
         1e-5,
         burn_lstm::release_cpu_buffers,
     );
+}
+
+/// Set in the child process that runs
+/// [`evaluations_between_training_steps_keep_one_cache_entry_per_live_module`] (it counts
+/// the process-wide cache's entries, which other tests would change).
+const CACHE_CHILD: &str = "BURN_LSTM_CACHE_TEST_CHILD";
+
+#[test]
+fn evaluations_between_training_steps_keep_one_cache_entry_per_live_module() {
+    if std::env::var_os(CACHE_CHILD).is_none() {
+        lstm_cpu::rerun_test_with_env(
+            module_path!(),
+            "evaluations_between_training_steps_keep_one_cache_entry_per_live_module",
+            &[(CACHE_CHILD, "1")],
+        );
+        return;
+    }
+    entries_while_training::<Autodiff<NdArray<f32>>>("ndarray");
+    entries_while_training::<Autodiff<Flex>>("flex");
+}
+
+/// Twelve SGD steps, each followed by an evaluation of the trained module (a copy on
+/// the inner backend, dropped after it), beside a second module evaluated once and kept:
+/// the weight cache holds the kept module's entry and the latest evaluation's only (an
+/// entry whose parameters only the cache still holds goes at the next miss), where
+/// least-recently-used eviction alone would hold every evaluation's up to its limit.
+fn entries_while_training<B: AutodiffBackend + RnnBackend>(label: &str)
+where
+    B::InnerBackend: RnnBackend,
+{
+    use burn::module::AutodiffModule;
+    use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+    use burn::tensor::{Distribution, Tensor};
+    use burn_lstm::CudnnCompatibleLstmConfig;
+
+    burn_lstm::release_cpu_buffers();
+    let device = Default::default();
+    let config = CudnnCompatibleLstmConfig::new(4, 8).with_num_layers(2);
+    let x = Tensor::<B::InnerBackend, 3>::random([2, 5, 4], Distribution::Default, &device);
+    let kept = config.init::<B::InnerBackend>(&device);
+    let (kept_y, _) = kept.forward(x.clone(), None);
+    let mut model = config.init::<B>(&device);
+    let mut optim = SgdConfig::new().init();
+    for step in 0..12 {
+        let (y, _) = model.forward(Tensor::from_inner(x.clone()), None);
+        let grads = GradientsParams::from_grads(y.powi_scalar(2).mean().backward(), &model);
+        model = optim.step(0.5, model, grads);
+        let evaluated = model.valid();
+        let _ = evaluated.forward(x.clone(), None);
+        drop(evaluated);
+        let usage = burn_lstm::cpu_cache_usage();
+        assert_eq!(
+            usage.weight_entries, 2,
+            "{label} after step {step}: the kept module's entry and the latest evaluation's ({usage:?})"
+        );
+    }
+    // The kept module's entry still serves it, with its own parameters.
+    let (again, _) = kept.forward(x, None);
+    assert_eq!(again.into_data(), kept_y.into_data(), "{label}");
+    assert_eq!(burn_lstm::cpu_cache_usage().weight_entries, 2, "{label}");
 }

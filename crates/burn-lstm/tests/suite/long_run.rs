@@ -16,8 +16,9 @@
 //! `/proc/self/status` (Linux; elsewhere the memory check is skipped).
 //!
 //! The batch has an empty row and padded rows (every masking path runs), and the
-//! inference phase changes to a newly initialised module every 500 calls, so the weight
-//! cache keeps meeting new parameters and must evict.
+//! inference phase changes to a newly initialised module every 500 calls, keeping the
+//! last eight alive, so the weight cache keeps meeting new parameters and its limits
+//! must evict.
 
 use burn::backend::{Autodiff, Flex, NdArray};
 use burn::tensor::backend::AutodiffBackend;
@@ -121,9 +122,15 @@ fn run<B: AutodiffBackend + RnnBackend>(
 
     let x = x.inner();
     let mut model: CudnnCompatibleLstm<B::InnerBackend> = config().init(device);
+    // The last modules stay alive, so that the weight cache's limits evict their
+    // entries (it drops an entry at once when its module is gone).
+    let mut earlier = std::collections::VecDeque::new();
     let grown = growth(&format!("{label} inference"), inference, 1000, |i| {
         if i % 500 == 499 {
-            model = config().init(device);
+            earlier.push_back(std::mem::replace(&mut model, config().init(device)));
+            if earlier.len() > 8 {
+                earlier.pop_front();
+            }
         }
         let (y, _) = model
             .try_forward(x.clone(), None, Some(&LENGTHS))

@@ -70,6 +70,10 @@ impl HostTensors for Flex {
         FlexTensor::from_data(TensorData::new(values, shape.to_vec()))
     }
 
+    fn sole_holder(t: &FlexTensor) -> bool {
+        t.is_unique()
+    }
+
     fn values_key(t: &FlexTensor) -> Option<ValuesKey> {
         let layout = t.layout();
         let first = match t.dtype() {

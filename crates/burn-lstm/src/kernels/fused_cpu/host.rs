@@ -126,6 +126,10 @@ pub(crate) trait HostTensors: Backend {
     /// f32/f64).
     fn values_key(t: &FloatTensor<Self>) -> Option<ValuesKey>;
 
+    /// Whether no other tensor shares `t`'s values: whoever holds `t` holds the last
+    /// reference to them (`false` where that cannot be known, as for borrowed values).
+    fn sole_holder(t: &FloatTensor<Self>) -> bool;
+
     /// Splits the gradient of a flat buffer `[before + part]` (see
     /// [`FlatBufferOps::split_gradient`]). The default uses Burn's `slice` and `reshape`,
     /// which are views on backends that have them (Flex).

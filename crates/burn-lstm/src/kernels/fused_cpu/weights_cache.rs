@@ -15,7 +15,9 @@
 //! Only inference uses the packed copy: a training call's parameters change every step.
 //! The cache keeps at most [`MAX_ENTRIES`] entries and `BURN_LSTM_WEIGHT_CACHE_MIB`
 //! (default 512; `0` turns it off) of flat and packed copies plus the parameters it keeps
-//! alive, least recently used first out; [`release`] empties it (through
+//! alive, least recently used first out; an entry whose parameters only it still holds
+//! goes at the next miss (its module is gone or was changed: evaluations between
+//! training steps leave one such entry each); [`release`] empties it (through
 //! `burn_lstm::release_cpu_buffers`).
 
 use std::any::{Any, TypeId};
@@ -35,7 +37,9 @@ struct Entry {
     backend: TypeId,
     part_keys: Vec<ValuesKey>,
     /// Clones of the parameters (see the module docs: they keep the values fixed).
-    _parts: Vec<Box<dyn Any + Send + Sync>>,
+    parts: Vec<Box<dyn Any + Send + Sync>>,
+    /// Whether the entry holds the last reference to one of `parts`' values.
+    orphaned: fn(&Entry) -> bool,
     flat_key: ValuesKey,
     /// The flat buffer built from the parameters (a `FloatTensor` of the backend).
     flat: Box<dyn Any + Send + Sync>,
@@ -106,6 +110,7 @@ pub(crate) fn flat_weights<B: HostTensors>(parts: Vec<FloatTensor<B>>) -> FloatT
             return flat;
         }
     }
+    drop_orphans();
     let kept: Vec<Box<dyn Any + Send + Sync>> = parts
         .iter()
         .map(|p| Box::new(p.clone()) as Box<dyn Any + Send + Sync>)
@@ -121,7 +126,8 @@ pub(crate) fn flat_weights<B: HostTensors>(parts: Vec<FloatTensor<B>>) -> FloatT
     let entry = Entry {
         backend,
         part_keys,
-        _parts: kept,
+        parts: kept,
+        orphaned: orphaned::<B>,
         flat_key,
         flat: Box::new(flat.clone()),
         packed: None,
@@ -130,6 +136,31 @@ pub(crate) fn flat_weights<B: HostTensors>(parts: Vec<FloatTensor<B>>) -> FloatT
     };
     insert(entry);
     flat
+}
+
+/// Whether `entry` (of backend `B`) holds the last reference to one of its parameters:
+/// the module it was built for is gone or has new parameters, so no call can present
+/// its key again (presenting it takes holding the parameters).
+fn orphaned<B: HostTensors>(entry: &Entry) -> bool {
+    entry.parts.iter().any(|p| {
+        p.downcast_ref::<FloatTensor<B>>()
+            .is_some_and(|p| B::sole_holder(p))
+    })
+}
+
+/// Drops the [`orphaned`] entries. Without this, a training loop that evaluates between
+/// steps would keep every evaluation's copies until the limits evict them.
+fn drop_orphans() {
+    let orphans: Vec<Entry> = {
+        let mut entries = entries();
+        let (orphans, live) = std::mem::take(&mut *entries)
+            .into_iter()
+            .partition(|e| (e.orphaned)(e));
+        *entries = live;
+        orphans
+    };
+    // Dropped outside the lock: dropping releases (possibly large) memory.
+    drop(orphans);
 }
 
 /// Keeps `entry`, evicting the least recently used entries beyond the limits.

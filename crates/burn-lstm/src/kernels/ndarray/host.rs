@@ -139,6 +139,14 @@ where
         tensor.expect("the kernel's outputs have their shape's length")
     }
 
+    fn sole_holder(t: &NdArrayTensor) -> bool {
+        match t {
+            NdArrayTensor::F32(s) => s.is_unique(),
+            NdArrayTensor::F64(s) => s.is_unique(),
+            _ => false,
+        }
+    }
+
     fn values_key(t: &NdArrayTensor) -> Option<ValuesKey> {
         match t {
             NdArrayTensor::F32(s) => {
