@@ -11,7 +11,8 @@
 //!     # recurrent layer or node, in order, as one stack) on IN's tensor `x`
 //!     # (batch-first for Keras, as the layer's own layout for ONNX: sequence-major
 //!     # by default), with `h0`/`c0` as the initial state and `lengths` (int) when IN
-//!     # has them (else an ONNX graph's constant initial state, when it has one), and
+//!     # has them (else an ONNX graph's constant initial state: an error where the
+//!     # graph takes its state from its caller), and
 //!     # writes `y`, `h_n` (and `c_n`) in PyTorch's layout
 //!     # (`[layers*dirs, batch, hidden]` states) as float32
 //! ```
@@ -20,8 +21,10 @@
 //! `cargo run --example keras_lstm -- crates/burn-lstm/tests/fixtures/keras/k3_bilstm_masked.keras`.
 
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use burn::backend::Flex;
 use burn::tensor::{Tensor, TensorData};
@@ -32,15 +35,33 @@ use burn_lstm::{
 use clap::Parser;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
-/// Prints a line on stdout; where stdout is a closed pipe (`| head`), ends the program
-/// quietly instead of panicking as `println!` does.
+/// Prints a line on stdout ([`say_line`]).
 macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        if writeln!(std::io::stdout(), $($arg)*).is_err() {
-            std::process::exit(0);
+    ($($arg:tt)*) => {
+        say_line(format_args!($($arg)*))
+    };
+}
+
+/// Set once stdout is a closed pipe (`| head`): the run goes on without printing.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Writes `line` on stdout. Where stdout is a closed pipe, the run goes on silently (its
+/// output file is still written), where `println!` would panic; another write error
+/// (a full disk) ends the program with an error.
+fn say_line(line: std::fmt::Arguments) {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    match writeln!(std::io::stdout(), "{line}") {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            STDOUT_CLOSED.store(true, Ordering::Relaxed);
         }
-    }};
+        Err(e) => {
+            eprintln!("keras_lstm: stdout: {e}");
+            std::process::exit(1);
+        }
+    }
 }
 
 /// Runs a Keras model's recurrent layers, or an ONNX file's recurrent nodes, on the CPU.
@@ -80,7 +101,8 @@ enum Module {
 }
 
 /// The initial state of a file's layers: an ONNX graph's constants (`None`: zeros, as
-/// Keras's), or why the file holds none (the graph takes it from its caller).
+/// Keras's), or why the file holds none (the graph takes it from its caller, or the
+/// constant is not one the module can take).
 type FileState<S> = Result<Option<S>, String>;
 
 type Tensors = HashMap<String, (Vec<usize>, Vec<f32>)>;
@@ -217,13 +239,13 @@ impl Model {
     }
 }
 
-/// The file's initial state, for an input without `h0`; where the file holds none that
-/// is not zeros, a note that the run starts from zeros.
-fn file_state<S: Clone>(state: &FileState<S>) -> Option<S> {
-    state.clone().unwrap_or_else(|why| {
-        eprintln!("note: the input has no `h0`, so the run starts from zeros: {why}");
-        None
-    })
+/// The file's initial state, for an input without `h0`: an ONNX graph's constant
+/// state, `None` for zeros, or an error where the graph takes the state from its caller
+/// (as ONNX Runtime, which needs that input fed).
+fn file_state<S: Clone>(state: &FileState<S>) -> Result<Option<S>, String> {
+    state
+        .clone()
+        .map_err(|why| format!("the input has no `h0`: {why}"))
 }
 
 fn tensor3(tensors: &Tensors, key: &str) -> Result<Option<Tensor<Flex, 3>>, String> {
@@ -258,7 +280,7 @@ fn run_module(module: &Module, tensors: &Tensors, prefix: &str) -> Result<Tensor
         Module::Lstm(lstm, graph) => {
             let state = match (tensor3(tensors, &key("h0"))?, tensor3(tensors, &key("c0"))?) {
                 (Some(h), Some(c)) => Some(LstmState::new(h, c)),
-                (None, None) => file_state(graph),
+                (None, None) => file_state(graph)?,
                 _ => return Err("an LSTM's initial state needs both `h0` and `c0`".into()),
             };
             let (y, state) = lstm
@@ -269,9 +291,10 @@ fn run_module(module: &Module, tensors: &Tensors, prefix: &str) -> Result<Tensor
             out.insert("c_n".into(), host(state.cell));
         }
         Module::Gru(gru, graph) => {
-            let state = tensor3(tensors, &key("h0"))?
-                .map(GruState::new)
-                .or_else(|| file_state(graph));
+            let state = match tensor3(tensors, &key("h0"))? {
+                Some(h) => Some(GruState::new(h)),
+                None => file_state(graph)?,
+            };
             let (y, state) = gru
                 .try_forward(x, state, lengths.as_deref())
                 .map_err(|e| e.to_string())?;

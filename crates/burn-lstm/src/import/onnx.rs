@@ -256,7 +256,7 @@ impl OnnxModel {
     }
 
     /// The nodes `selection` picks, in order, each a node of `cell` whose weights loaded.
-    pub(super) fn selected(
+    fn selected(
         &self,
         selection: &RecurrentSelection,
         cell: CellKind,
@@ -285,29 +285,42 @@ impl OnnxModel {
         Ok(picked)
     }
 
+    /// The nodes `selection` picks when they make one module: [`Self::selected`], each
+    /// node after the first linked to the one before ([`Self::check_link`]: same sizes
+    /// and options).
+    pub(super) fn module_nodes(
+        &self,
+        selection: &RecurrentSelection,
+        cell: CellKind,
+    ) -> Result<Vec<usize>, RnnError> {
+        let picked = self.selected(selection, cell)?;
+        if picked.len() > 1 {
+            let graph_index = GraphIndex::new(&self.graph, self.ir_version);
+            for k in 1..picked.len() {
+                self.check_link(
+                    &graph_index,
+                    &self.nodes[picked[0]],
+                    &self.nodes[picked[k - 1]],
+                    &self.nodes[picked[k]],
+                )?;
+            }
+        }
+        Ok(picked)
+    }
+
     fn stack(
         &self,
         selection: &RecurrentSelection,
         cell: CellKind,
     ) -> Result<StackParams, RnnError> {
-        let picked = self.selected(selection, cell)?;
-        let mut layers = Vec::with_capacity(picked.len());
-        let mut graph_index = None;
-        for (k, &index) in picked.iter().enumerate() {
-            let node = &self.nodes[index];
-            let params = node.params.as_ref().map_err(Clone::clone)?;
-            if k > 0 {
-                let graph_index = graph_index
-                    .get_or_insert_with(|| GraphIndex::new(&self.graph, self.ir_version));
-                self.check_link(
-                    graph_index,
-                    &self.nodes[picked[0]],
-                    &self.nodes[picked[k - 1]],
-                    node,
-                )?;
-            }
-            layers.push(Params::clone(params));
-        }
+        let picked = self.module_nodes(selection, cell)?;
+        let layers = picked
+            .iter()
+            .map(|&index| {
+                let params = self.nodes[index].params.as_ref().map_err(Clone::clone)?;
+                Ok(Params::clone(params))
+            })
+            .collect::<Result<Vec<_>, RnnError>>()?;
         let first = &self.nodes[picked[0]].info;
         Ok(StackParams {
             cell,

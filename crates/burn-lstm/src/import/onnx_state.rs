@@ -86,7 +86,8 @@ impl OnnxModel {
         cell: CellKind,
         inputs: &[StateInput],
     ) -> Result<Option<Vec<HostTensor>>, RnnError> {
-        let picked = self.selected(selection, cell)?;
+        // The nodes of the module `lstm()` / `gru()` load: one size and layout.
+        let picked = self.module_nodes(selection, cell)?;
         let index = GraphIndex::new(&self.graph, self.ir_version);
         // read[i][k]: input i of picked node k, `[dirs, batch, hidden]`.
         let mut read: Vec<Vec<Option<HostTensor>>> = Vec::with_capacity(inputs.len());
@@ -160,15 +161,25 @@ impl OnnxModel {
             "{}: ONNX node '{}' input {}",
             self.source, info.name, input.label
         );
-        let tensor = index.tensor_or_default(name).ok_or_else(|| {
-            RnnError::invalid(
-                what.clone(),
-                "a constant (an initializer, a Constant node, or a graph input's default) to read the state from",
-                format!(
-                    "'{name}', a graph input or computed when the graph runs: pass its values as the module's state"
-                ),
-            )
-        })?;
+        let Some(tensor) = index.tensor_or_default(name) else {
+            let given = if index.constant(name).is_some() {
+                "a Constant node's list of values, not a tensor of the state's shape"
+            } else if self
+                .graph
+                .input
+                .iter()
+                .any(|i| i.name.as_deref() == Some(name))
+            {
+                "an input of the graph: pass its values as the module's state"
+            } else {
+                "computed when the graph runs: pass its values as the module's state"
+            };
+            return Err(RnnError::invalid(
+                what,
+                "a constant (an initializer, a Constant node's tensor, or a graph input's default) to read the state from",
+                format!("'{name}', {given}"),
+            ));
+        };
         let dirs = if info.bidirectional { 2 } else { 1 };
         let hidden = info.hidden_size;
         let dims: Vec<i64> = tensor.dims.clone();
@@ -221,7 +232,7 @@ mod tests {
     use burn::backend::NdArray;
     use prost::Message;
 
-    use crate::import::onnx_proto::build::{ints_attr, node};
+    use crate::import::onnx_proto::build::{int64s, ints_attr, node};
     use crate::import::onnx_proto::{
         AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto,
     };
@@ -241,59 +252,85 @@ mod tests {
         }
     }
 
-    /// A bidirectional LSTM node `name` (input 3, hidden 2) on `x` with `layout`, its
-    /// `initial_h` and `initial_c` inputs, and its weights' initializers.
-    fn lstm(name: &str, layout: i64, h: &str, c: &str) -> (NodeProto, Vec<TensorProto>) {
-        let weights = [
-            (format!("{name}_W"), vec![2, 4 * HIDDEN, INPUT]),
-            (format!("{name}_R"), vec![2, 4 * HIDDEN, HIDDEN]),
-        ];
-        let mut n = node(
-            "LSTM",
-            &["x", &weights[0].0, &weights[1].0, "", "", h, c],
-            &format!("{name}_Y"),
-        );
-        n.name = Some(name.into());
-        n.attribute.push(ints_attr("hidden_size", &[HIDDEN as i64]));
-        n.attribute.push(ints_attr("layout", &[layout]));
-        n.attribute.push(AttributeProto {
-            name: Some("direction".into()),
-            s: Some(b"bidirectional".to_vec()),
-            ..Default::default()
-        });
-        let inits = weights
-            .iter()
-            .map(|(w, dims)| floats(w, dims, |i| i as f32 / 64.0))
-            .collect();
-        (n, inits)
+    /// A graph under construction: nodes and initializers.
+    #[derive(Default)]
+    struct Graph {
+        nodes: Vec<NodeProto>,
+        initializers: Vec<TensorProto>,
     }
 
-    /// Writes a model of `nodes` and `initializers` (and a graph input `h0`) to `dir`.
-    fn open(
-        dir: &std::path::Path,
-        nodes: Vec<(NodeProto, Vec<TensorProto>)>,
-        states: Vec<TensorProto>,
-    ) -> OnnxModel {
-        let mut graph = GraphProto {
-            initializer: states,
-            input: vec![ValueInfoProto {
-                name: Some("h0".into()),
+    impl Graph {
+        /// A bidirectional LSTM node `name` (hidden 2) on `x` of `input` features with
+        /// `layout`, its `initial_h` and `initial_c` inputs and its weights; returns
+        /// its output `Y`.
+        fn lstm(
+            &mut self,
+            name: &str,
+            x: &str,
+            input: usize,
+            layout: i64,
+            h: &str,
+            c: &str,
+        ) -> String {
+            let (w, r) = (format!("{name}_W"), format!("{name}_R"));
+            let y = format!("{name}_Y");
+            let mut n = node("LSTM", &[x, &w, &r, "", "", h, c], &y);
+            n.name = Some(name.into());
+            n.attribute.push(ints_attr("hidden_size", &[HIDDEN as i64]));
+            n.attribute.push(ints_attr("layout", &[layout]));
+            n.attribute.push(AttributeProto {
+                name: Some("direction".into()),
+                s: Some(b"bidirectional".to_vec()),
                 ..Default::default()
-            }],
-            ..Default::default()
-        };
-        for (n, inits) in nodes {
-            graph.node.push(n);
-            graph.initializer.extend(inits);
+            });
+            self.nodes.push(n);
+            for (name, dims) in [(w, [2, 4 * HIDDEN, input]), (r, [2, 4 * HIDDEN, HIDDEN])] {
+                self.initializers
+                    .push(floats(&name, &dims, |i| i as f32 / 64.0));
+            }
+            y
         }
-        let model = ModelProto {
-            ir_version: Some(8),
-            graph: Some(graph),
-            ..Default::default()
-        };
-        let path = dir.join("states.onnx");
-        std::fs::write(&path, model.encode_to_vec()).unwrap();
-        OnnxModel::open(path).unwrap()
+
+        /// `y` (layout 0) folded into `[seq, batch, 2 * hidden]` as PyTorch links a
+        /// stack: a Transpose, then a Reshape to `[0, 0, -1]`.
+        fn fold(&mut self, y: &str) -> String {
+            let (t, out) = (format!("{y}_t"), format!("{y}_folded"));
+            let mut transpose = node("Transpose", &[y], &t);
+            transpose.attribute.push(ints_attr("perm", &[0, 2, 1, 3]));
+            self.nodes.push(transpose);
+            self.nodes.push(node("Reshape", &[&t, "fold"], &out));
+            if !self
+                .initializers
+                .iter()
+                .any(|i| i.name.as_deref() == Some("fold"))
+            {
+                self.initializers.push(int64s("fold", &[0, 0, -1]));
+            }
+            out
+        }
+
+        /// The model with `states` among its initializers and a graph input `h0`,
+        /// written to `dir` and opened.
+        fn open(mut self, dir: &std::path::Path, states: Vec<TensorProto>) -> OnnxModel {
+            self.initializers.extend(states);
+            let graph = GraphProto {
+                node: self.nodes,
+                initializer: self.initializers,
+                input: vec![ValueInfoProto {
+                    name: Some("h0".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            };
+            let model = ModelProto {
+                ir_version: Some(8),
+                graph: Some(graph),
+                ..Default::default()
+            };
+            let path = dir.join("states.onnx");
+            std::fs::write(&path, model.encode_to_vec()).unwrap();
+            OnnxModel::open(path).unwrap()
+        }
     }
 
     fn values(t: Tensor<NdArray<f32>, 3>) -> (Vec<usize>, Vec<f32>) {
@@ -312,11 +349,10 @@ mod tests {
         let seq_major = floats("h_sm", &[2, 3, HIDDEN], |i| {
             at(i / (3 * HIDDEN), i / HIDDEN % 3, i % HIDDEN)
         });
-        let model = open(
-            dir.path(),
-            vec![lstm("bf", 1, "h_bf", ""), lstm("sm", 0, "h_sm", "")],
-            vec![batch_first, seq_major.clone()],
-        );
+        let mut graph = Graph::default();
+        graph.lstm("bf", "x", INPUT, 1, "h_bf", "");
+        graph.lstm("sm", "x", INPUT, 0, "h_sm", "");
+        let model = graph.open(dir.path(), vec![batch_first, seq_major.clone()]);
         let device = Default::default();
         let expected = (vec![2, 3, HIDDEN], seq_major.float_data.to_vec());
         for node in ["bf", "sm"] {
@@ -327,6 +363,14 @@ mod tests {
             assert_eq!(values(state.hidden), expected, "{node}");
             assert_eq!(values(state.cell), (vec![2, 3, HIDDEN], vec![0.0; 12]));
         }
+        // Nodes of two layouts are not one module: refused as lstm() refuses them.
+        let mixed = RecurrentSelection::Stack(vec!["bf".into(), "sm".into()]);
+        let error = model
+            .lstm_initial_state::<NdArray<f32>>(mixed.clone(), &device)
+            .unwrap_err()
+            .to_string();
+        let refused = model.lstm::<NdArray<f32>>(mixed, &device).unwrap_err();
+        assert_eq!(error, refused.to_string());
     }
 
     #[test]
@@ -334,11 +378,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = floats("c", &[2, 1, HIDDEN], |i| i as f32 + 1.0);
         let zeros = floats("z", &[2, 1, HIDDEN], |_| 0.0);
-        let model = open(
-            dir.path(),
-            vec![lstm("none", 0, "z", ""), lstm("cell", 0, "", "c")],
-            vec![c, zeros],
-        );
+        let mut graph = Graph::default();
+        let y = graph.lstm("none", "x", INPUT, 0, "z", "");
+        let folded = graph.fold(&y);
+        graph.lstm("cell", &folded, 2 * HIDDEN, 0, "", "c");
+        let model = graph.open(dir.path(), vec![c, zeros]);
         let device = Default::default();
         let none = model.lstm_initial_state::<NdArray<f32>>("none", &device);
         assert!(none.unwrap().is_none());
@@ -361,14 +405,21 @@ mod tests {
     #[test]
     fn states_the_graph_does_not_hold_or_of_other_shapes_are_errors_naming_them() {
         let dir = tempfile::tempdir().unwrap();
-        let model = open(
+        let mut graph = Graph::default();
+        graph.lstm("input", "x", INPUT, 0, "h0", "");
+        graph.lstm("shape", "x", INPUT, 0, "wide", "");
+        graph.lstm("batch", "x", INPUT, 0, "one", "two");
+        graph.lstm("computed", "x", INPUT, 0, "x", "");
+        let mut list = node("Constant", &[], "list");
+        list.attribute.push(AttributeProto {
+            name: Some("value_floats".into()),
+            floats: vec![1.0; 4],
+            ..Default::default()
+        });
+        graph.nodes.push(list);
+        graph.lstm("list", "x", INPUT, 0, "list", "");
+        let model = graph.open(
             dir.path(),
-            vec![
-                lstm("input", 0, "h0", ""),
-                lstm("shape", 0, "wide", ""),
-                lstm("b1", 0, "one", ""),
-                lstm("b2", 0, "two", ""),
-            ],
             vec![
                 floats("wide", &[2, 1, HIDDEN + 1], |_| 1.0),
                 floats("one", &[2, 1, HIDDEN], |_| 1.0),
@@ -376,26 +427,34 @@ mod tests {
             ],
         );
         let device = Default::default();
-        let error = |nodes: RecurrentSelection| {
+        let error = |node: &str| {
             model
-                .lstm_initial_state::<NdArray<f32>>(nodes, &device)
+                .lstm_initial_state::<NdArray<f32>>(node, &device)
                 .unwrap_err()
                 .to_string()
         };
-        let input = error("input".into());
+        let input = error("input");
         assert!(
-            input.contains("'input' input initial_h") && input.contains("'h0', a graph input"),
+            input.contains("'input' input initial_h")
+                && input.contains("'h0', an input of the graph"),
             "{input}"
         );
-        let shape = error("shape".into());
+        let computed = error("computed");
+        assert!(
+            computed.contains("'x', computed when the graph runs"),
+            "{computed}"
+        );
+        let list = error("list");
+        assert!(list.contains("'list', a Constant node's list"), "{list}");
+        let shape = error("shape");
         assert!(
             shape.contains("shape [2, batch, 2]") && shape.contains("[2, 1, 3]"),
             "{shape}"
         );
-        let batch = error(RecurrentSelection::Stack(vec!["b1".into(), "b2".into()]));
+        let batch = error("batch");
         assert!(
-            batch.contains("'b2' input initial_h")
-                && batch.contains("a batch of 1, as initial_h of 'b1'")
+            batch.contains("'batch' input initial_c")
+                && batch.contains("a batch of 1, as initial_h of 'batch'")
                 && batch.contains("a batch of 2"),
             "{batch}"
         );
