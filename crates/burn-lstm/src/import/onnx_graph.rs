@@ -9,8 +9,10 @@
 //! `Reshape` for ONNX's.
 
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
 use crate::import::onnx_proto::{GraphProto, NodeProto, TensorProto, ValueInfoProto, attr};
+use crate::import::onnx_tensor::all_zero;
 
 /// Longest integer list read as a constant: shapes, axes, permutations, slice bounds.
 pub(crate) const MAX_LIST: usize = 64;
@@ -161,18 +163,14 @@ impl<'g> GraphIndex<'g> {
         }
     }
 
-    /// Whether `name` is a boolean constant whose values are all false.
+    /// Whether `name` is a boolean constant (inside the model) whose values are all
+    /// false, as many as its shape says.
     pub(crate) fn is_false(&self, name: &str) -> bool {
         let Some(Constant::Tensor(t)) = self.constant(name) else {
             return false;
         };
-        if t.data_type != Some(BOOL) || t.data_location == Some(1) {
-            return false;
-        }
-        match &t.raw_data {
-            Some(raw) => raw.iter().all(|&b| b == 0),
-            None => t.int32_data.iter().all(|&b| b == 0),
-        }
+        // Outside data is not read here: no folder is given.
+        t.data_type == Some(BOOL) && t.data_location != Some(1) && all_zero(Path::new(""), t)
     }
 
     /// The shape the graph input `name` declares (each dimension's size where it is
@@ -275,6 +273,10 @@ mod tests {
                 int64s("default", &[3]),
                 falses("off", &[0, 0]),
                 falses("on", &[0, 1]),
+                TensorProto {
+                    dims: vec![3],
+                    ..falses("short", &[0, 0])
+                },
             ],
             input: vec![declared("default", &[1]), declared("x", &[6, 3])],
             ..Default::default()
@@ -287,6 +289,8 @@ mod tests {
         assert_eq!(index.ints("foreign"), None);
         assert_eq!(index.ints("default"), None);
         assert!(index.is_false("off") && !index.is_false("on") && !index.is_false("int32"));
+        // Fewer values than the shape says: not a constant of false values.
+        assert!(!index.is_false("short"));
         assert_eq!(index.input_shape("x"), Some(&[Some(6), Some(3)][..]));
         assert_eq!(index.input_shape("default"), None);
         let producer = index.producer("foreign").unwrap();
