@@ -33,22 +33,52 @@ fn evaluation_between_training_steps_sees_each_steps_parameters_on_flex() {
 }
 
 /// Set in the child process that runs
-/// [`evaluations_between_training_steps_keep_one_cache_entry_per_live_module`] (it counts
+/// [`the_weight_cache_keeps_one_entry_per_live_module`] (it counts
 /// the process-wide cache's entries, which other tests would change).
 const CACHE_CHILD: &str = "BURN_LSTM_CACHE_TEST_CHILD";
 
 #[test]
-fn evaluations_between_training_steps_keep_one_cache_entry_per_live_module() {
+fn the_weight_cache_keeps_one_entry_per_live_module() {
     if std::env::var_os(CACHE_CHILD).is_none() {
         lstm_cpu::rerun_test_with_env(
             module_path!(),
-            "evaluations_between_training_steps_keep_one_cache_entry_per_live_module",
+            "the_weight_cache_keeps_one_entry_per_live_module",
             &[(CACHE_CHILD, "1")],
         );
         return;
     }
     entries_while_training::<Autodiff<NdArray<f32>>>("ndarray");
     entries_while_training::<Autodiff<Flex>>("flex");
+    first_calls_at_once_keep_one_entry::<NdArray<f32>>("ndarray");
+    first_calls_at_once_keep_one_entry::<Flex>("flex");
+}
+
+/// Ten modules, each first called by two threads at once: one cache entry per module
+/// (two of one key would hold each other's parameters alive, never orphaned), and none
+/// once the module is gone and another is called.
+fn first_calls_at_once_keep_one_entry<B: RnnBackend>(label: &str) {
+    use burn::tensor::{Distribution, Tensor};
+    use burn_lstm::CudnnCompatibleLstmConfig;
+
+    burn_lstm::release_cpu_buffers();
+    let device = Default::default();
+    let config = CudnnCompatibleLstmConfig::new(4, 8).with_num_layers(2);
+    let x = Tensor::<B, 3>::random([2, 5, 4], Distribution::Default, &device);
+    for trial in 0..10 {
+        let model = config.init::<B>(&device);
+        let both = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    both.wait();
+                    let _ = model.forward(x.clone(), None);
+                });
+            }
+        });
+        let usage = burn_lstm::cpu_cache_usage();
+        // This module's entry only: the one before went at this module's miss.
+        assert_eq!(usage.weight_entries, 1, "{label} trial {trial}: {usage:?}");
+    }
 }
 
 /// Twelve SGD steps, each followed by an evaluation of the trained module (a copy on

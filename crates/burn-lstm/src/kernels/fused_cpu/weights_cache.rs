@@ -15,9 +15,9 @@
 //! Only inference uses the packed copy: a training call's parameters change every step.
 //! The cache keeps at most [`MAX_ENTRIES`] entries and `BURN_LSTM_WEIGHT_CACHE_MIB`
 //! (default 512; `0` turns it off) of flat and packed copies plus the parameters it keeps
-//! alive, least recently used first out; an entry whose parameters only it still holds
-//! goes at the next miss (its module is gone or was changed: evaluations between
-//! training steps leave one such entry each); [`release`] empties it (through
+//! alive, least recently used first out, one entry per key; an entry one of whose
+//! parameters only it still holds goes at the next miss (its module is gone or was
+//! changed: evaluations between training steps leave one such entry each); [`release`] empties it (through
 //! `burn_lstm::release_cpu_buffers`).
 
 use std::any::{Any, TypeId};
@@ -101,11 +101,7 @@ pub(crate) fn flat_weights<B: HostTensors>(parts: Vec<FloatTensor<B>>) -> FloatT
             .position(|e| e.backend == backend && e.part_keys == part_keys)
         {
             let entry = entries.remove(at);
-            let flat = entry
-                .flat
-                .downcast_ref::<FloatTensor<B>>()
-                .expect("an entry of this backend holds a flat buffer of this backend")
-                .clone();
+            let flat = entry.flat::<B>();
             entries.push(entry);
             return flat;
         }
@@ -134,8 +130,20 @@ pub(crate) fn flat_weights<B: HostTensors>(parts: Vec<FloatTensor<B>>) -> FloatT
         // The parameters kept alive, the flat copy and (later) a packed copy of it.
         bytes: 3 * parts_bytes,
     };
-    insert(entry);
-    flat
+    // Another thread's first call of the same module may have kept its own meanwhile:
+    // one entry per key (two would hold each other's parameters alive, and neither
+    // would ever be orphaned).
+    insert::<B>(entry).unwrap_or(flat)
+}
+
+impl Entry {
+    /// The flat buffer, as the `FloatTensor` of its backend `B`.
+    fn flat<B: HostTensors>(&self) -> FloatTensor<B> {
+        self.flat
+            .downcast_ref::<FloatTensor<B>>()
+            .expect("an entry of this backend holds a flat buffer of this backend")
+            .clone()
+    }
 }
 
 /// Whether `entry` (of backend `B`) holds the last reference to one of its parameters:
@@ -163,14 +171,25 @@ fn drop_orphans() {
     drop(orphans);
 }
 
-/// Keeps `entry`, evicting the least recently used entries beyond the limits.
-fn insert(entry: Entry) {
+/// Keeps `entry` (of backend `B`), evicting the least recently used entries beyond the
+/// limits; where an entry of the same key is already kept, keeps that one instead and
+/// returns its flat buffer.
+fn insert<B: HostTensors>(entry: Entry) -> Option<FloatTensor<B>> {
     let limit = limit_bytes();
     if entry.bytes > limit {
-        return;
+        return None;
     }
     let evicted = {
         let mut entries = entries();
+        if let Some(kept) = entries
+            .iter()
+            .find(|e| e.backend == entry.backend && e.part_keys == entry.part_keys)
+        {
+            let flat = kept.flat::<B>();
+            drop(entries);
+            drop(entry);
+            return Some(flat);
+        }
         entries.push(entry);
         let mut evicted = Vec::new();
         while entries.len() > MAX_ENTRIES || entries.iter().map(|e| e.bytes).sum::<usize>() > limit
@@ -181,6 +200,7 @@ fn insert(entry: Entry) {
     };
     // Dropped outside the lock: dropping releases (possibly large) memory.
     drop(evicted);
+    None
 }
 
 /// The packed copy of `flat` for `arch` when `flat` is a flat buffer this cache built
