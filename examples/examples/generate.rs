@@ -17,6 +17,7 @@ use lstm_examples::language_model::{
     self, EVAL_BATCH_SIZE, LmError, Sampler, VOCAB_FILE, batchify, encode_file, evaluate,
     evaluate_with, load_model, perplexity,
 };
+use lstm_examples::say;
 
 /// Loads a saved language model, reports its test perplexity and samples words.
 #[derive(Parser, Debug)]
@@ -63,7 +64,7 @@ fn run(args: Args) -> Result<(), LmError> {
     let device = Default::default();
     let saved = load_model::<Flex>(&args.model, &device)?;
     let (model, config, dictionary) = (saved.model, saved.config, saved.dictionary);
-    println!(
+    say!(
         "loaded {} (vocabulary {} words, emsize {}, nhid {}, nlayers {}{}); LSTM kernel: {}",
         args.model.display(),
         dictionary.len(),
@@ -81,7 +82,7 @@ fn run(args: Args) -> Result<(), LmError> {
         let ids = encode_file(&test_path, &dictionary)?;
         let test = batchify::<Flex>(&ids, EVAL_BATCH_SIZE, "test.txt", &device)?;
         let loss = evaluate(&model, &test, args.bptt);
-        println!(
+        say!(
             "| {} | test loss {loss:5.2} | test ppl {:8.2}",
             test_path.display(),
             perplexity(loss)
@@ -92,7 +93,7 @@ fn run(args: Args) -> Result<(), LmError> {
             })?;
             let int8_loss = evaluate_with(&model, &int8, &test, args.bptt);
             let (ppl, int8_ppl) = (perplexity(loss), perplexity(int8_loss));
-            println!(
+            say!(
                 "| int8 LSTM ({}) | test loss {int8_loss:5.2} | test ppl {int8_ppl:8.2} ({:+.3} % against f32)",
                 int8.kernel(),
                 100.0 * (int8_ppl - ppl) / ppl
@@ -127,13 +128,13 @@ fn run(args: Args) -> Result<(), LmError> {
         &device,
     )?;
     let word = |id: &u32| dictionary.word(*id).unwrap_or("<?>").to_string();
-    println!(
+    say!(
         "prompt: {}",
         prompt.iter().map(word).collect::<Vec<_>>().join(" ")
     );
     // Twenty words a line, as generate.py writes them.
     for line in sampled.chunks(20) {
-        println!("{}", line.iter().map(word).collect::<Vec<_>>().join(" "));
+        say!("{}", line.iter().map(word).collect::<Vec<_>>().join(" "));
     }
     Ok(())
 }

@@ -19,6 +19,7 @@ use burn::backend::{Flex, NdArray};
 use burn::tensor::backend::Backend as BurnBackend;
 use burn_lstm::RnnBackend;
 use clap::{Parser, ValueEnum};
+use lstm_examples::say;
 use lstm_examples::sunspots::{self, ExampleError};
 
 /// Burn's CPU backend that serves the model.
@@ -83,7 +84,7 @@ fn run<B: RnnBackend>(args: &Args, device: &B::Device) -> Result<(), ExampleErro
         (&args.checkpoint, &args.data, &args.plot, args.horizon);
     let (model, config) =
         sunspots::load_forecaster::<B>(checkpoint, args.config.as_deref(), device)?;
-    println!(
+    say!(
         "loaded {} (window {}, hidden {}, layers {}); LSTM kernel: {}",
         checkpoint.display(),
         config.window,
@@ -102,7 +103,7 @@ fn run<B: RnnBackend>(args: &Args, device: &B::Device) -> Result<(), ExampleErro
             message: e.to_string(),
         })?;
         let quantized = sunspots::evaluate(&int8, &config, &series, device)?;
-        println!(
+        say!(
             "int8 LSTM (kernel {}, {} weight bytes against {} in f32): held-back RMSE {:.3} against f32 {:.3} ({:+.3} %)",
             int8.lstm.kernel(),
             int8.lstm.weight_bytes(),
@@ -133,7 +134,7 @@ fn serve<B: BurnBackend>(
     device: &B::Device,
 ) -> Result<(), ExampleError> {
     let (y0, m0) = series.dates[evaluation.start];
-    println!(
+    say!(
         "held-back months {y0}-{m0:02} .. end ({} months), one month ahead: RMSE {:.2}, MAE {:.2}; persistence RMSE {:.2}",
         evaluation.forecasts.len(),
         evaluation.rmse,
@@ -142,18 +143,18 @@ fn serve<B: BurnBackend>(
     );
     let ahead = sunspots::forecast_ahead(model, config, series, horizon, device);
     let (mut year, mut month) = *series.dates.last().expect("data");
-    println!("forecast past the data:");
+    say!("forecast past the data:");
     for value in ahead {
         month += 1;
         if month > 12 {
             (year, month) = (year.saturating_add(1), 1);
         }
-        println!("  {year}-{month:02}  {value:6.1}");
+        say!("  {year}-{month:02}  {value:6.1}");
     }
     if let Some(dir) = plot.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
     sunspots::write_svg(plot, series, evaluation)?;
-    println!("plot: {}", plot.display());
+    say!("plot: {}", plot.display());
     Ok(())
 }

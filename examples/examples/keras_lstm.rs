@@ -21,10 +21,8 @@
 //! `cargo run --example keras_lstm -- crates/burn-lstm/tests/fixtures/keras/k3_bilstm_masked.keras`.
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use burn::backend::Flex;
 use burn::tensor::{Tensor, TensorData};
@@ -33,36 +31,8 @@ use burn_lstm::{
     RecurrentSelection,
 };
 use clap::Parser;
+use lstm_examples::say;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
-
-/// Prints a line on stdout ([`say_line`]).
-macro_rules! say {
-    ($($arg:tt)*) => {
-        say_line(format_args!($($arg)*))
-    };
-}
-
-/// Set once stdout is a closed pipe (`| head`): the run goes on without printing.
-static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
-
-/// Writes `line` on stdout. Where stdout is a closed pipe, the run goes on silently (its
-/// output file is still written), where `println!` would panic; another write error
-/// (a full disk) ends the program with an error.
-fn say_line(line: std::fmt::Arguments) {
-    if STDOUT_CLOSED.load(Ordering::Relaxed) {
-        return;
-    }
-    match writeln!(std::io::stdout(), "{line}") {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-            STDOUT_CLOSED.store(true, Ordering::Relaxed);
-        }
-        Err(e) => {
-            eprintln!("keras_lstm: stdout: {e}");
-            std::process::exit(1);
-        }
-    }
-}
 
 /// Runs a Keras model's recurrent layers, or an ONNX file's recurrent nodes, on the CPU.
 #[derive(Parser, Debug)]
