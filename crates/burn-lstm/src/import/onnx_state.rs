@@ -171,6 +171,14 @@ impl OnnxModel {
                 .any(|i| i.name.as_deref() == Some(name))
             {
                 "an input of the graph: pass its values as the module's state"
+            } else if let Some((constant, ops)) = broadcast_source(index, name) {
+                &format!(
+                    "computed when the graph runs from the constant '{constant}' (through {}: \
+                     how exporters broadcast a state to a batch size known at run time): \
+                     export with a fixed batch size, which folds it into a constant, or pass \
+                     its values as the module's state",
+                    ops.join(", ")
+                )
             } else {
                 "computed when the graph runs: pass its values as the module's state"
             };
@@ -220,6 +228,42 @@ impl OnnxModel {
         }))
     }
 }
+
+/// The constant the tensor `name` is made from by reshaping and broadcasting alone (each
+/// step's first input), with those steps' operators in the order they apply: a state an
+/// exporter tiled or expanded to the batch size. `None` where another operator or an input of
+/// the graph takes part, or past [`MAX_STEPS`].
+fn broadcast_source(index: &GraphIndex, name: &str) -> Option<(String, Vec<String>)> {
+    const RESHAPING: [&str; 9] = [
+        "Identity",
+        "Cast",
+        "Unsqueeze",
+        "Squeeze",
+        "Reshape",
+        "Transpose",
+        "Tile",
+        "Expand",
+        "Slice",
+    ];
+    let mut ops = Vec::new();
+    let mut at = name;
+    for _ in 0..MAX_STEPS {
+        let producer = index.producer(at)?;
+        if producer.output != 0 || !RESHAPING.contains(&producer.op.as_str()) {
+            return None;
+        }
+        ops.push(producer.op.clone());
+        at = producer.node.input.first().filter(|n| !n.is_empty())?;
+        if index.tensor_or_default(at).is_some() {
+            ops.reverse();
+            return Some((at.to_string(), ops));
+        }
+    }
+    None
+}
+
+/// Most steps [`broadcast_source`] follows.
+const MAX_STEPS: usize = 16;
 
 /// `t` on `device`, in its float type.
 fn tensor<B: Backend>(t: HostTensor, device: &B::Device) -> Tensor<B, 3> {
@@ -418,12 +462,23 @@ mod tests {
         });
         graph.nodes.push(list);
         graph.lstm("list", "x", INPUT, 0, "list", "");
+        // tf2onnx's learned state for a batch known at run time: a [1, hidden] constant
+        // tiled to the batch, then given its direction axis.
+        let mut tile = node("Tile", &["learned", "repeats"], "tiled");
+        tile.name = Some("tile".into());
+        graph.nodes.push(tile);
+        graph
+            .nodes
+            .push(node("Unsqueeze", &["tiled", "axes"], "broadcast"));
+        graph.lstm("broadcast", "x", INPUT, 0, "broadcast", "");
         let model = graph.open(
             dir.path(),
             vec![
                 floats("wide", &[2, 1, HIDDEN + 1], |_| 1.0),
                 floats("one", &[2, 1, HIDDEN], |_| 1.0),
                 floats("two", &[2, 2, HIDDEN], |_| 1.0),
+                floats("learned", &[1, HIDDEN], |_| 1.0),
+                int64s("axes", &[0]),
             ],
         );
         let device = Default::default();
@@ -443,6 +498,12 @@ mod tests {
         assert!(
             computed.contains("'x', computed when the graph runs"),
             "{computed}"
+        );
+        let broadcast = error("broadcast");
+        assert!(
+            broadcast.contains("from the constant 'learned' (through Tile, Unsqueeze")
+                && broadcast.contains("export with a fixed batch size"),
+            "{broadcast}"
         );
         let list = error("list");
         assert!(list.contains("'list', a Constant node's list"), "{list}");

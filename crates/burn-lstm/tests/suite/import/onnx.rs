@@ -37,6 +37,8 @@ const GOLDEN: &[&str] = &[
     // node, a graph input's default, an upper node without `initial_c`.
     "lstm_states.onnx",
     "gru_states.onnx",
+    // A Keras LSTM's learned initial state, folded into constants by tf2onnx.
+    "lstm_state_tf2onnx.onnx",
 ];
 
 fn golden<B: RnnBackend>(label: &str, device: &B::Device, suffix: &str, tol: f64) {
@@ -182,6 +184,17 @@ fn constant_initial_states_are_read_and_given_ones_named() {
     assert_eq!(state.hidden.dims(), [4, 3, 4]);
     let cell = state.cell.into_data().to_vec::<f32>().unwrap();
     assert!(cell[..24].iter().all(|v| *v != 0.0) && cell[24..].iter().all(|v| *v == 0.0));
+    // tf2onnx's learned state for any batch: tiled when the graph runs, named with its
+    // constant and what to do.
+    let dynamic = OnnxModel::open(path("lstm_state_dyn_tf2onnx.onnx")).unwrap();
+    let error = dynamic
+        .lstm_initial_state::<NdArray<f32>>(RecurrentSelection::All, &device)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("from the constant") && error.contains("export with a fixed batch size"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -451,6 +464,7 @@ fn changed_bytes_are_errors_or_other_models_never_panics() {
         "gru2_input_defaults.onnx",
         "lstm_states.onnx",
         "gru_states.onnx",
+        "lstm_state_dyn_tf2onnx.onnx",
     ] {
         let bytes = std::fs::read(path(file)).unwrap();
         let step = (bytes.len() / 400).max(1);
