@@ -41,9 +41,11 @@ impl OnnxModel {
     ///
     /// `None` when every selected node starts from zeros ([`OnnxRecurrentNode`]'s
     /// `initial_h` and `initial_c` are `None`): the module's default state is the
-    /// graph's, for any batch. A state the graph computes or takes from its caller is an
-    /// error naming it (pass its values yourself), and so is one whose shape is not the
-    /// node's or whose batch differs from another node's.
+    /// graph's, for any batch. A constant state fixes the batch size. A state the graph
+    /// computes or takes from its caller is an error naming it (pass its values
+    /// yourself; a learned state broadcast to the batch when the graph runs is named
+    /// with its constant: exported for a fixed batch size, it is a constant), and so is
+    /// one whose shape is not the node's or whose batch differs from another node's.
     ///
     /// [`OnnxRecurrentNode`]: crate::OnnxRecurrentNode
     pub fn lstm_initial_state<B: Backend>(
