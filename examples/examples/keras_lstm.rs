@@ -12,7 +12,7 @@
 //!     # (batch-first for Keras, as the layer's own layout for ONNX: sequence-major
 //!     # by default), with `h0`/`c0` as the initial state and `lengths` (int) when IN
 //!     # has them (else an ONNX graph's constant initial state: an error where the
-//!     # graph takes its state from its caller), and
+//!     # graph takes its state from its caller or computes it), and
 //!     # writes `y`, `h_n` (and `c_n`) in PyTorch's layout
 //!     # (`[layers*dirs, batch, hidden]` states) as float32
 //! ```

@@ -20,7 +20,7 @@ pub fn line(line: std::fmt::Arguments) {
             CLOSED.store(true, Ordering::Relaxed)
         }
         Err(e) => {
-            let program = std::env::args().next().unwrap_or_default();
+            let program = std::env::args_os().next().unwrap_or_default();
             let name = std::path::Path::new(&program)
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -35,6 +35,9 @@ pub fn line(line: std::fmt::Arguments) {
 /// exit on another write error ([`line`]).
 #[macro_export]
 macro_rules! say {
+    () => {
+        $crate::stdout::line(format_args!(""))
+    };
     ($($arg:tt)*) => {
         $crate::stdout::line(format_args!($($arg)*))
     };

@@ -164,30 +164,10 @@ impl OnnxModel {
             self.source, info.name, input.label
         );
         let Some(tensor) = index.tensor_or_default(name) else {
-            let given = if index.constant(name).is_some() {
-                "a Constant node's list of values, not a tensor of the state's shape"
-            } else if self
-                .graph
-                .input
-                .iter()
-                .any(|i| i.name.as_deref() == Some(name))
-            {
-                "an input of the graph: pass its values as the module's state"
-            } else if let Some((constant, ops)) = broadcast_source(index, name) {
-                &format!(
-                    "computed when the graph runs from the constant '{constant}' (through {}: \
-                     how exporters broadcast a state to a batch size known at run time): \
-                     export with a fixed batch size, which folds it into a constant, or pass \
-                     its values as the module's state",
-                    ops.join(", ")
-                )
-            } else {
-                "computed when the graph runs: pass its values as the module's state"
-            };
             return Err(RnnError::invalid(
                 what,
                 "a constant (an initializer, a Constant node's tensor, or a graph input's default) to read the state from",
-                format!("'{name}', {given}"),
+                format!("'{name}', {}", self.not_constant(index, name)),
             ));
         };
         let dirs = if info.bidirectional { 2 } else { 1 };
@@ -231,11 +211,73 @@ impl OnnxModel {
     }
 }
 
-/// The constant the tensor `name` is made from by reshaping and broadcasting alone (each
-/// step's first input), with those steps' operators in the order they apply: a state an
-/// exporter tiled or expanded to the batch size. `None` where another operator or an input of
-/// the graph takes part, or past [`MAX_STEPS`].
-fn broadcast_source(index: &GraphIndex, name: &str) -> Option<(String, Vec<String>)> {
+impl OnnxModel {
+    /// What the state `name`, which is not a constant, is, and what to do about it.
+    fn not_constant(&self, index: &GraphIndex, name: &str) -> String {
+        if index.constant(name).is_some() {
+            return "a Constant node's list of values, not a tensor of the state's shape".into();
+        }
+        let pass = "pass its values as the module's state";
+        let is_input = |n: &str| {
+            self.graph
+                .input
+                .iter()
+                .any(|i| i.name.as_deref() == Some(n))
+        };
+        let through = |ops: &[String]| ops.join(", ");
+        let constant = |n: &str| {
+            if index.constant(n).is_some() {
+                format!("the constant '{n}'")
+            } else {
+                format!("the default of the graph input '{n}'")
+            }
+        };
+        match origin(index, &is_input, name) {
+            Origin::Input { input, ops } if ops.is_empty() => {
+                debug_assert_eq!(input, name);
+                format!("an input of the graph: {pass}")
+            }
+            Origin::Input { input, ops } => format!(
+                "computed when the graph runs from the graph input '{input}' (through {}): {pass}",
+                through(&ops)
+            ),
+            Origin::Broadcast { source, ops } => format!(
+                "computed when the graph runs from {} (through {}: broadcast to a size known \
+                 only then, as exporters give a learned state the batch size): export with a \
+                 fixed batch size, which folds it into a constant, or {pass}",
+                constant(&source),
+                through(&ops)
+            ),
+            Origin::Reshaped { source, ops } => format!(
+                "computed when the graph runs from {} (through {}), by operators this reader \
+                 does not evaluate: export with constant folding (the exporters' default), \
+                 or {pass}",
+                constant(&source),
+                through(&ops)
+            ),
+            Origin::Computed => format!("computed when the graph runs: {pass}"),
+        }
+    }
+}
+
+/// Where a tensor that is not a constant comes from, followed back through reshaping
+/// and broadcasting operators (each step's first input); `ops` in the order they apply.
+#[derive(Debug, PartialEq)]
+enum Origin {
+    /// A graph input without a default: the caller's values.
+    Input { input: String, ops: Vec<String> },
+    /// A constant (or a graph input's default) tiled or expanded to a size computed when
+    /// the graph runs.
+    Broadcast { source: String, ops: Vec<String> },
+    /// A constant (or a graph input's default) reshaped to sizes the graph holds.
+    Reshaped { source: String, ops: Vec<String> },
+    /// Another operator, or past [`MAX_STEPS`].
+    Computed,
+}
+
+/// The [`Origin`] of the tensor `name` (not a constant itself); `is_input`: whether a
+/// name is a graph input.
+fn origin(index: &GraphIndex, is_input: &dyn Fn(&str) -> bool, name: &str) -> Origin {
     const RESHAPING: [&str; 9] = [
         "Identity",
         "Cast",
@@ -248,23 +290,46 @@ fn broadcast_source(index: &GraphIndex, name: &str) -> Option<(String, Vec<Strin
         "Slice",
     ];
     let mut ops = Vec::new();
+    let mut broadcast = false;
     let mut at = name;
-    for _ in 0..MAX_STEPS {
-        let producer = index.producer(at)?;
+    for step in 0..=MAX_STEPS {
+        if step > 0 && index.tensor_or_default(at).is_some() {
+            ops.reverse();
+            let source = at.to_string();
+            return if broadcast {
+                Origin::Broadcast { source, ops }
+            } else {
+                Origin::Reshaped { source, ops }
+            };
+        }
+        if is_input(at) {
+            ops.reverse();
+            let input = at.to_string();
+            return Origin::Input { input, ops };
+        }
+        let Some(producer) = index.producer(at) else {
+            return Origin::Computed;
+        };
         if producer.output != 0 || !RESHAPING.contains(&producer.op.as_str()) {
-            return None;
+            return Origin::Computed;
+        }
+        // Repeats or a shape that is not a constant: a size known when the graph runs.
+        let sizes = producer.node.input.get(1).filter(|n| !n.is_empty());
+        if matches!(producer.op.as_str(), "Tile" | "Expand")
+            && sizes.is_some_and(|n| index.ints(n).is_none())
+        {
+            broadcast = true;
         }
         ops.push(producer.op.clone());
-        at = producer.node.input.first().filter(|n| !n.is_empty())?;
-        if index.tensor_or_default(at).is_some() {
-            ops.reverse();
-            return Some((at.to_string(), ops));
-        }
+        let Some(input) = producer.node.input.first().filter(|n| !n.is_empty()) else {
+            return Origin::Computed;
+        };
+        at = input;
     }
-    None
+    Origin::Computed
 }
 
-/// Most steps [`broadcast_source`] follows.
+/// Most steps [`origin`] follows.
 const MAX_STEPS: usize = 16;
 
 /// `t` on `device`, in its float type.
@@ -473,6 +538,19 @@ mod tests {
             .nodes
             .push(node("Unsqueeze", &["tiled", "axes"], "broadcast"));
         graph.lstm("broadcast", "x", INPUT, 0, "broadcast", "");
+        // PyTorch's slice of the caller's h0 per layer; a constant reshaped to sizes the
+        // graph holds; a cycle.
+        graph
+            .nodes
+            .push(node("Slice", &["h0", "axes", "axes"], "sliced"));
+        graph.lstm("sliced", "x", INPUT, 0, "sliced", "");
+        graph
+            .nodes
+            .push(node("Expand", &["learned", "fixed"], "expanded"));
+        graph.lstm("expanded", "x", INPUT, 0, "expanded", "");
+        graph.nodes.push(node("Identity", &["loop_b"], "loop_a"));
+        graph.nodes.push(node("Identity", &["loop_a"], "loop_b"));
+        graph.lstm("cycle", "x", INPUT, 0, "loop_a", "");
         let model = graph.open(
             dir.path(),
             vec![
@@ -481,6 +559,7 @@ mod tests {
                 floats("two", &[2, 2, HIDDEN], |_| 1.0),
                 floats("learned", &[1, HIDDEN], |_| 1.0),
                 int64s("axes", &[0]),
+                int64s("fixed", &[2, 1, HIDDEN as i64]),
             ],
         );
         let device = Default::default();
@@ -506,6 +585,22 @@ mod tests {
             broadcast.contains("from the constant 'learned' (through Tile, Unsqueeze")
                 && broadcast.contains("export with a fixed batch size"),
             "{broadcast}"
+        );
+        let sliced = error("sliced");
+        assert!(
+            sliced.contains("from the graph input 'h0' (through Slice): pass its values"),
+            "{sliced}"
+        );
+        let expanded = error("expanded");
+        assert!(
+            expanded.contains("from the constant 'learned' (through Expand), by operators")
+                && expanded.contains("export with constant folding"),
+            "{expanded}"
+        );
+        let cycle = error("cycle");
+        assert!(
+            cycle.contains("'loop_a', computed when the graph runs: pass"),
+            "{cycle}"
         );
         let list = error("list");
         assert!(list.contains("'list', a Constant node's list"), "{list}");

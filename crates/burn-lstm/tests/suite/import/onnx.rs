@@ -163,6 +163,7 @@ fn constant_initial_states_are_read_and_given_ones_named() {
         .to_string();
     assert!(
         error.contains("input initial_h")
+            && error.contains("from the graph input 'h0' (through Slice)")
             && error.contains("pass its values as the module's state"),
         "{error}"
     );
