@@ -290,20 +290,18 @@ impl OnnxModel {
     /// and options).
     pub(super) fn module_nodes(
         &self,
+        index: &GraphIndex,
         selection: &RecurrentSelection,
         cell: CellKind,
     ) -> Result<Vec<usize>, RnnError> {
         let picked = self.selected(selection, cell)?;
-        if picked.len() > 1 {
-            let graph_index = GraphIndex::new(&self.graph, self.ir_version);
-            for k in 1..picked.len() {
-                self.check_link(
-                    &graph_index,
-                    &self.nodes[picked[0]],
-                    &self.nodes[picked[k - 1]],
-                    &self.nodes[picked[k]],
-                )?;
-            }
+        for k in 1..picked.len() {
+            self.check_link(
+                index,
+                &self.nodes[picked[0]],
+                &self.nodes[picked[k - 1]],
+                &self.nodes[picked[k]],
+            )?;
         }
         Ok(picked)
     }
@@ -313,7 +311,8 @@ impl OnnxModel {
         selection: &RecurrentSelection,
         cell: CellKind,
     ) -> Result<StackParams, RnnError> {
-        let picked = self.module_nodes(selection, cell)?;
+        let index = GraphIndex::new(&self.graph, self.ir_version);
+        let picked = self.module_nodes(&index, selection, cell)?;
         let layers = picked
             .iter()
             .map(|&index| {

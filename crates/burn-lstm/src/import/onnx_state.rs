@@ -88,9 +88,9 @@ impl OnnxModel {
         cell: CellKind,
         inputs: &[StateInput],
     ) -> Result<Option<Vec<HostTensor>>, RnnError> {
-        // The nodes of the module `lstm()` / `gru()` load: one size and layout.
-        let picked = self.module_nodes(selection, cell)?;
         let index = GraphIndex::new(&self.graph, self.ir_version);
+        // The nodes of the module `lstm()` / `gru()` load: one size and layout.
+        let picked = self.module_nodes(&index, selection, cell)?;
         // read[i][k]: input i of picked node k, `[dirs, batch, hidden]`.
         let mut read: Vec<Vec<Option<HostTensor>>> = Vec::with_capacity(inputs.len());
         let mut batch: Option<(usize, String)> = None;
