@@ -32,7 +32,7 @@ pub fn line(line: std::fmt::Arguments) {
 }
 
 /// `println!` for the examples' tools: silent once stdout is a closed pipe, an error
-/// exit on another write error ([`line`]).
+/// exit on another write error ([`line()`](crate::stdout::line)).
 #[macro_export]
 macro_rules! say {
     () => {
