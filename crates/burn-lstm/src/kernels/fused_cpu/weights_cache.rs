@@ -17,8 +17,8 @@
 //! (default 512; `0` turns it off) of flat and packed copies plus the parameters it keeps
 //! alive, least recently used first out, one entry per key; an entry one of whose
 //! parameters only it still holds goes at the next miss (its module is gone or was
-//! changed: evaluations between training steps leave one such entry each); [`release`] empties it (through
-//! `burn_lstm::release_cpu_buffers`).
+//! changed: evaluations between training steps leave one such entry each); [`release`]
+//! empties it (through `burn_lstm::release_cpu_buffers`).
 
 use std::any::{Any, TypeId};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -96,10 +96,7 @@ pub(crate) fn flat_weights<B: HostTensors>(parts: Vec<FloatTensor<B>>) -> FloatT
     let backend = TypeId::of::<B>();
     {
         let mut entries = entries();
-        if let Some(at) = entries
-            .iter()
-            .position(|e| e.backend == backend && e.part_keys == part_keys)
-        {
+        if let Some(at) = entries.iter().position(|e| e.is_for(backend, &part_keys)) {
             let entry = entries.remove(at);
             let flat = entry.flat::<B>();
             entries.push(entry);
@@ -137,6 +134,11 @@ pub(crate) fn flat_weights<B: HostTensors>(parts: Vec<FloatTensor<B>>) -> FloatT
 }
 
 impl Entry {
+    /// Whether the entry was built from the parameters `part_keys` of `backend`.
+    fn is_for(&self, backend: TypeId, part_keys: &[ValuesKey]) -> bool {
+        self.backend == backend && self.part_keys == part_keys
+    }
+
     /// The flat buffer, as the `FloatTensor` of its backend `B`.
     fn flat<B: HostTensors>(&self) -> FloatTensor<B> {
         self.flat
@@ -183,7 +185,7 @@ fn insert<B: HostTensors>(entry: Entry) -> Option<FloatTensor<B>> {
         let mut entries = entries();
         if let Some(kept) = entries
             .iter()
-            .find(|e| e.backend == entry.backend && e.part_keys == entry.part_keys)
+            .find(|e| e.is_for(entry.backend, &entry.part_keys))
         {
             let flat = kept.flat::<B>();
             drop(entries);
