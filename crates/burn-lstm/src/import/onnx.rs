@@ -69,6 +69,13 @@ pub struct OnnxRecurrentNode {
     pub refusal: Option<RnnError>,
 }
 
+impl OnnxRecurrentNode {
+    /// Directions: 2 when bidirectional, else 1.
+    pub(crate) fn directions(&self) -> usize {
+        if self.bidirectional { 2 } else { 1 }
+    }
+}
+
 /// A node's parameters: its forward direction, and its reverse one when bidirectional.
 type Params = (DirectionParams, Option<DirectionParams>);
 
@@ -381,7 +388,7 @@ impl OnnxModel {
             format!("{:?}", a.sequence_lens),
             format!("{:?}", b.sequence_lens),
         )?;
-        let feeds = a.hidden_size * if a.bidirectional { 2 } else { 1 };
+        let feeds = a.hidden_size * a.directions();
         if b.input_size != feeds {
             return Err(RnnError::invalid(
                 what("input size"),
@@ -402,7 +409,7 @@ impl OnnxModel {
             bottom_input_size: bottom.info.input_size,
             y: first(&lower_node.output),
             x: first(&upper_node.input),
-            directions: if a.bidirectional { 2 } else { 1 },
+            directions: a.directions(),
             hidden: a.hidden_size,
             batch_first: a.batch_first,
         };
@@ -445,7 +452,7 @@ fn check(
     {
         return refuse("layout", "0 or 1", layout.to_string());
     }
-    let dirs = if info.bidirectional { 2 } else { 1 };
+    let dirs = info.directions();
     let defaults: &[&str] = match info.cell {
         CellKind::Lstm => &["Sigmoid", "Tanh", "Tanh"],
         CellKind::Gru => &["Sigmoid", "Tanh"],
@@ -619,7 +626,7 @@ fn weights(
         CellKind::Lstm => 4,
         CellKind::Gru => 3,
     };
-    let (dirs, h) = (if info.bidirectional { 2 } else { 1 }, info.hidden_size);
+    let (dirs, h) = (info.directions(), info.hidden_size);
     let w = read(1, "W")?
         .ok_or_else(|| RnnError::invalid(what("input W"), "a weight tensor", "none"))?;
     let r = read(2, "R")?

@@ -125,7 +125,7 @@ impl OnnxModel {
             return Ok(None);
         };
         let info = &self.nodes[picked[0]].info;
-        let dirs = if info.bidirectional { 2 } else { 1 };
+        let dirs = info.directions();
         let hidden = info.hidden_size;
         let per_node = dirs * batch * hidden;
         let stacked = read
@@ -170,9 +170,9 @@ impl OnnxModel {
                 format!("'{name}', {}", self.not_constant(index, name)),
             ));
         };
-        let dirs = if info.bidirectional { 2 } else { 1 };
+        let dirs = info.directions();
         let hidden = info.hidden_size;
-        let dims: Vec<i64> = tensor.dims.clone();
+        let dims = &tensor.dims;
         // The node's layout: `[dirs, batch, hidden]`, or `[batch, dirs, hidden]` for layout 1.
         let batch = match (dims.as_slice(), info.batch_first) {
             (&[d, b, h], false) | (&[b, d, h], true)
