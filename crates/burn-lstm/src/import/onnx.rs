@@ -717,7 +717,7 @@ mod tests {
     /// `B`, written to a file in `dir`.
     fn shared_weights_model(dir: &Path, nodes: usize) -> std::path::PathBuf {
         use crate::import::onnx_proto::TensorProto;
-        use crate::import::onnx_proto::build::{ints_attr, node};
+        use crate::import::onnx_proto::build::{ints_attr, node, write_model};
         let tensor = |name: &str, dims: &[i64]| TensorProto {
             name: Some(name.into()),
             data_type: Some(1),
@@ -743,14 +743,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let model = ModelProto {
-            ir_version: Some(8),
-            graph: Some(graph),
-            ..Default::default()
-        };
-        let path = dir.join("shared.onnx");
-        std::fs::write(&path, model.encode_to_vec()).unwrap();
-        path
+        write_model(dir, "shared.onnx", graph)
     }
 
     #[test]
@@ -779,7 +772,7 @@ mod tests {
 
     #[test]
     fn names_that_alias_the_same_external_bytes_stop_at_the_files_size() {
-        use crate::import::onnx_proto::build::{ints_attr, node};
+        use crate::import::onnx_proto::build::{ints_attr, node, write_model};
         use crate::import::onnx_proto::{StringStringEntryProto, TensorProto};
         let dir = tempfile::tempdir().unwrap();
         let input = 1 << 17; // W: 8 × 2^17 = 1 Mi values, 4 MiB in data.bin
@@ -818,13 +811,7 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        let model = ModelProto {
-            ir_version: Some(8),
-            graph: Some(graph),
-            ..Default::default()
-        };
-        let path = dir.path().join("aliased.onnx");
-        std::fs::write(&path, model.encode_to_vec()).unwrap();
+        let path = write_model(dir.path(), "aliased.onnx", graph);
         let model = OnnxModel::open(&path).unwrap();
         let refused: Vec<&RnnError> = model
             .nodes

@@ -235,4 +235,21 @@ pub(crate) mod build {
             }),
         }
     }
+
+    /// Writes a model of `graph` (IR version 8) to `dir/name`; returns its path.
+    pub(crate) fn write_model(
+        dir: &std::path::Path,
+        name: &str,
+        graph: GraphProto,
+    ) -> std::path::PathBuf {
+        use prost::Message;
+        let model = ModelProto {
+            ir_version: Some(8),
+            graph: Some(graph),
+            ..Default::default()
+        };
+        let path = dir.join(name);
+        std::fs::write(&path, model.encode_to_vec()).unwrap();
+        path
+    }
 }

@@ -341,11 +341,10 @@ fn tensor<B: Backend>(t: HostTensor, device: &B::Device) -> Tensor<B, 3> {
 #[cfg(test)]
 mod tests {
     use burn::backend::NdArray;
-    use prost::Message;
 
-    use crate::import::onnx_proto::build::{int64s, ints_attr, node};
+    use crate::import::onnx_proto::build::{int64s, ints_attr, node, write_model};
     use crate::import::onnx_proto::{
-        AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto,
+        AttributeProto, GraphProto, NodeProto, TensorProto, ValueInfoProto,
     };
 
     use super::*;
@@ -433,14 +432,7 @@ mod tests {
                 }],
                 ..Default::default()
             };
-            let model = ModelProto {
-                ir_version: Some(8),
-                graph: Some(graph),
-                ..Default::default()
-            };
-            let path = dir.join("states.onnx");
-            std::fs::write(&path, model.encode_to_vec()).unwrap();
-            OnnxModel::open(path).unwrap()
+            OnnxModel::open(write_model(dir, "states.onnx", graph)).unwrap()
         }
     }
 
