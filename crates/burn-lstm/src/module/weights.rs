@@ -3,11 +3,11 @@
 //! share these types (a GRU has three gate blocks and no `weight_hr`).
 
 use burn::module::{Initializer, Module, Param};
-use burn::tensor::{Tensor, backend::Backend};
+use burn::tensor::{Tensor, TensorPrimitive, backend::Backend};
 
 use crate::op::contract::RnnBackend;
 use crate::op::spec::RnnArch;
-use crate::op::tensor::{primitive, tensor};
+use crate::op::tensor::tensor;
 
 /// Parameters of one direction of one layer. Gate blocks along the rows: (i, f, g, o)
 /// for an LSTM (`4H` rows), (r, z, n) for a GRU (`3H` rows).
@@ -46,16 +46,26 @@ pub(crate) fn directions<B: Backend>(
 
 /// All parameters of `layers` in one flat tensor, in the op's canonical layout, built
 /// by [`RnnBackend::rnn_flat_weights`]. Differentiable: gradients reach every `Param`.
+/// Parameters quantized by Burn (`Module::quantize_weights`) go to
+/// [`RnnBackend::rnn_flat_weights_quantized`] as they are.
 pub(crate) fn flat_parameters<B: RnnBackend>(layers: &[RnnLayer<B>]) -> Tensor<B, 1> {
     let mut parts = Vec::new();
     for cell in directions(layers) {
-        parts.push(primitive(cell.weight_ih.val()));
-        parts.push(primitive(cell.weight_hh.val()));
-        parts.extend(cell.bias_ih.as_ref().map(|b| primitive(b.val())));
-        parts.extend(cell.bias_hh.as_ref().map(|b| primitive(b.val())));
-        parts.extend(cell.weight_hr.as_ref().map(|w| primitive(w.val())));
+        parts.push(cell.weight_ih.val().into_primitive());
+        parts.push(cell.weight_hh.val().into_primitive());
+        parts.extend(cell.bias_ih.as_ref().map(|b| b.val().into_primitive()));
+        parts.extend(cell.bias_hh.as_ref().map(|b| b.val().into_primitive()));
+        parts.extend(cell.weight_hr.as_ref().map(|w| w.val().into_primitive()));
     }
-    tensor(B::rnn_flat_weights(parts))
+    if parts
+        .iter()
+        .any(|p| matches!(p, TensorPrimitive::QFloat(_)))
+    {
+        return tensor(B::rnn_flat_weights_quantized(parts));
+    }
+    tensor(B::rnn_flat_weights(
+        parts.into_iter().map(TensorPrimitive::tensor).collect(),
+    ))
 }
 
 /// Fresh parameters of `arch`, drawn from `initializer` (`None`: PyTorch's

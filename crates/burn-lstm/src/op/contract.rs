@@ -4,7 +4,7 @@
 //! Every method has a default, the portable kernel, so a backend opts in with an empty
 //! `impl`. Backends with a faster kernel (cuDNN, the fused CPU kernel) override them.
 
-use burn::tensor::{backend::Backend, ops::FloatTensor};
+use burn::tensor::{TensorPrimitive, backend::Backend, ops::FloatTensor};
 
 use crate::kernels::portable;
 use crate::op::choice::{KernelChoice, RnnKernel};
@@ -40,6 +40,15 @@ pub trait RnnBackend: Backend {
     /// NdArray copies each value once into one buffer.
     fn rnn_flat_weights(parts: Vec<FloatTensor<Self>>) -> FloatTensor<Self> {
         crate::op::flat_weights::concatenate::<Self>(parts)
+    }
+
+    /// [`Self::rnn_flat_weights`] for parameters of which some are quantized (Burn's
+    /// `Module::quantize_weights`): the buffer of their dequantized values, in the
+    /// device's float type. The default dequantizes every part on every call; the CPU
+    /// backends keep the buffer while the quantized parameters are unchanged, as they
+    /// keep a float module's.
+    fn rnn_flat_weights_quantized(parts: Vec<TensorPrimitive<Self>>) -> FloatTensor<Self> {
+        Self::rnn_flat_weights(parts.into_iter().map(TensorPrimitive::tensor).collect())
     }
 
     /// How `Autodiff<Self>` builds the flat buffer of *tracked* parameters: one autodiff

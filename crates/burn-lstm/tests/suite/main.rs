@@ -17,6 +17,7 @@ mod common;
 
 mod api;
 mod backends;
+mod burn_quantized;
 mod deprecated_names;
 mod dropout;
 mod eval_between_steps;

@@ -5,8 +5,9 @@
 //! values are read in place, a tensor nobody else holds gives up its buffer without a
 //! copy (`into_data` then `into_vec`), and outputs own the kernel's vectors.
 
+use burn::tensor::quantization::QTensorPrimitive;
 use burn::tensor::{DType, Shape, TensorData};
-use burn_flex::{Flex, FlexTensor, Layout};
+use burn_flex::{Flex, FlexQTensor, FlexTensor, Layout};
 
 use crate::kernels::fused_cpu::host::{
     HostElement, HostTensors, HostView, ValuesKey, gather_into, split_by_slices,
@@ -72,6 +73,23 @@ impl HostTensors for Flex {
 
     fn sole_holder(t: &FlexTensor) -> bool {
         t.is_unique()
+    }
+
+    fn quantized_values_key(t: &FlexQTensor) -> Option<ValuesKey> {
+        let stored = t.tensor();
+        let layout = stored.layout();
+        // A quantized tensor's storage is i8 (`FlexQTensor::new` asserts it).
+        let first = stored
+            .storage::<i8>()
+            .as_ptr()
+            .wrapping_add(layout.start_offset());
+        let dtype = DType::QFloat(*t.scheme());
+        ValuesKey::of_view(first, layout.shape().as_slice(), layout.strides(), dtype)
+            .map(|key| key.with_scales(t.scales().iter().copied()))
+    }
+
+    fn quantized_sole_holder(t: &FlexQTensor) -> bool {
+        t.tensor().is_unique()
     }
 
     fn values_key(t: &FlexTensor) -> Option<ValuesKey> {

@@ -21,6 +21,12 @@ macro_rules! impl_fused_cpu_backend {
                 $crate::kernels::fused_cpu::weights_cache::flat_weights::<Self>(parts)
             }
 
+            fn rnn_flat_weights_quantized(
+                parts: Vec<burn::tensor::TensorPrimitive<Self>>,
+            ) -> burn::tensor::ops::FloatTensor<Self> {
+                $crate::kernels::fused_cpu::weights_cache::flat_weights_quantized::<Self>(parts)
+            }
+
             fn rnn_flat_buffer_ops() -> Option<$crate::op::flat_weights::FlatBufferOps<Self>> {
                 Some($crate::kernels::fused_cpu::host::flat_buffer_ops::<Self>())
             }

@@ -7,7 +7,11 @@
 //! buffer nobody else holds is taken without a copy. Burn's generic `into_data`,
 //! `reshape`, `slice` and `cat` copy (or walk element by element) where these need not.
 
-use burn::tensor::{Element, Shape, TensorMetadata, backend::Backend, ops::FloatTensor};
+use burn::tensor::{
+    Element, Shape, TensorMetadata,
+    backend::Backend,
+    ops::{FloatTensor, QuantizedTensor},
+};
 use lstm_cpu::Real;
 
 use crate::op::flat_weights::FlatBufferOps;
@@ -30,8 +34,11 @@ pub(crate) struct ValuesKey {
     pub shape: Vec<usize>,
     /// Strides in elements.
     pub strides: Vec<isize>,
-    /// Element type.
+    /// Element type (for quantized values, their scheme).
     pub dtype: burn::tensor::DType,
+    /// Bits of the quantization scales of quantized values (empty for float values):
+    /// with `dtype`'s scheme, what the stored integers mean.
+    pub scales: Vec<u32>,
 }
 
 impl ValuesKey {
@@ -48,7 +55,16 @@ impl ValuesKey {
             shape: shape.to_vec(),
             strides: strides.to_vec(),
             dtype,
+            scales: Vec::new(),
         })
+    }
+
+    /// This key for quantized values whose scales are `scales`.
+    pub fn with_scales(self, scales: impl IntoIterator<Item = f32>) -> Self {
+        Self {
+            scales: scales.into_iter().map(f32::to_bits).collect(),
+            ..self
+        }
     }
 }
 
@@ -129,6 +145,13 @@ pub(crate) trait HostTensors: Backend {
     /// Whether no other tensor shares `t`'s values: whoever holds `t` holds the last
     /// reference to them (`false` where that cannot be known, as for borrowed values).
     fn sole_holder(t: &FloatTensor<Self>) -> bool;
+
+    /// [`Self::values_key`] of a tensor quantized by Burn: its stored integers' place
+    /// and layout, its scheme and its scales (`None` for a storage not keyed).
+    fn quantized_values_key(t: &QuantizedTensor<Self>) -> Option<ValuesKey>;
+
+    /// [`Self::sole_holder`] of a quantized tensor's stored integers.
+    fn quantized_sole_holder(t: &QuantizedTensor<Self>) -> bool;
 
     /// Splits the gradient of a flat buffer `[before + part]` (see
     /// [`FlatBufferOps::split_gradient`]). The default uses Burn's `slice` and `reshape`,

@@ -5,7 +5,8 @@
 //!
 //! **Why a cached copy can never be stale.** An entry is keyed on the backend and the
 //! identity of the parameter tensors ([`ValuesKey`]: data address, shape, strides,
-//! dtype) and *holds a clone* of each. NdArray and Flex change a tensor's storage in
+//! dtype; for a parameter Burn quantized, its stored integers' and its scheme and
+//! scales, and the flat copy holds the dequantized values) and *holds a clone* of each. NdArray and Flex change a tensor's storage in
 //! place only when nobody else holds it (a strong count of one; NdArray's borrowed
 //! storage never; see `HostTensors`), so while the entry's clone lives, any change to a
 //! parameter (an optimizer step, `Param::map`, loading a record) makes new storage with
@@ -23,7 +24,7 @@
 use std::any::{Any, TypeId};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use burn::tensor::{TensorMetadata, ops::FloatTensor};
+use burn::tensor::{TensorMetadata, TensorPrimitive, ops::FloatTensor};
 use lstm_cpu::PackedWeights;
 
 use super::host::{HostElement, HostTensors, ValuesKey, flatten};
@@ -36,7 +37,8 @@ struct Entry {
     /// The backend whose tensors these are (keys of two backends never match).
     backend: TypeId,
     part_keys: Vec<ValuesKey>,
-    /// Clones of the parameters (see the module docs: they keep the values fixed).
+    /// Clones of the parameters, each a `TensorPrimitive` of the backend (see the module
+    /// docs: they keep the values fixed).
     parts: Vec<Box<dyn Any + Send + Sync>>,
     /// Whether the entry holds the last reference to one of `parts`' values.
     orphaned: fn(&Entry) -> bool,
@@ -89,9 +91,23 @@ pub(crate) fn release() {
 /// these very tensors built it before, else a new one ([`flatten`]), remembered for the
 /// next call.
 pub(crate) fn flat_weights<B: HostTensors>(parts: Vec<FloatTensor<B>>) -> FloatTensor<B> {
-    let keys: Option<Vec<ValuesKey>> = parts.iter().map(B::values_key).collect();
+    cached_flat::<B>(parts.into_iter().map(TensorPrimitive::Float).collect())
+}
+
+/// [`flat_weights`] of parameters some of which Burn quantized
+/// (`Module::quantize_weights`): the buffer of their dequantized values, built once
+/// while the quantized tensors are unchanged, as a float module's is.
+pub(crate) fn flat_weights_quantized<B: HostTensors>(
+    parts: Vec<TensorPrimitive<B>>,
+) -> FloatTensor<B> {
+    cached_flat::<B>(parts)
+}
+
+/// The flat buffer of `parts`, float or quantized: cached under their [`part_key`]s.
+fn cached_flat<B: HostTensors>(parts: Vec<TensorPrimitive<B>>) -> FloatTensor<B> {
+    let keys: Option<Vec<ValuesKey>> = parts.iter().map(part_key::<B>).collect();
     let Some(part_keys) = keys.filter(|_| limit_bytes() > 0) else {
-        return flatten::<B>(parts);
+        return flatten_parts::<B>(parts);
     };
     let backend = TypeId::of::<B>();
     {
@@ -108,14 +124,12 @@ pub(crate) fn flat_weights<B: HostTensors>(parts: Vec<FloatTensor<B>>) -> FloatT
         .iter()
         .map(|p| Box::new(p.clone()) as Box<dyn Any + Send + Sync>)
         .collect();
-    let parts_bytes: usize = parts
-        .iter()
-        .map(|p| p.shape().num_elements() * p.dtype().size())
-        .sum();
-    let flat = flatten::<B>(parts);
+    let kept_bytes: usize = parts.iter().map(stored_bytes::<B>).sum();
+    let flat = flatten_parts::<B>(parts);
     let Some(flat_key) = B::values_key(&flat) else {
         return flat;
     };
+    let flat_bytes = flat.shape().num_elements() * flat.dtype().size();
     let entry = Entry {
         backend,
         part_keys,
@@ -125,12 +139,34 @@ pub(crate) fn flat_weights<B: HostTensors>(parts: Vec<FloatTensor<B>>) -> FloatT
         flat: Box::new(flat.clone()),
         packed: None,
         // The parameters kept alive, the flat copy and (later) a packed copy of it.
-        bytes: 3 * parts_bytes,
+        bytes: kept_bytes + 2 * flat_bytes,
     };
     // Another thread's first call of the same module may have kept its own meanwhile:
     // one entry per key (two would hold each other's parameters alive, and neither
     // would ever be orphaned).
     insert::<B>(entry).unwrap_or(flat)
+}
+
+/// The identity of a part's values ([`HostTensors::values_key`], or for a quantized part
+/// [`HostTensors::quantized_values_key`]).
+fn part_key<B: HostTensors>(part: &TensorPrimitive<B>) -> Option<ValuesKey> {
+    match part {
+        TensorPrimitive::Float(t) => B::values_key(t),
+        TensorPrimitive::QFloat(q) => B::quantized_values_key(q),
+    }
+}
+
+/// The bytes a part's stored values take (a quantized value at most one).
+fn stored_bytes<B: HostTensors>(part: &TensorPrimitive<B>) -> usize {
+    match part {
+        TensorPrimitive::Float(t) => t.shape().num_elements() * t.dtype().size(),
+        TensorPrimitive::QFloat(q) => q.shape().num_elements(),
+    }
+}
+
+/// [`flatten`] of the parts, quantized ones dequantized to the device's float type.
+fn flatten_parts<B: HostTensors>(parts: Vec<TensorPrimitive<B>>) -> FloatTensor<B> {
+    flatten::<B>(parts.into_iter().map(TensorPrimitive::tensor).collect())
 }
 
 impl Entry {
@@ -152,10 +188,14 @@ impl Entry {
 /// the module it was built for is gone or has new parameters, so no call can present
 /// its key again (presenting it takes holding the parameters).
 fn orphaned<B: HostTensors>(entry: &Entry) -> bool {
-    entry.parts.iter().any(|p| {
-        p.downcast_ref::<FloatTensor<B>>()
-            .is_some_and(|p| B::sole_holder(p))
-    })
+    entry
+        .parts
+        .iter()
+        .any(|p| match p.downcast_ref::<TensorPrimitive<B>>() {
+            Some(TensorPrimitive::Float(t)) => B::sole_holder(t),
+            Some(TensorPrimitive::QFloat(q)) => B::quantized_sole_holder(q),
+            None => false,
+        })
 }
 
 /// Drops the [`orphaned`] entries. Without this, a training loop that evaluates between

@@ -8,9 +8,11 @@
 
 use std::any::{Any, TypeId};
 
+use burn::tensor::quantization::QTensorPrimitive;
 use burn::tensor::{DType, Shape};
 use burn_ndarray::{
-    FloatNdArrayElement, IntNdArrayElement, NdArray, NdArrayTensor, QuantElement, SharedArray,
+    FloatNdArrayElement, IntNdArrayElement, NdArray, NdArrayQTensor, NdArrayTensor, QuantElement,
+    SharedArray,
 };
 
 use crate::kernels::fused_cpu::host::{
@@ -145,6 +147,20 @@ where
             NdArrayTensor::F64(s) => s.is_unique(),
             _ => false,
         }
+    }
+
+    fn quantized_values_key(t: &NdArrayQTensor) -> Option<ValuesKey> {
+        let NdArrayTensor::I8(s) = &t.qtensor else {
+            return None;
+        };
+        let v = s.view();
+        let dtype = DType::QFloat(*t.scheme());
+        ValuesKey::of_view(v.as_ptr(), v.shape(), v.strides(), dtype)
+            .map(|key| key.with_scales(t.qparams.iter().map(|p| p.scales)))
+    }
+
+    fn quantized_sole_holder(t: &NdArrayQTensor) -> bool {
+        matches!(&t.qtensor, NdArrayTensor::I8(s) if s.is_unique())
     }
 
     fn values_key(t: &NdArrayTensor) -> Option<ValuesKey> {
