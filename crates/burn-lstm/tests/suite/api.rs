@@ -707,3 +707,67 @@ fn flat_weights_hold_every_parameter_in_canonical_order() {
 fn flat_weights_hold_every_parameter_in_canonical_order_on_flex() {
     flat_weights_hold_every_parameter_in_canonical_order_on::<Flex>();
 }
+
+/// Fine-tuning with frozen layers: `no_grad` on the bottom layer (or on the whole layer,
+/// with a trained input) leaves the other gradients exactly as a fully tracked model's,
+/// and gives the frozen parameters none, on the fused CPU kernel and the portable one.
+fn frozen_parameters_get_no_gradient_and_change_no_other_on<Bk: RnnBackend>(kernel: RnnKernel) {
+    let device = Default::default();
+    let model = config()
+        .init::<Autodiff<Bk>>(&device)
+        .with_kernel(Some(kernel));
+    let x =
+        Tensor::<Autodiff<Bk>, 3>::random([3, 4, 5], Distribution::Default, &device).require_grad();
+    let run = |model: &CudnnCompatibleLstm<Autodiff<Bk>>| {
+        let (y, state) = model.forward(x.clone(), None);
+        let grads = (y.powi_scalar(2).sum() + state.cell.sum()).backward();
+        let dx = to_f64(x.grad(&grads).expect("the input's gradient"));
+        let per_param: Vec<Option<Vec<f64>>> = model
+            .directions()
+            .flat_map(|cell| {
+                let mut params = vec![&cell.weight_ih, &cell.weight_hh];
+                params.extend(&cell.weight_hr);
+                let mut grads_of: Vec<Option<Vec<f64>>> = params
+                    .into_iter()
+                    .map(|p| p.grad(&grads).map(to_f64))
+                    .collect();
+                for bias in [&cell.bias_ih, &cell.bias_hh].into_iter().flatten() {
+                    grads_of.push(bias.grad(&grads).map(to_f64));
+                }
+                grads_of
+            })
+            .collect();
+        (dx, per_param)
+    };
+    let (dx, all) = run(&model);
+    let mut bottom_frozen = model.clone();
+    bottom_frozen.layers[0] = bottom_frozen.layers[0].clone().no_grad();
+    let (dx_frozen, some) = run(&bottom_frozen);
+    assert_eq!(dx_frozen, dx, "{kernel:?}: the input's gradient");
+    // Two directions of the bottom layer, five parameters each (weight_hr included).
+    let frozen = 10;
+    for (i, (got, want)) in some.iter().zip(&all).enumerate() {
+        if i < frozen {
+            assert!(
+                got.is_none(),
+                "{kernel:?}: frozen parameter {i} has no gradient"
+            );
+        } else {
+            assert_eq!(got, want, "{kernel:?}: parameter {i}'s gradient");
+        }
+    }
+    let (dx_all_frozen, none) = run(&model.clone().no_grad());
+    assert_eq!(
+        dx_all_frozen, dx,
+        "{kernel:?}: the input's gradient, every layer frozen"
+    );
+    assert!(none.iter().all(Option::is_none));
+}
+
+#[test]
+fn frozen_parameters_get_no_gradient_and_change_no_other() {
+    for kernel in [RnnKernel::FusedCpu, RnnKernel::Portable] {
+        frozen_parameters_get_no_gradient_and_change_no_other_on::<NdArray<f32>>(kernel);
+        frozen_parameters_get_no_gradient_and_change_no_other_on::<Flex>(kernel);
+    }
+}
