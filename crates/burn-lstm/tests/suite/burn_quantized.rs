@@ -16,12 +16,17 @@ use burn_lstm::{
     RnnBackend, RnnKernel,
 };
 
-/// Burn's 8-bit symmetric quantization, one scale per tensor or per block of 32.
+/// Burn's 8-bit symmetric quantization, one scale per tensor or per block.
 fn quantizer<B: Backend>(level: QuantLevel) -> Quantizer {
+    quantizer_of::<B>(QuantValue::Q8S, level)
+}
+
+/// Burn's quantization to `value`s, in the backend's own storage (its default scheme's).
+fn quantizer_of<B: Backend>(value: QuantValue, level: QuantLevel) -> Quantizer {
     Quantizer {
         calibration: Calibration::MinMax,
         scheme: <QuantizedTensor<B> as QTensorPrimitive>::default_scheme()
-            .with_value(QuantValue::Q8S)
+            .with_value(value)
             .with_level(level)
             .with_param(QuantParam::F32),
     }
@@ -46,7 +51,7 @@ fn max_difference<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) 
 
 /// The quantized LSTM's outputs and states against the float module of its dequantized
 /// values, twice (the second call from the cache), on `kernel`.
-fn check_lstm<B: RnnBackend>(kernel: RnnKernel, level: QuantLevel, label: &str) {
+fn check_lstm<B: RnnBackend>(kernel: RnnKernel, mut quantizer: Quantizer, label: &str) {
     let device = Default::default();
     let config = CudnnCompatibleLstmConfig::new(8, 16)
         .with_num_layers(2)
@@ -55,7 +60,7 @@ fn check_lstm<B: RnnBackend>(kernel: RnnKernel, level: QuantLevel, label: &str) 
     let quantized = config
         .init::<B>(&device)
         .with_kernel(Some(kernel))
-        .quantize_weights(&mut quantizer::<B>(level));
+        .quantize_weights(&mut quantizer);
     assert!(
         is_quantized(quantized.layers[0].forward.weight_ih.val()),
         "{label}: Burn quantized the weights"
@@ -79,13 +84,13 @@ fn check_lstm<B: RnnBackend>(kernel: RnnKernel, level: QuantLevel, label: &str) 
 }
 
 /// [`check_lstm`] for a GRU.
-fn check_gru<B: RnnBackend>(kernel: RnnKernel, level: QuantLevel, label: &str) {
+fn check_gru<B: RnnBackend>(kernel: RnnKernel, mut quantizer: Quantizer, label: &str) {
     let device = Default::default();
     let quantized = CudnnCompatibleGruConfig::new(8, 8)
         .with_num_layers(2)
         .init::<B>(&device)
         .with_kernel(Some(kernel))
-        .quantize_weights(&mut quantizer::<B>(level));
+        .quantize_weights(&mut quantizer);
     let float: CudnnCompatibleGru<B> = quantized.clone().map(&mut Dequantize);
     let x = Tensor::<B, 3>::random([3, 7, 8], Distribution::Default, &device);
     let (want, want_state) = float.forward(x.clone(), None);
@@ -98,53 +103,84 @@ fn check_gru<B: RnnBackend>(kernel: RnnKernel, level: QuantLevel, label: &str) {
     }
 }
 
-fn check_backend<B: RnnBackend>(label: &str) {
+fn check_backend<B: RnnBackend>(label: &str, values: &[QuantValue]) {
     for kernel in [RnnKernel::FusedCpu, RnnKernel::Portable] {
-        for level in [QuantLevel::Tensor, QuantLevel::block([8])] {
-            let label = format!("{label} {kernel:?} {level:?}");
-            check_lstm::<B>(kernel, level, &format!("LSTM {label}"));
-            check_gru::<B>(kernel, level, &format!("GRU {label}"));
+        for &value in values {
+            for level in [QuantLevel::Tensor, QuantLevel::block([8])] {
+                let q = || quantizer_of::<B>(value, level);
+                let label = format!("{label} {kernel:?} {value:?} {level:?}");
+                check_lstm::<B>(kernel, q(), &format!("LSTM {label}"));
+                check_gru::<B>(kernel, q(), &format!("GRU {label}"));
+            }
         }
     }
 }
 
 #[test]
 fn burn_quantized_modules_compute_with_the_dequantized_values_on_ndarray() {
-    check_backend::<NdArray<f32>>("ndarray");
+    // Burn 0.21's NdArray quantizes to 8 bits only.
+    check_backend::<NdArray<f32>>("ndarray", &[QuantValue::Q8S]);
 }
 
 #[test]
 fn burn_quantized_modules_compute_with_the_dequantized_values_on_flex() {
-    check_backend::<Flex>("flex");
+    check_backend::<Flex>("flex", &[QuantValue::Q8S, QuantValue::Q4S, QuantValue::Q2S]);
 }
 
-/// A quantized parameter replaced by other quantized values (a new checkpoint, a
-/// re-quantization) is never served from the buffer of the old ones.
+/// A quantized parameter that shares its stored values with a cached one but not its
+/// scales (a tensor built on the same storage) is never served the cached
+/// one's dequantized values.
 #[test]
-fn a_changed_quantized_parameter_is_never_served_stale() {
-    fn check<B: RnnBackend>(label: &str) {
+fn shared_quantized_values_with_other_scales_are_never_served_stale() {
+    use burn::tensor::quantization::QParams;
+    use burn_flex::FlexQTensor;
+    use burn_ndarray::NdArrayQTensor;
+
+    /// `model` with its first weight rebuilt by `rebuild` on the same stored values,
+    /// against the module of its dequantized values, the original's entry still kept.
+    fn check<B: RnnBackend>(
+        label: &str,
+        rebuild: impl Fn(QuantizedTensor<B>) -> QuantizedTensor<B>,
+    ) {
         let device = Default::default();
-        let config = CudnnCompatibleLstmConfig::new(4, 8);
-        let mut quantized = config
+        let quantized = CudnnCompatibleLstmConfig::new(4, 8)
             .init::<B>(&device)
             .quantize_weights(&mut quantizer::<B>(QuantLevel::Tensor));
-        let x = Tensor::<B, 3>::random([2, 5, 4], Distribution::Default, &device);
-        let (before, _) = quantized.forward(x.clone(), None);
-        let other = config
-            .init::<B>(&device)
-            .quantize_weights(&mut quantizer::<B>(QuantLevel::Tensor));
-        let layer = &mut quantized.layers[0].forward;
-        layer.weight_hh = other.layers[0].forward.weight_hh.clone();
-        let float: CudnnCompatibleLstm<B> = quantized.clone().map(&mut Dequantize);
-        let (want, _) = float.forward(x.clone(), None);
-        let (got, _) = quantized.forward(x, None);
-        let diff = max_difference(got.clone(), want);
-        assert!(diff <= 1e-6, "{label}: output off by {diff}");
-        let changed = max_difference(got, before);
-        assert!(changed > 1e-3, "{label}: the new weights change the output");
+        let cached = quantized.flat_weights();
+        let mut other = quantized.clone();
+        let TensorPrimitive::QFloat(weight) =
+            other.layers[0].forward.weight_ih.val().into_primitive()
+        else {
+            panic!("{label}: a quantized weight");
+        };
+        let rebuilt = Tensor::from_primitive(TensorPrimitive::QFloat(rebuild(weight)));
+        other.layers[0].forward.weight_ih = Param::from_tensor(rebuilt);
+        let float: CudnnCompatibleLstm<B> = other.clone().map(&mut Dequantize);
+        let got = other.flat_weights();
+        assert_eq!(
+            max_difference(got.clone(), float.flat_weights()),
+            0.0,
+            "{label}"
+        );
+        assert!(max_difference(got, cached) > 0.0, "{label}: other values");
     }
-    check::<NdArray<f32>>("ndarray");
-    check::<Flex>("flex");
+    check::<NdArray<f32>>("ndarray, scales doubled", |w: NdArrayQTensor| {
+        NdArrayQTensor {
+            qtensor: w.qtensor.clone(),
+            scheme: w.scheme,
+            qparams: w
+                .qparams
+                .iter()
+                .map(|p| QParams {
+                    scales: p.scales * 2.0,
+                })
+                .collect(),
+        }
+    });
+    check::<Flex>("flex, scales doubled", |w: FlexQTensor| {
+        let scales = w.scales().iter().map(|s| s * 2.0).collect();
+        FlexQTensor::new(w.tensor().clone(), *w.scheme(), scales)
+    });
 }
 
 /// `quantized_int8()` of a module Burn quantized: the int8 kernel's error against the
@@ -245,29 +281,39 @@ fn the_dequantized_buffer_is_kept_while_its_module_lives() {
 /// quantized (the record holds the 8-bit values and scales) and computes the same.
 #[test]
 fn a_quantized_module_round_trips_through_a_checked_checkpoint() {
-    use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
-    let device = Default::default();
-    let config = CudnnCompatibleLstmConfig::new(16, 32).with_num_layers(2);
-    let quantized = config
-        .init::<Flex>(&device)
-        .quantize_weights(&mut quantizer::<Flex>(QuantLevel::Tensor));
-    let dir = tempfile::tempdir().expect("a scratch directory");
-    let (path, recorder) = (
-        dir.path().join("model"),
-        NamedMpkFileRecorder::<FullPrecisionSettings>::new(),
-    );
-    quantized
-        .clone()
-        .save_file(&path, &recorder)
-        .expect("the record is written");
-    let loaded = config
-        .load_checkpoint::<Flex, _>(&path, &recorder, &device)
-        .expect("the quantized record passes the checks");
-    assert!(is_quantized(loaded.layers[1].forward.weight_hh.val()));
-    let x = Tensor::<Flex, 3>::random([2, 5, 16], Distribution::Default, &device);
-    let diff = max_difference(
-        loaded.forward(x.clone(), None).0,
-        quantized.forward(x, None).0,
-    );
-    assert_eq!(diff, 0.0, "the loaded module computes as the saved one");
+    fn check<B: RnnBackend>(label: &str) {
+        use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder};
+        let device = Default::default();
+        let config = CudnnCompatibleLstmConfig::new(16, 32).with_num_layers(2);
+        let quantized = config
+            .init::<B>(&device)
+            .quantize_weights(&mut quantizer::<B>(QuantLevel::block([8])));
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let (path, recorder) = (
+            dir.path().join("model"),
+            NamedMpkFileRecorder::<FullPrecisionSettings>::new(),
+        );
+        quantized
+            .clone()
+            .save_file(&path, &recorder)
+            .expect("the record is written");
+        let loaded = config
+            .load_checkpoint::<B, _>(&path, &recorder, &device)
+            .expect("the quantized record passes the checks");
+        assert!(
+            is_quantized(loaded.layers[1].forward.weight_hh.val()),
+            "{label}"
+        );
+        let x = Tensor::<B, 3>::random([2, 5, 16], Distribution::Default, &device);
+        let diff = max_difference(
+            loaded.forward(x.clone(), None).0,
+            quantized.forward(x, None).0,
+        );
+        assert_eq!(
+            diff, 0.0,
+            "{label}: the loaded module computes as the saved one"
+        );
+    }
+    check::<NdArray<f32>>("ndarray");
+    check::<Flex>("flex");
 }

@@ -5,8 +5,9 @@
 //!
 //! **Why a cached copy can never be stale.** An entry is keyed on the backend and the
 //! identity of the parameter tensors ([`ValuesKey`]: data address, shape, strides,
-//! dtype; for a parameter Burn quantized, its stored integers' and its scheme and
-//! scales, and the flat copy holds the dequantized values) and *holds a clone* of each. NdArray and Flex change a tensor's storage in
+//! dtype; for a parameter Burn quantized, those of its stored integers, its scheme and
+//! its scales, and the flat copy holds the dequantized values) and *holds a clone* of
+//! each. NdArray and Flex change a tensor's storage in
 //! place only when nobody else holds it (a strong count of one; NdArray's borrowed
 //! storage never; see `HostTensors`), so while the entry's clone lives, any change to a
 //! parameter (an optimizer step, `Param::map`, loading a record) makes new storage with
@@ -124,7 +125,11 @@ fn cached_flat<B: HostTensors>(parts: Vec<TensorPrimitive<B>>) -> FloatTensor<B>
         .iter()
         .map(|p| Box::new(p.clone()) as Box<dyn Any + Send + Sync>)
         .collect();
-    let kept_bytes: usize = parts.iter().map(stored_bytes::<B>).sum();
+    let kept_bytes: usize = parts
+        .iter()
+        .zip(&part_keys)
+        .map(|(part, key)| stored_bytes::<B>(part, key))
+        .sum();
     let flat = flatten_parts::<B>(parts);
     let Some(flat_key) = B::values_key(&flat) else {
         return flat;
@@ -156,11 +161,12 @@ fn part_key<B: HostTensors>(part: &TensorPrimitive<B>) -> Option<ValuesKey> {
     }
 }
 
-/// The bytes a part's stored values take (a quantized value at most one).
-fn stored_bytes<B: HostTensors>(part: &TensorPrimitive<B>) -> usize {
+/// The bytes a part's stored values take: a quantized value at most one, and its
+/// scales (`key`'s, four bytes each).
+fn stored_bytes<B: HostTensors>(part: &TensorPrimitive<B>, key: &ValuesKey) -> usize {
     match part {
         TensorPrimitive::Float(t) => t.shape().num_elements() * t.dtype().size(),
-        TensorPrimitive::QFloat(q) => q.shape().num_elements(),
+        TensorPrimitive::QFloat(q) => q.shape().num_elements() + 4 * key.scales.len(),
     }
 }
 
