@@ -147,6 +147,7 @@ pub use module::gru::{CudnnCompatibleGru, CudnnCompatibleGruRecord};
 pub use module::gru_config::CudnnCompatibleGruConfig;
 pub use module::lstm::{CudnnCompatibleLstm, CudnnCompatibleLstmRecord};
 pub use module::model_checkpoint::load_file_checked;
+pub use module::padding_mask::padding_mask_lengths;
 pub use module::state::{GruState, LstmState};
 pub use module::weights::{RnnDirectionWeights, RnnLayer};
 pub use op::call::rnn;

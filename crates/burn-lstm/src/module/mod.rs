@@ -12,6 +12,7 @@ pub(crate) mod layer_call;
 pub(crate) mod lstm;
 pub(crate) mod methods;
 pub(crate) mod model_checkpoint;
+pub(crate) mod padding_mask;
 pub(crate) mod record_guard;
 pub(crate) mod record_paths;
 pub(crate) mod shapes;
