@@ -12,7 +12,9 @@ use crate::error::RnnError;
 ///
 /// Rows must be right-padded, as `generate_padding_mask` pads them: a token after
 /// padding is an error naming the row and the step (lengths cannot express it).
-/// Reads the mask back to the host.
+/// `generate_padding_mask` marks every token equal to its pad id, so a row with such a
+/// token in the middle is that error too, and one that ends in it is shorter by it:
+/// pick a pad id that no token takes. Reads the mask back to the host.
 ///
 /// ```
 /// use burn::backend::Flex;
@@ -57,7 +59,8 @@ fn row_length(row: usize, padding: &[bool]) -> Result<usize, RnnError> {
             format!("mask_pad row {row}"),
             "a right-padded row: padding (true) only after the last token",
             format!(
-                "step {} is a token after padding at step {length}",
+                "step {} is a token after padding at step {length} (or a token equal to \
+                 the pad id)",
                 length + after
             ),
         )),
