@@ -19,6 +19,7 @@ use crate::module::gru::CudnnCompatibleGru;
 use crate::module::gru_config::CudnnCompatibleGruConfig;
 use crate::module::lstm::CudnnCompatibleLstm;
 use crate::module::record_guard;
+use crate::module::record_mismatch::{another_modules_record, module_tensors, recorder_message};
 use crate::module::shapes::{PARAM_NAMES, expected_shapes, unexpected, validate_layers};
 use crate::module::torch_file::{self, TorchFile};
 use crate::module::torch_pickle::TensorMeta;
@@ -295,8 +296,13 @@ where
         // than the file holds (an allocation failure aborts the process).
         record_guard::check::<B, M::Record, <R as Recorder<B>>::Settings>(&file, &extension[1..])?;
         recorder
-            .load::<M::Record>(stem, device)
-            .map_err(|e| io_error(path, e))
+            .load::<M::Record>(stem.clone(), device)
+            .map_err(|e| {
+                let expected = module_tensors(&module);
+                let source = path.display().to_string();
+                another_modules_record::<B, R>(recorder, &stem, &source, &expected)
+                    .unwrap_or_else(|| io_error(path, recorder_message(&e)))
+            })
     }));
     let record = match loaded {
         Ok(record) => record?,

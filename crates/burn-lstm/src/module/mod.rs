@@ -14,6 +14,8 @@ pub(crate) mod methods;
 pub(crate) mod model_checkpoint;
 pub(crate) mod padding_mask;
 pub(crate) mod record_guard;
+pub(crate) mod record_listing;
+pub(crate) mod record_mismatch;
 pub(crate) mod record_paths;
 pub(crate) mod shapes;
 pub(crate) mod state;

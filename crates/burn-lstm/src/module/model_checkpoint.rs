@@ -3,19 +3,20 @@
 //! checks [`CudnnCompatibleLstmConfig::load_checkpoint`](crate::CudnnCompatibleLstmConfig::load_checkpoint)
 //! does for a bare layer.
 
-use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::record::{BurnRecord, FileRecorder, Record, Recorder};
 use burn::tensor::backend::Backend;
-use burn_store::ModuleSnapshot;
 
 use crate::error::RnnError;
 use crate::module::checkpoint::{io_error, panic_message};
 use crate::module::record_guard;
-use crate::module::record_paths::{RecordTensor, record_tensors};
+use crate::module::record_mismatch::{
+    another_modules_record, compare, module_tensors, recorder_message,
+};
+use crate::module::record_paths::record_tensors;
 
 /// Loads the Burn record at `path` (saved with `model.save_file(path, &recorder)`) into
 /// `model`, a module freshly built from the config the record was saved with, after
@@ -102,14 +103,7 @@ where
         return Err(io_error(&file, "no such file"));
     }
     let source = file.display().to_string();
-    let expected: Vec<RecordTensor> = model
-        .collect(None, None, false)
-        .into_iter()
-        .map(|s| RecordTensor {
-            path: s.full_path(),
-            shape: s.shape.to_vec(),
-        })
-        .collect();
+    let expected = module_tensors(&model);
     type Item<B, M, R> =
         <<M as Module<B>>::Record as Record<B>>::Item<<R as Recorder<B>>::Settings>;
     // Burn's decoders return errors for most damage, but building the tensors of a
@@ -122,9 +116,10 @@ where
         // than the file holds (an allocation failure aborts the process).
         record_guard::check::<B, M::Record, R::Settings>(&file, extension)?;
         let mut args = stem.clone();
-        let record: BurnRecord<Item<B, M, R>, B> = recorder
-            .load_item(&mut args)
-            .map_err(|e| io_error(&file, e))?;
+        let record: BurnRecord<Item<B, M, R>, B> = recorder.load_item(&mut args).map_err(|e| {
+            another_modules_record::<B, R>(recorder, &stem, &source, &expected)
+                .unwrap_or_else(|| io_error(&file, recorder_message(&e)))
+        })?;
         let found = record_tensors(&record.item)
             .map_err(|e| io_error(&file, format!("damaged record: {e}")))?;
         compare(&source, &expected, &found)?;
@@ -141,63 +136,4 @@ where
             ),
         )),
     }
-}
-
-/// The first difference between the tensors a module has (`expected`) and those a
-/// record holds (`found`): a shape, then a tensor the record lacks, then one it has
-/// that the module lacks, each in the module's order.
-fn compare(
-    source: &str,
-    expected: &[RecordTensor],
-    found: &[RecordTensor],
-) -> Result<(), RnnError> {
-    let in_record: HashMap<&str, &[usize]> = found
-        .iter()
-        .map(|t| (t.path.as_str(), t.shape.as_slice()))
-        .collect();
-    let in_module: HashMap<&str, &[usize]> = expected
-        .iter()
-        .map(|t| (t.path.as_str(), t.shape.as_slice()))
-        .collect();
-    let problem = |problem: &'static str, name: &str, others: usize| {
-        let more = others.saturating_sub(1);
-        RnnError::CheckpointTensor {
-            source_name: source.to_string(),
-            problem,
-            name: name.to_string(),
-            hint: (more > 0).then(|| {
-                format!(
-                    "and {more} more {problem} tensor{}: was the model built from the config the file was saved with?",
-                    if more == 1 { "" } else { "s" }
-                )
-            }),
-        }
-    };
-    for tensor in expected {
-        if let Some(shape) = in_record.get(tensor.path.as_str())
-            && *shape != tensor.shape.as_slice()
-        {
-            return Err(RnnError::CheckpointShape {
-                source_name: source.to_string(),
-                name: tensor.path.clone(),
-                expected: tensor.shape.clone(),
-                actual: shape.to_vec(),
-            });
-        }
-    }
-    let missing: Vec<&RecordTensor> = expected
-        .iter()
-        .filter(|t| !in_record.contains_key(t.path.as_str()))
-        .collect();
-    if let Some(first) = missing.first() {
-        return Err(problem("missing", &first.path, missing.len()));
-    }
-    let unexpected: Vec<&RecordTensor> = found
-        .iter()
-        .filter(|t| !in_module.contains_key(t.path.as_str()))
-        .collect();
-    if let Some(first) = unexpected.first() {
-        return Err(problem("unexpected", &first.path, unexpected.len()));
-    }
-    Ok(())
 }

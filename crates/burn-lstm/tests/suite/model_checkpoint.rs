@@ -503,3 +503,101 @@ fn a_gru_inside_a_pytorch_module_loads_by_its_prefix() {
         "{err}"
     );
 }
+
+/// A record of another module (a bare layer's file given to the model's loader, a
+/// model's file given to the layer's) is an error naming a tensor that differs and
+/// where one module sits in the other, in the formats that name their fields (named
+/// MessagePack, JSON); bincode, which does not, names the file.
+#[test]
+fn a_record_of_another_module_names_a_tensor_and_where_the_modules_nest() {
+    use burn::record::PrettyJsonFileRecorder;
+
+    fn check<R: FileRecorder<B>>(recorder: R, name: &str) {
+        let dir = scratch(name);
+        let device = Default::default();
+        let tagger = BASE.init::<B>(&device);
+        let (model_stem, layer_stem) = (dir.path().join("model"), dir.path().join("layer"));
+        tagger.clone().save_file(&model_stem, &recorder).unwrap();
+        tagger
+            .lstm
+            .clone()
+            .save_file(&layer_stem, &recorder)
+            .unwrap();
+        let hint_of = |error: &RnnError| match error {
+            RnnError::CheckpointTensor {
+                problem: "missing",
+                hint: Some(hint),
+                ..
+            } => hint.clone(),
+            other => panic!("{name}: a missing tensor with a hint, not {other:?}"),
+        };
+
+        let layer_file =
+            load_file_checked(BASE.init::<B>(&device), &layer_stem, &recorder, &device)
+                .unwrap_err();
+        assert!(
+            matches!(&layer_file, RnnError::CheckpointTensor { name, .. } if name == "lstm.layers.0.forward.weight_ih"),
+            "{name}: {layer_file}"
+        );
+        let hint = hint_of(&layer_file);
+        assert!(
+            hint.contains("this module's `lstm` alone"),
+            "{name}: {hint}"
+        );
+
+        let lstm_config = CudnnCompatibleLstmConfig::new(3, BASE.hidden)
+            .with_num_layers(BASE.layers)
+            .with_bidirectional(true);
+        let model_file = lstm_config
+            .load_checkpoint::<B, _>(&model_stem, &recorder, &device)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            matches!(&model_file, RnnError::CheckpointTensor { name, .. } if name == "layers.0.forward.weight_ih"),
+            "{name}: {model_file}"
+        );
+        let hint = hint_of(&model_file);
+        assert!(hint.contains("holds this one as `lstm`"), "{name}: {hint}");
+        assert!(
+            model_file.to_string().contains("load_file_checked"),
+            "{model_file}"
+        );
+
+        // A GRU's file for the LSTM: it decodes (the same record types), and its
+        // layer count is the error.
+        let gru_stem = dir.path().join("gru");
+        tagger.gru.clone().save_file(&gru_stem, &recorder).unwrap();
+        let other = lstm_config
+            .load_checkpoint::<B, _>(&gru_stem, &recorder, &device)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            matches!(&other, RnnError::ParameterShape { .. }),
+            "{name}: {other}"
+        );
+    }
+    check(NamedMpkFileRecorder::<FullPrecisionSettings>::new(), "mpk");
+    check(
+        NamedMpkGzFileRecorder::<FullPrecisionSettings>::new(),
+        "mpk-gz",
+    );
+    check(
+        PrettyJsonFileRecorder::<FullPrecisionSettings>::new(),
+        "json",
+    );
+
+    // Bincode: the file is named, and the message is the decoder's own.
+    let dir = scratch("bin-other");
+    let device = Default::default();
+    let recorder = BinFileRecorder::<FullPrecisionSettings>::new();
+    let stem = dir.path().join("layer");
+    BASE.init::<B>(&device)
+        .lstm
+        .save_file(&stem, &recorder)
+        .unwrap();
+    let error = load_file_checked(BASE.init::<B>(&device), &stem, &recorder, &device).unwrap_err();
+    assert!(
+        matches!(&error, RnnError::Io { path, message } if path.ends_with("layer.bin") && !message.starts_with("Unknown(")),
+        "{error:?}"
+    );
+}
