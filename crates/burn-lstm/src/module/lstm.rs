@@ -93,7 +93,8 @@ impl<B: RnnBackend> CudnnCompatibleLstm<B> {
     /// parameters or to its input. cuDNN refuses empty rows, so on CUDA the op takes them
     /// out around the cuDNN call (`BURN_LSTM_CUDNN_EMPTY_ROWS=0` runs such a batch on the
     /// portable kernel instead, [`crate::settings`]; [`Self::kernel_with_lengths`] tells
-    /// which kernel runs). A batch of only empty rows works too.
+    /// which kernel runs). A batch of only empty rows works too (an input of at least one
+    /// step: no rows or no steps is an error).
     ///
     /// # Panics
     /// With the message of [`Self::try_forward`]'s error on invalid input.

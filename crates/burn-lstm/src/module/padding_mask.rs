@@ -14,7 +14,9 @@ use crate::error::RnnError;
 /// padding is an error naming the row and the step (lengths cannot express it).
 /// `generate_padding_mask` marks every token equal to its pad id, so a row with such a
 /// token in the middle is that error too, and one that ends in it is shorter by it:
-/// pick a pad id that no token takes. Reads the mask back to the host.
+/// pick a pad id that no token takes. A batch whose rows are all empty gives a mask of
+/// no steps, which the layers refuse: give `generate_padding_mask` a fixed length of at
+/// least one. Reads the mask back to the host.
 ///
 /// ```
 /// use burn::backend::Flex;

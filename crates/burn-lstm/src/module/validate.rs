@@ -28,7 +28,8 @@ pub(crate) fn input<B: Backend>(
         return Err(RnnError::invalid(
             "input",
             format!(
-                "shape {layout} with input_size = {} and batch, seq >= 1",
+                "shape {layout} with input_size = {} and batch, seq >= 1 (a batch of \
+                 empty rows: one step, every length 0)",
                 arch.input_size
             ),
             format!("{dims:?}"),
