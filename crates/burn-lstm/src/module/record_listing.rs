@@ -7,20 +7,32 @@
 //! MessagePack, JSON) as a tree: map keys and sequence indices make the path (as
 //! burn-store names a module's tensors, and as `record_paths.rs` walks a typed item), a
 //! map with `bytes` and `shape` is a tensor (Burn's `TensorData`; its bytes are skipped),
-//! and a `param` right after an `id` is a `Param`'s value (`ParamSerde`, transparent).
-//! Bincode records do not describe themselves: deserialising them this way fails, and
-//! the loader keeps the decoder's message.
+//! and a `param` right after a string `id` is a `Param`'s value (`ParamSerde`,
+//! transparent). Bincode records do not describe themselves: deserialising them this way
+//! fails, and the loader keeps the decoder's message.
+//!
+//! The file is the user's input, read after the decoder refused it: every value is
+//! visited at most [`MAX_DEPTH`] deep (skipped ones too, so no stack runs out), keys,
+//! tensors, their paths and the maps and sequences visited are bounded, and past a
+//! bound the listing fails (the loader then keeps the decoder's message).
 
 use core::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::module::record_paths::RecordTensor;
 
-/// Deepest nesting of maps and sequences read (a module tree is far shallower; a file
-/// nested deeper is damaged or hostile).
+/// Deepest nesting of maps and sequences read (a module tree is far shallower).
 const MAX_DEPTH: usize = 64;
+/// Longest key read (a field name or a variant).
+const MAX_KEY_BYTES: usize = 1 << 10;
+/// Most tensors listed.
+const MAX_TENSORS: usize = 1 << 16;
+/// Most bytes of all listed paths together.
+const MAX_PATH_BYTES: usize = 1 << 24;
+/// Most maps and sequences visited (skipped ones too).
+const MAX_NESTED: usize = 1 << 22;
 
 /// Every tensor of a record item, in the order the file holds them.
 #[derive(Debug, Default)]
@@ -28,40 +40,236 @@ pub(crate) struct FileTensors(pub Vec<RecordTensor>);
 
 impl<'de> Deserialize<'de> for FileTensors {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let (mut path, mut found) = (Vec::new(), Vec::new());
+        let mut listing = Listing::default();
         Node {
-            path: &mut path,
-            found: &mut found,
+            listing: &mut listing,
             depth: 0,
         }
         .deserialize(deserializer)?;
-        Ok(Self(found))
+        Ok(Self(listing.found))
     }
 }
 
-/// One value of the tree at `path`; the tensors under it go to `found`.
+/// What the walk has found so far, and what it has spent of its bounds.
+#[derive(Default)]
+struct Listing {
+    path: Vec<String>,
+    found: Vec<RecordTensor>,
+    path_bytes: usize,
+    nested: usize,
+}
+
+impl Listing {
+    /// Counts one more map or sequence at `depth`.
+    fn enter(&mut self, depth: usize) -> Result<(), String> {
+        self.nested += 1;
+        if depth >= MAX_DEPTH {
+            return Err(format!("a record nested deeper than {MAX_DEPTH} levels"));
+        }
+        if self.nested > MAX_NESTED {
+            return Err(format!(
+                "a record of more than {MAX_NESTED} maps and sequences"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Lists the tensor of `shape` at the current path.
+    fn tensor(&mut self, shape: Vec<usize>) -> Result<(), String> {
+        let path = self.path.join(".");
+        self.path_bytes += path.len();
+        if self.found.len() >= MAX_TENSORS || self.path_bytes > MAX_PATH_BYTES {
+            return Err(format!(
+                "a record of more than {MAX_TENSORS} tensors or {MAX_PATH_BYTES} bytes of names"
+            ));
+        }
+        self.found.push(RecordTensor { path, shape });
+        Ok(())
+    }
+}
+
+/// One value of the tree at the listing's path, `depth` maps and sequences deep. Its
+/// value: whether it was a string (a `Param`'s `id` is).
 struct Node<'a> {
-    path: &'a mut Vec<String>,
-    found: &'a mut Vec<RecordTensor>,
+    listing: &'a mut Listing,
     depth: usize,
 }
 
 impl Node<'_> {
-    /// The node of the value under `segment` (`None`: the same path).
-    fn child(&mut self, segment: Option<String>) -> Result<Node<'_>, String> {
-        if self.depth >= MAX_DEPTH {
-            return Err(format!("a record nested deeper than {MAX_DEPTH} levels"));
-        }
-        self.path.extend(segment);
-        Ok(Node {
-            path: self.path,
-            found: self.found,
+    /// The node of a value inside this one, under `segment` (`None`: the same path).
+    fn child(&mut self, segment: Option<String>) -> Node<'_> {
+        self.listing.path.extend(segment);
+        Node {
+            listing: self.listing,
             depth: self.depth + 1,
-        })
+        }
     }
 }
 
 impl<'de> DeserializeSeed<'de> for Node<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Node<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a Burn record item")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<bool, E> {
+        Ok(true)
+    }
+
+    fn visit_bytes<E>(self, _: &[u8]) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_none<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(mut self, deserializer: D) -> Result<bool, D::Error> {
+        self.listing.enter(self.depth).map_err(de::Error::custom)?;
+        deserializer.deserialize_any(self.child(None))
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(
+        mut self,
+        deserializer: D,
+    ) -> Result<bool, D::Error> {
+        self.listing.enter(self.depth).map_err(de::Error::custom)?;
+        deserializer.deserialize_any(self.child(None))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<bool, A::Error> {
+        self.listing.enter(self.depth).map_err(de::Error::custom)?;
+        for index in 0usize.. {
+            let more = seq
+                .next_element_seed(self.child(Some(index.to_string())))?
+                .is_some();
+            self.listing.path.pop();
+            if !more {
+                break;
+            }
+        }
+        Ok(false)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<bool, A::Error> {
+        self.listing.enter(self.depth).map_err(de::Error::custom)?;
+        let (mut shape, mut bytes, mut after_id) = (None, false, false);
+        while let Some(Key(key)) = map.next_key()? {
+            let depth = self.depth + 1;
+            let was_string = match key.as_str() {
+                "shape" => {
+                    let skip = Skip {
+                        listing: self.listing,
+                        depth,
+                    };
+                    shape = map.next_value_seed(ShapeSeed(skip))?;
+                    false
+                }
+                "bytes" => {
+                    map.next_value_seed(Skip {
+                        listing: self.listing,
+                        depth,
+                    })?;
+                    bytes = true;
+                    false
+                }
+                "param" if after_id => map.next_value_seed(self.child(None))?,
+                _ => {
+                    let was_string = map.next_value_seed(self.child(Some(key.clone())))?;
+                    self.listing.path.pop();
+                    was_string
+                }
+            };
+            after_id = key == "id" && was_string;
+        }
+        if let (Some(shape), true) = (shape, bytes) {
+            self.listing.tensor(shape).map_err(de::Error::custom)?;
+        }
+        Ok(false)
+    }
+}
+
+/// A map key: a string, or an integer as its digits; at most [`MAX_KEY_BYTES`].
+struct Key(String);
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Key;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                write!(
+                    f,
+                    "a string or integer key of at most {MAX_KEY_BYTES} bytes"
+                )
+            }
+
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<Key, E> {
+                if key.len() > MAX_KEY_BYTES {
+                    return Err(E::custom(format!("a key of {} bytes", key.len())));
+                }
+                Ok(Key(key.to_owned()))
+            }
+
+            fn visit_u64<E>(self, key: u64) -> Result<Key, E> {
+                Ok(Key(key.to_string()))
+            }
+
+            fn visit_i64<E>(self, key: i64) -> Result<Key, E> {
+                Ok(Key(key.to_string()))
+            }
+        }
+        deserializer.deserialize_any(KeyVisitor)
+    }
+}
+
+/// A value passed over (a tensor's bytes, or what is not a shape), its maps and
+/// sequences counted against the listing's bounds like the tree's.
+struct Skip<'a> {
+    listing: &'a mut Listing,
+    depth: usize,
+}
+
+impl Skip<'_> {
+    fn inner(&mut self) -> Skip<'_> {
+        Skip {
+            listing: self.listing,
+            depth: self.depth + 1,
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Skip<'_> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
@@ -69,11 +277,11 @@ impl<'de> DeserializeSeed<'de> for Node<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for Node<'_> {
+impl<'de> Visitor<'de> for Skip<'_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a Burn record item")
+        f.write_str("any value")
     }
 
     fn visit_bool<E>(self, _: bool) -> Result<(), E> {
@@ -108,179 +316,184 @@ impl<'de> Visitor<'de> for Node<'_> {
         Ok(())
     }
 
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_any(self)
+    fn visit_some<D: Deserializer<'de>>(mut self, deserializer: D) -> Result<(), D::Error> {
+        self.listing.enter(self.depth).map_err(de::Error::custom)?;
+        deserializer.deserialize_any(self.inner())
     }
 
-    fn visit_newtype_struct<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_any(self)
+    fn visit_newtype_struct<D: Deserializer<'de>>(
+        mut self,
+        deserializer: D,
+    ) -> Result<(), D::Error> {
+        self.listing.enter(self.depth).map_err(de::Error::custom)?;
+        deserializer.deserialize_any(self.inner())
     }
 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
-        for index in 0.. {
-            let node = self
-                .child(Some(index.to_string()))
-                .map_err(de::Error::custom)?;
-            let more = seq.next_element_seed(node)?.is_some();
-            self.path.pop();
-            if !more {
-                break;
-            }
-        }
+        self.listing.enter(self.depth).map_err(de::Error::custom)?;
+        while seq.next_element_seed(self.inner())?.is_some() {}
         Ok(())
     }
 
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
-        let (mut shape, mut bytes, mut after_id) = (None, false, false);
-        while let Some(Key(key)) = map.next_key()? {
-            match key.as_str() {
-                "shape" => shape = map.next_value::<Shape>()?.0,
-                "bytes" => bytes = map.next_value::<IgnoredAny>().map(|_| true)?,
-                "param" if after_id => {
-                    let node = self.child(None).map_err(de::Error::custom)?;
-                    map.next_value_seed(node)?;
-                }
-                _ => {
-                    let node = self.child(Some(key.clone())).map_err(de::Error::custom)?;
-                    map.next_value_seed(node)?;
-                    self.path.pop();
-                }
-            }
-            after_id = key == "id";
-        }
-        if let (Some(shape), true) = (shape, bytes) {
-            self.found.push(RecordTensor {
-                path: self.path.join("."),
-                shape,
-            });
+        self.listing.enter(self.depth).map_err(de::Error::custom)?;
+        while map.next_key_seed(self.inner())?.is_some() {
+            map.next_value_seed(self.inner())?;
         }
         Ok(())
     }
 }
 
-/// A map key: a string, or an integer as its digits.
-struct Key(String);
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl Visitor<'_> for KeyVisitor {
-            type Value = Key;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string or integer key")
-            }
-
-            fn visit_str<E>(self, key: &str) -> Result<Key, E> {
-                Ok(Key(key.to_owned()))
-            }
-
-            fn visit_u64<E>(self, key: u64) -> Result<Key, E> {
-                Ok(Key(key.to_string()))
-            }
-
-            fn visit_i64<E>(self, key: i64) -> Result<Key, E> {
-                Ok(Key(key.to_string()))
-            }
-        }
-        deserializer.deserialize_any(KeyVisitor)
-    }
-}
-
 /// A `shape` entry: the dims when it is a sequence of sizes, `None` for anything else
-/// (a module may have a field named `shape`).
-struct Shape(Option<Vec<usize>>);
+/// (a module may have a field named `shape`), passed over as [`Skip`] does.
+struct ShapeSeed<'a>(Skip<'a>);
 
-impl<'de> Deserialize<'de> for Shape {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ShapeVisitor;
-        impl<'de> Visitor<'de> for ShapeVisitor {
-            type Value = Shape;
+impl<'de> DeserializeSeed<'de> for ShapeSeed<'_> {
+    type Value = Option<Vec<usize>>;
 
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a tensor shape")
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape, A::Error> {
-                let mut dims = Vec::new();
-                while let Some(dim) = seq.next_element::<IgnoredOrSize>()? {
-                    match dim.0 {
-                        Some(dim) if dims.len() < MAX_DEPTH => dims.push(dim),
-                        _ => {
-                            while seq.next_element::<IgnoredAny>()?.is_some() {}
-                            return Ok(Shape(None));
-                        }
-                    }
-                }
-                Ok(Shape(Some(dims)))
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Shape, A::Error> {
-                IgnoredAny.visit_map(map).map(|_| Shape(None))
-            }
-
-            fn visit_str<E>(self, _: &str) -> Result<Shape, E> {
-                Ok(Shape(None))
-            }
-
-            fn visit_u64<E>(self, _: u64) -> Result<Shape, E> {
-                Ok(Shape(None))
-            }
-
-            fn visit_i64<E>(self, _: i64) -> Result<Shape, E> {
-                Ok(Shape(None))
-            }
-
-            fn visit_f64<E>(self, _: f64) -> Result<Shape, E> {
-                Ok(Shape(None))
-            }
-
-            fn visit_unit<E>(self) -> Result<Shape, E> {
-                Ok(Shape(None))
-            }
-        }
-        deserializer.deserialize_any(ShapeVisitor)
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
     }
 }
 
-/// One entry of a shape: its size when it is a non-negative integer.
-struct IgnoredOrSize(Option<usize>);
+impl<'de> Visitor<'de> for ShapeSeed<'_> {
+    type Value = Option<Vec<usize>>;
 
-impl<'de> Deserialize<'de> for IgnoredOrSize {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct SizeVisitor;
-        impl<'de> Visitor<'de> for SizeVisitor {
-            type Value = IgnoredOrSize;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a tensor shape")
+    }
 
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a size")
-            }
-
-            fn visit_u64<E>(self, size: u64) -> Result<IgnoredOrSize, E> {
-                Ok(IgnoredOrSize(usize::try_from(size).ok()))
-            }
-
-            fn visit_i64<E>(self, size: i64) -> Result<IgnoredOrSize, E> {
-                Ok(IgnoredOrSize(usize::try_from(size).ok()))
-            }
-
-            fn visit_f64<E>(self, _: f64) -> Result<IgnoredOrSize, E> {
-                Ok(IgnoredOrSize(None))
-            }
-
-            fn visit_str<E>(self, _: &str) -> Result<IgnoredOrSize, E> {
-                Ok(IgnoredOrSize(None))
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<IgnoredOrSize, A::Error> {
-                IgnoredAny.visit_seq(seq).map(|_| IgnoredOrSize(None))
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<IgnoredOrSize, A::Error> {
-                IgnoredAny.visit_map(map).map(|_| IgnoredOrSize(None))
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Self::Value, A::Error> {
+        self.0
+            .listing
+            .enter(self.0.depth)
+            .map_err(de::Error::custom)?;
+        let mut dims = Some(Vec::new());
+        while let Some(dim) = seq.next_element_seed(SizeSeed(self.0.inner()))? {
+            match (dim, dims.as_mut()) {
+                (Some(dim), Some(so_far)) if so_far.len() < MAX_DEPTH => so_far.push(dim),
+                _ => dims = None,
             }
         }
-        deserializer.deserialize_any(SizeVisitor)
+        Ok(dims)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        self.0.visit_map(map).map(|()| None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        self.0.visit_some(deserializer).map(|()| None)
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        self.0.visit_newtype_struct(deserializer).map(|()| None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_bytes<E>(self, _: &[u8]) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+/// One entry of a shape: its size when it is a non-negative integer, `None` for
+/// anything else (passed over as [`Skip`] does).
+struct SizeSeed<'a>(Skip<'a>);
+
+impl<'de> DeserializeSeed<'de> for SizeSeed<'_> {
+    type Value = Option<usize>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SizeSeed<'_> {
+    type Value = Option<usize>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a size")
+    }
+
+    fn visit_u64<E>(self, size: u64) -> Result<Self::Value, E> {
+        Ok(usize::try_from(size).ok())
+    }
+
+    fn visit_i64<E>(self, size: i64) -> Result<Self::Value, E> {
+        Ok(usize::try_from(size).ok())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        self.0.visit_seq(seq).map(|()| None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        self.0.visit_map(map).map(|()| None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        self.0.visit_some(deserializer).map(|()| None)
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        self.0.visit_newtype_struct(deserializer).map(|()| None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_bytes<E>(self, _: &[u8]) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
     }
 }
 
@@ -316,6 +529,35 @@ mod tests {
     fn a_param_field_not_after_an_id_is_a_path_segment() {
         let json = r#"{"param":{"bytes":[],"shape":[2],"dtype":"F32"}}"#;
         assert_eq!(listed(json).unwrap(), [("param".to_string(), vec![2])]);
+    }
+
+    #[test]
+    fn a_param_after_an_id_that_is_no_string_is_a_path_segment() {
+        let json = r#"{"id":{"x":1},"param":{"bytes":[],"shape":[2],"dtype":"F32"}}"#;
+        assert_eq!(listed(json).unwrap(), [("param".to_string(), vec![2])]);
+    }
+
+    #[test]
+    fn values_passed_over_count_against_the_depth_bound() {
+        // serde_json's own limit is 128 levels: these are the walk's.
+        let deep = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+        for key in ["bytes", "shape", "dtype"] {
+            let json = format!(r#"{{"t":{{"{key}":{}}}}}"#, deep(100));
+            let error = listed(&json).unwrap_err();
+            assert!(error.contains("nested deeper"), "{key}: {error}");
+        }
+    }
+
+    #[test]
+    fn long_keys_and_too_many_tensors_are_errors() {
+        let key = "k".repeat(MAX_KEY_BYTES + 1);
+        let error = listed(&format!(r#"{{"{key}":1}}"#)).unwrap_err();
+        assert!(error.contains("a key of"), "{error}");
+        let tensor = r#"{"bytes":[],"shape":[1]}"#;
+        let many = |n: usize| format!("[{}]", vec![tensor; n].join(","));
+        assert_eq!(listed(&many(MAX_TENSORS)).unwrap().len(), MAX_TENSORS);
+        let error = listed(&many(MAX_TENSORS + 1)).unwrap_err();
+        assert!(error.contains("tensors"), "{error}");
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub(crate) fn recorder_message(error: &RecorderError) -> String {
 /// the tensors `expected`, when the file lists its own (`record_listing.rs`: named
 /// MessagePack and JSON records): the first difference, as for a record that decodes,
 /// and where one module sits in the other when the file's record holds this module or
-/// is one part of it. `None` when the file lists nothing or the same tensors.
+/// is one part of it. `None` when the file lists no tensors (or the same ones).
 pub(crate) fn another_modules_record<B: Backend, R: FileRecorder<B>>(
     recorder: &R,
     stem: &Path,
@@ -50,6 +50,11 @@ pub(crate) fn another_modules_record<B: Backend, R: FileRecorder<B>>(
     let mut args = stem.to_path_buf();
     let record: BurnRecord<FileTensors, B> = recorder.load_item(&mut args).ok()?;
     let found = record.item.0;
+    if found.is_empty() {
+        // Not a record of tensors this walk knows (a record of Burn before 0.14 keeps
+        // them otherwise): the decoder's message says more.
+        return None;
+    }
     let hint = match (nested_in(expected, &found), nested_in(&found, expected)) {
         (Some(outer), _) => format!(
             "the file is the record of a module that holds this one as `{outer}`: load \
@@ -77,23 +82,27 @@ pub(crate) fn another_modules_record<B: Backend, R: FileRecorder<B>>(
     }
 }
 
-/// The path `p` under which `outer` holds every tensor of `inner` (`p.{path}` for each
-/// path of `inner`, with its shape), if there is one.
+/// The path `p` under which `outer` holds exactly the tensors of `inner` (`p.{path}`
+/// for each path of `inner`, with its shape, and nothing else under `p`), if there is
+/// one.
 fn nested_in(inner: &[RecordTensor], outer: &[RecordTensor]) -> Option<String> {
     let first = &inner.first()?.path;
     let in_outer: HashMap<&str, &[usize]> = outer
         .iter()
         .map(|t| (t.path.as_str(), t.shape.as_slice()))
         .collect();
-    let holds_all = |prefix: &str| {
-        inner.iter().all(|t| {
-            in_outer.get(format!("{prefix}.{}", t.path).as_str()) == Some(&t.shape.as_slice())
-        })
+    let is_inner = |prefix: &str| {
+        let under = format!("{prefix}.");
+        let held = outer.iter().filter(|t| t.path.starts_with(&under)).count();
+        held == inner.len()
+            && inner.iter().all(|t| {
+                in_outer.get(format!("{under}{}", t.path).as_str()) == Some(&t.shape.as_slice())
+            })
     };
     outer
         .iter()
         .filter_map(|t| t.path.strip_suffix(first.as_str())?.strip_suffix('.'))
-        .find(|prefix| !prefix.is_empty() && holds_all(prefix))
+        .find(|prefix| !prefix.is_empty() && is_inner(prefix))
         .map(str::to_owned)
 }
 

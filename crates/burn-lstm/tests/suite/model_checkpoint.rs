@@ -563,6 +563,29 @@ fn a_record_of_another_module_names_a_tensor_and_where_the_modules_nest() {
             "{model_file}"
         );
 
+        // The model's LSTM has two layers: a one-layer LSTM is no part of it to load.
+        let one_layer = lstm_config
+            .clone()
+            .with_num_layers(1)
+            .load_checkpoint::<B, _>(&model_stem, &recorder, &device)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            matches!(&one_layer, RnnError::CheckpointTensor { hint, .. } if !hint.as_deref().unwrap_or("").contains("holds this one")),
+            "{name}: {one_layer}"
+        );
+
+        // A record without tensors (here a dropout's) lists none: the decoder's
+        // message, naming the file.
+        let empty_stem = dir.path().join("dropout");
+        burn::nn::DropoutConfig::new(0.5)
+            .init()
+            .save_file(&empty_stem, &recorder)
+            .unwrap();
+        let empty = load_file_checked(BASE.init::<B>(&device), &empty_stem, &recorder, &device)
+            .unwrap_err();
+        assert!(matches!(&empty, RnnError::Io { .. }), "{name}: {empty}");
+
         // A GRU's file for the LSTM: it decodes (the same record types), and its
         // layer count is the error.
         let gru_stem = dir.path().join("gru");
