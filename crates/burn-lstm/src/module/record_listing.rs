@@ -191,7 +191,10 @@ impl<'de> Visitor<'de> for Node<'_> {
                         listing: self.listing,
                         depth,
                     };
-                    shape = map.next_value_seed(ShapeSeed(skip))?;
+                    shape = match map.next_value_seed(skip)? {
+                        Skipped::Sizes(sizes) => sizes,
+                        _ => None,
+                    };
                     false
                 }
                 "bytes" => {
@@ -253,11 +256,22 @@ impl<'de> Deserialize<'de> for Key {
     }
 }
 
-/// A value passed over (a tensor's bytes, or what is not a shape), its maps and
-/// sequences counted against the listing's bounds like the tree's.
+/// A value passed over (a tensor's bytes and shape, its dtype), its maps and sequences
+/// counted against the listing's bounds like the tree's. Its value: what a shape needs
+/// to know of it.
 struct Skip<'a> {
     listing: &'a mut Listing,
     depth: usize,
+}
+
+/// What [`Skip`] saw.
+enum Skipped {
+    /// A non-negative integer.
+    Size(usize),
+    /// A sequence, with its entries when each is a size (at most [`MAX_DEPTH`]).
+    Sizes(Option<Vec<usize>>),
+    /// Anything else.
+    Other,
 }
 
 impl Skip<'_> {
@@ -270,230 +284,89 @@ impl Skip<'_> {
 }
 
 impl<'de> DeserializeSeed<'de> for Skip<'_> {
-    type Value = ();
+    type Value = Skipped;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Skipped, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for Skip<'_> {
-    type Value = ();
+    type Value = Skipped;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
+    fn visit_bool<E>(self, _: bool) -> Result<Skipped, E> {
+        Ok(Skipped::Other)
     }
 
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
+    fn visit_i64<E>(self, value: i64) -> Result<Skipped, E> {
+        Ok(usize::try_from(value).map_or(Skipped::Other, Skipped::Size))
     }
 
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
+    fn visit_u64<E>(self, value: u64) -> Result<Skipped, E> {
+        Ok(usize::try_from(value).map_or(Skipped::Other, Skipped::Size))
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
+    fn visit_f64<E>(self, _: f64) -> Result<Skipped, E> {
+        Ok(Skipped::Other)
     }
 
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
+    fn visit_str<E>(self, _: &str) -> Result<Skipped, E> {
+        Ok(Skipped::Other)
     }
 
-    fn visit_bytes<E>(self, _: &[u8]) -> Result<(), E> {
-        Ok(())
+    fn visit_bytes<E>(self, _: &[u8]) -> Result<Skipped, E> {
+        Ok(Skipped::Other)
     }
 
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
+    fn visit_unit<E>(self) -> Result<Skipped, E> {
+        Ok(Skipped::Other)
     }
 
-    fn visit_none<E>(self) -> Result<(), E> {
-        Ok(())
+    fn visit_none<E>(self) -> Result<Skipped, E> {
+        Ok(Skipped::Other)
     }
 
-    fn visit_some<D: Deserializer<'de>>(mut self, deserializer: D) -> Result<(), D::Error> {
+    fn visit_some<D: Deserializer<'de>>(mut self, deserializer: D) -> Result<Skipped, D::Error> {
         self.listing.enter(self.depth).map_err(de::Error::custom)?;
-        deserializer.deserialize_any(self.inner())
+        deserializer
+            .deserialize_any(self.inner())
+            .map(|_| Skipped::Other)
     }
 
     fn visit_newtype_struct<D: Deserializer<'de>>(
         mut self,
         deserializer: D,
-    ) -> Result<(), D::Error> {
+    ) -> Result<Skipped, D::Error> {
         self.listing.enter(self.depth).map_err(de::Error::custom)?;
-        deserializer.deserialize_any(self.inner())
+        deserializer
+            .deserialize_any(self.inner())
+            .map(|_| Skipped::Other)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Skipped, A::Error> {
         self.listing.enter(self.depth).map_err(de::Error::custom)?;
-        while seq.next_element_seed(self.inner())?.is_some() {}
-        Ok(())
+        let mut sizes = Some(Vec::new());
+        while let Some(entry) = seq.next_element_seed(self.inner())? {
+            match (entry, sizes.as_mut()) {
+                (Skipped::Size(size), Some(so_far)) if so_far.len() < MAX_DEPTH => {
+                    so_far.push(size)
+                }
+                _ => sizes = None,
+            }
+        }
+        Ok(Skipped::Sizes(sizes))
     }
 
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Skipped, A::Error> {
         self.listing.enter(self.depth).map_err(de::Error::custom)?;
         while map.next_key_seed(self.inner())?.is_some() {
             map.next_value_seed(self.inner())?;
         }
-        Ok(())
-    }
-}
-
-/// A `shape` entry: the dims when it is a sequence of sizes, `None` for anything else
-/// (a module may have a field named `shape`), passed over as [`Skip`] does.
-struct ShapeSeed<'a>(Skip<'a>);
-
-impl<'de> DeserializeSeed<'de> for ShapeSeed<'_> {
-    type Value = Option<Vec<usize>>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ShapeSeed<'_> {
-    type Value = Option<Vec<usize>>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a tensor shape")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Self::Value, A::Error> {
-        self.0
-            .listing
-            .enter(self.0.depth)
-            .map_err(de::Error::custom)?;
-        let mut dims = Some(Vec::new());
-        while let Some(dim) = seq.next_element_seed(SizeSeed(self.0.inner()))? {
-            match (dim, dims.as_mut()) {
-                (Some(dim), Some(so_far)) if so_far.len() < MAX_DEPTH => so_far.push(dim),
-                _ => dims = None,
-            }
-        }
-        Ok(dims)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        self.0.visit_map(map).map(|()| None)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        self.0.visit_some(deserializer).map(|()| None)
-    }
-
-    fn visit_newtype_struct<D: Deserializer<'de>>(
-        self,
-        deserializer: D,
-    ) -> Result<Self::Value, D::Error> {
-        self.0.visit_newtype_struct(deserializer).map(|()| None)
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_bytes<E>(self, _: &[u8]) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_none<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-}
-
-/// One entry of a shape: its size when it is a non-negative integer, `None` for
-/// anything else (passed over as [`Skip`] does).
-struct SizeSeed<'a>(Skip<'a>);
-
-impl<'de> DeserializeSeed<'de> for SizeSeed<'_> {
-    type Value = Option<usize>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for SizeSeed<'_> {
-    type Value = Option<usize>;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a size")
-    }
-
-    fn visit_u64<E>(self, size: u64) -> Result<Self::Value, E> {
-        Ok(usize::try_from(size).ok())
-    }
-
-    fn visit_i64<E>(self, size: i64) -> Result<Self::Value, E> {
-        Ok(usize::try_from(size).ok())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        self.0.visit_seq(seq).map(|()| None)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        self.0.visit_map(map).map(|()| None)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        self.0.visit_some(deserializer).map(|()| None)
-    }
-
-    fn visit_newtype_struct<D: Deserializer<'de>>(
-        self,
-        deserializer: D,
-    ) -> Result<Self::Value, D::Error> {
-        self.0.visit_newtype_struct(deserializer).map(|()| None)
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_bytes<E>(self, _: &[u8]) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_none<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok(Skipped::Other)
     }
 }
 
