@@ -128,13 +128,30 @@ pub fn cached_buffer_bytes() -> usize {
 }
 
 /// Returns every cached buffer to the allocator (for example after a large model's
-/// last call). Calls afterwards allocate afresh and fill the cache again.
+/// last call), and, with glibc, asks it to give freed memory back to the system (it
+/// keeps much of what several threads freed in their arenas otherwise). Calls
+/// afterwards allocate afresh and fill the cache again.
 pub fn release_cached_buffers() {
     let f32_buffers = lock(&F32_CACHE).clear();
     let f64_buffers = lock(&F64_CACHE).clear();
     let u8_buffers = lock(&U8_CACHE).clear();
     drop((f32_buffers, f64_buffers, u8_buffers));
+    trim_allocator();
 }
+
+/// glibc's `malloc_trim(0)`: the free memory at the top of every arena, and whole free
+/// pages inside them, back to the system.
+#[cfg(all(target_os = "linux", target_env = "gnu", not(miri)))]
+fn trim_allocator() {
+    // SAFETY: malloc_trim takes a padding size and touches only the allocator's own
+    // free lists, under the allocator's locks; it has no precondition on the caller.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu", not(miri))))]
+fn trim_allocator() {}
 
 /// A cached vector of bytes with room for `len`, holding what it held when it was kept
 /// (its length included: a caller that overwrites every value resizes it without

@@ -167,7 +167,7 @@ impl<B: RnnBackend> CudnnCompatibleLstm<B> {
         self.validate()?;
         let stack = Int8Stack::quantize(
             &self.arch(),
-            self.flat_weights(),
+            crate::module::weights::flat_parameters_once(&self.layers),
             self.batch_first,
             self.reject_non_finite,
         )?;
@@ -185,7 +185,7 @@ impl<B: RnnBackend> CudnnCompatibleGru<B> {
         self.validate()?;
         let stack = Int8Stack::quantize(
             &self.arch(),
-            self.flat_weights(),
+            crate::module::weights::flat_parameters_once(&self.layers),
             self.batch_first,
             self.reject_non_finite,
         )?;

@@ -49,14 +49,7 @@ pub(crate) fn directions<B: Backend>(
 /// Parameters quantized by Burn (`Module::quantize_weights`) go to
 /// [`RnnBackend::rnn_flat_weights_quantized`] as they are.
 pub(crate) fn flat_parameters<B: RnnBackend>(layers: &[RnnLayer<B>]) -> Tensor<B, 1> {
-    let mut parts = Vec::new();
-    for cell in directions(layers) {
-        parts.push(cell.weight_ih.val().into_primitive());
-        parts.push(cell.weight_hh.val().into_primitive());
-        parts.extend(cell.bias_ih.as_ref().map(|b| b.val().into_primitive()));
-        parts.extend(cell.bias_hh.as_ref().map(|b| b.val().into_primitive()));
-        parts.extend(cell.weight_hr.as_ref().map(|w| w.val().into_primitive()));
-    }
+    let parts = parameter_parts(layers);
     if parts
         .iter()
         .any(|p| matches!(p, TensorPrimitive::QFloat(_)))
@@ -66,6 +59,28 @@ pub(crate) fn flat_parameters<B: RnnBackend>(layers: &[RnnLayer<B>]) -> Tensor<B
     tensor(B::rnn_flat_weights(
         parts.into_iter().map(TensorPrimitive::tensor).collect(),
     ))
+}
+
+/// [`flat_parameters`] built with Burn's own ops, kept by no cache of a backend: for a
+/// copy made once (an int8 model), whose source module may be dropped right after.
+pub(crate) fn flat_parameters_once<B: Backend>(layers: &[RnnLayer<B>]) -> Tensor<B, 1> {
+    let parts = parameter_parts(layers);
+    tensor(crate::op::flat_weights::concatenate::<B>(
+        parts.into_iter().map(TensorPrimitive::tensor).collect(),
+    ))
+}
+
+/// Every parameter of `layers` in canonical order, as the module holds it.
+fn parameter_parts<B: Backend>(layers: &[RnnLayer<B>]) -> Vec<TensorPrimitive<B>> {
+    let mut parts = Vec::new();
+    for cell in directions(layers) {
+        parts.push(cell.weight_ih.val().into_primitive());
+        parts.push(cell.weight_hh.val().into_primitive());
+        parts.extend(cell.bias_ih.as_ref().map(|b| b.val().into_primitive()));
+        parts.extend(cell.bias_hh.as_ref().map(|b| b.val().into_primitive()));
+        parts.extend(cell.weight_hr.as_ref().map(|w| w.val().into_primitive()));
+    }
+    parts
 }
 
 /// Fresh parameters of `arch`, drawn from `initializer` (`None`: PyTorch's

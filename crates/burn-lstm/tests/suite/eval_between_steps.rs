@@ -51,6 +51,25 @@ fn the_weight_cache_keeps_one_entry_per_live_module() {
     entries_while_training::<Autodiff<Flex>>("flex");
     first_calls_at_once_keep_one_entry::<NdArray<f32>>("ndarray");
     first_calls_at_once_keep_one_entry::<Flex>("flex");
+    an_int8_copy_leaves_no_entry::<NdArray<f32>>("ndarray");
+    an_int8_copy_leaves_no_entry::<Flex>("flex");
+}
+
+/// `quantized_int8()` reads the parameters once, past the cache: an int8 model never
+/// misses it, so an entry of its source would stay after the source is dropped.
+fn an_int8_copy_leaves_no_entry<B: RnnBackend>(label: &str) {
+    use burn::tensor::{Distribution, Tensor};
+    use burn_lstm::CudnnCompatibleLstmConfig;
+
+    burn_lstm::release_cpu_buffers();
+    let device = Default::default();
+    let model = CudnnCompatibleLstmConfig::new(4, 8).init::<B>(&device);
+    let int8 = model.quantized_int8().expect("a valid module");
+    drop(model);
+    let x = Tensor::<B, 3>::random([2, 5, 4], Distribution::Default, &device);
+    let _ = int8.forward(x, None);
+    let usage = burn_lstm::cpu_cache_usage();
+    assert_eq!(usage.weight_entries, 0, "{label}: {usage:?}");
 }
 
 /// Ten modules, each first called by two threads at once: one cache entry per module
