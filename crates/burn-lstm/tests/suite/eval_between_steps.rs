@@ -140,3 +140,42 @@ where
     assert_eq!(again.into_data(), kept_y.into_data(), "{label}");
     assert_eq!(burn_lstm::cpu_cache_usage().weight_entries, 2, "{label}");
 }
+
+/// Set in the child process of [`the_weight_cache_keeps_as_many_modules_as_its_setting_says`].
+const ENTRIES_CHILD: &str = "BURN_LSTM_ENTRIES_TEST_CHILD";
+
+/// `BURN_LSTM_WEIGHT_CACHE_ENTRIES=12`: twelve live modules called in turn keep twelve
+/// entries (the default keeps eight), and a thirteenth evicts the oldest.
+#[test]
+fn the_weight_cache_keeps_as_many_modules_as_its_setting_says() {
+    use burn::tensor::{Distribution, Tensor};
+    use burn_lstm::CudnnCompatibleLstmConfig;
+
+    if std::env::var_os(ENTRIES_CHILD).is_none() {
+        lstm_cpu::rerun_test_with_env(
+            module_path!(),
+            "the_weight_cache_keeps_as_many_modules_as_its_setting_says",
+            &[
+                (ENTRIES_CHILD, "1"),
+                ("BURN_LSTM_WEIGHT_CACHE_ENTRIES", "12"),
+            ],
+        );
+        return;
+    }
+    burn_lstm::release_cpu_buffers();
+    let device = Default::default();
+    let config = CudnnCompatibleLstmConfig::new(4, 8);
+    let x = Tensor::<Flex, 3>::random([2, 5, 4], Distribution::Default, &device);
+    let models: Vec<_> = (0..13).map(|_| config.init::<Flex>(&device)).collect();
+    for (called, model) in models.iter().enumerate().take(12) {
+        let _ = model.forward(x.clone(), None);
+        assert_eq!(burn_lstm::cpu_cache_usage().weight_entries, called + 1);
+    }
+    let _ = models[12].forward(x, None);
+    let usage = burn_lstm::cpu_cache_usage();
+    assert_eq!(
+        (usage.weight_entries, usage.weight_max_entries),
+        (12, 12),
+        "{usage:?}"
+    );
+}

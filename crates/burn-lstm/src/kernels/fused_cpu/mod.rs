@@ -75,7 +75,7 @@ pub struct CpuCacheUsage {
     pub buffer_limit_bytes: usize,
     /// Modules whose flat and packed parameters inference keeps.
     pub weight_entries: usize,
-    /// Most such modules kept.
+    /// Most such modules kept (`BURN_LSTM_WEIGHT_CACHE_ENTRIES`, default 8).
     pub weight_max_entries: usize,
     /// Bytes those entries account for (flat and packed copies plus the parameters they
     /// keep alive).
@@ -91,7 +91,7 @@ pub fn cpu_cache_usage() -> CpuCacheUsage {
         buffer_bytes: lstm_cpu::cached_buffer_bytes(),
         buffer_limit_bytes: lstm_cpu::cache_limit_bytes(),
         weight_entries,
-        weight_max_entries: weights_cache::MAX_ENTRIES,
+        weight_max_entries: weights_cache::max_entries(),
         weight_bytes,
         weight_limit_bytes: weights_cache::limit(),
     }

@@ -15,9 +15,9 @@
 //! so its address cannot be reused by other values.
 //!
 //! Only inference uses the packed copy: a training call's parameters change every step.
-//! The cache keeps at most [`MAX_ENTRIES`] entries and `BURN_LSTM_WEIGHT_CACHE_MIB`
-//! (default 512; `0` turns it off) of flat and packed copies plus the parameters it keeps
-//! alive, least recently used first out, one entry per key; an entry one of whose
+//! The cache keeps at most [`max_entries`] entries (`BURN_LSTM_WEIGHT_CACHE_ENTRIES`,
+//! default 8) and `BURN_LSTM_WEIGHT_CACHE_MIB` (default 512; `0` turns it off) of flat
+//! and packed copies plus the parameters it keeps alive, least recently used first out, one entry per key; an entry one of whose
 //! parameters only it still holds goes at the next miss (its module is gone or was
 //! changed: evaluations between training steps leave one such entry each); [`release`]
 //! empties it (through `burn_lstm::release_cpu_buffers`).
@@ -31,8 +31,20 @@ use lstm_cpu::PackedWeights;
 use super::host::{HostElement, HostTensors, ValuesKey, flatten};
 use crate::op::spec::RnnArch;
 
-/// Most entries kept (one per module whose inference ran recently).
-pub(crate) const MAX_ENTRIES: usize = 8;
+/// Most entries kept (one per module whose inference ran recently) unless
+/// `BURN_LSTM_WEIGHT_CACHE_ENTRIES` says otherwise.
+const DEFAULT_MAX_ENTRIES: usize = 8;
+
+/// Most entries kept: `BURN_LSTM_WEIGHT_CACHE_ENTRIES` (read once), else 8.
+pub(crate) fn max_entries() -> usize {
+    static MAX: OnceLock<usize> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var("BURN_LSTM_WEIGHT_CACHE_ENTRIES")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(DEFAULT_MAX_ENTRIES)
+    })
+}
 
 struct Entry {
     /// The backend whose tensors these are (keys of two backends never match).
@@ -240,7 +252,8 @@ fn insert<B: HostTensors>(entry: Entry) -> Option<FloatTensor<B>> {
         }
         entries.push(entry);
         let mut evicted = Vec::new();
-        while entries.len() > MAX_ENTRIES || entries.iter().map(|e| e.bytes).sum::<usize>() > limit
+        let max_entries = max_entries();
+        while entries.len() > max_entries || entries.iter().map(|e| e.bytes).sum::<usize>() > limit
         {
             evicted.push(entries.remove(0));
         }
