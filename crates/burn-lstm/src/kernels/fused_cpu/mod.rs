@@ -55,8 +55,8 @@ pub fn set_cpu_threads(threads: usize) {
 /// 1024 MiB) and the flat and packed copies of recently used parameters that inference
 /// reuses while they are unchanged (up to `BURN_LSTM_WEIGHT_CACHE_MIB`, default 512 MiB,
 /// including the parameters those copies keep alive); see docs/fused-cpu.md. With
-/// glibc it then has the allocator return its free pages to the system
-/// (`malloc_trim`), which it keeps in its threads' arenas otherwise. Call this after a
+/// glibc's malloc as the allocator it then has it return its free pages to the system
+/// (`malloc_trim`), which it keeps otherwise. Call this after a
 /// large model's last call to give that memory back. Later calls work as before and
 /// fill the caches again.
 pub fn release_cpu_buffers() {
