@@ -157,7 +157,7 @@ impl Rnn {
     /// `Rnn` until [`Rnn::set_dropout`] points it elsewhere (their safety contract). A
     /// data type the loaded cuDNN does not run in an RNN (bf16 before 9.13,
     /// [`DataType::minimum_cudnn`]) is an
-    /// [`CudnnRnnError::InvalidArgument`](crate::CudnnRnnError::InvalidArgument) naming
+    /// [`CudnnRnnError::InvalidArgument`] naming
     /// both versions.
     pub fn new(handle: &CudnnHandle, config: RnnConfig, dropout: &DropoutState) -> Result<Self> {
         config.validate()?;

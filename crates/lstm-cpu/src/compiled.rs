@@ -24,9 +24,9 @@ use crate::tape::Tape;
 // would only rename each one once.
 #[allow(clippy::type_complexity)]
 pub(crate) struct Kernel<T: Real> {
-    /// [`crate::forward`]'s pass: the call, whether to keep a tape, packed weights.
+    /// [`crate::forward()`]'s pass: the call, whether to keep a tape, packed weights.
     pub(crate) forward: fn(&RnnCall<'_, T>, bool, Option<&PackedWeights<T>>) -> ForwardResult<T>,
-    /// [`crate::backward`].
+    /// [`crate::backward()`].
     pub(crate) backward:
         fn(&RnnCall<'_, T>, Tape<T>, OutputGrads<'_, T>) -> Result<RnnGradients<T>, CallError>,
     /// [`PackedWeights::new`].

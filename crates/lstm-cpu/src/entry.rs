@@ -13,7 +13,7 @@ pub fn forward<T: Real>(call: &RnnCall<'_, T>) -> Result<RnnOutputs<T>, CallErro
     (kernel::<T>().forward)(call, false, None).map(|(outputs, _)| outputs)
 }
 
-/// Training: outputs and the [`Tape`] that [`backward`](crate::backward) needs.
+/// Training: outputs and the [`Tape`] that [`backward`](crate::backward()) needs.
 pub fn forward_train<T: Real>(
     call: &RnnCall<'_, T>,
 ) -> Result<(RnnOutputs<T>, Tape<T>), CallError> {

@@ -1,4 +1,4 @@
-//! Weights packed once for many inference calls ([`PackedWeights`], [`forward_packed`]).
+//! Weights packed once for many inference calls ([`PackedWeights`], [`forward_packed`](crate::forward_packed())).
 //!
 //! A call packs `W_ihᵀ`, `W_hhᵀ` and `W_hrᵀ` into GEMM panels before its first step
 //! (each team member its own gate columns). For small shapes that is a large share of

@@ -6,7 +6,7 @@ use crate::call::{CallError, RnnCall};
 use crate::real::Real;
 
 /// The residuals of [`forward_train`](crate::forward_train), consumed by
-/// [`backward`](crate::backward) (which overwrites the gate activations with their
+/// [`backward`](crate::backward()) (which overwrites the gate activations with their
 /// gradients in place).
 #[derive(Clone, Debug)]
 pub struct Tape<T: Real> {

@@ -40,7 +40,7 @@ use crate::tape::Tape;
 use cell_grads::CellGrads;
 use pass::backward_cell;
 
-/// [`backward`](crate::backward), instantiated in this crate only (`crate::compiled`).
+/// [`backward`](crate::backward()), instantiated in this crate only (`crate::compiled`).
 pub(crate) fn run<T: Real>(
     call: &RnnCall<'_, T>,
     mut tape: Tape<T>,

@@ -2,7 +2,7 @@
 //! row's units, forward and backward, beside it. The loops around the gate math
 //! (products, threads, padding, the tape) are shared by every cell (`forward/pass.rs`,
 //! `backward/pass.rs`) and run generic over the cell; a new cell adds its file here and its
-//! arm where those loops dispatch on [`CellKind`](crate::CellKind) (docs/architecture.md,
+//! arm where those loops dispatch on [`CellKind`] (docs/architecture.md,
 //! "Adding a cell type").
 
 use core::ops::Range;

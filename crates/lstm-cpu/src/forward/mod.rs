@@ -26,7 +26,7 @@ use crate::team::{Shared, run_team_placed};
 /// The output of a forward pass: the outputs, and the tape when asked to keep one.
 pub(crate) type ForwardResult<T> = Result<(RnnOutputs<T>, Option<Tape<T>>), CallError>;
 
-/// The pass behind [`forward`](crate::forward), [`forward_train`](crate::forward_train)
+/// The pass behind [`forward`](crate::forward()), [`forward_train`](crate::forward_train)
 /// and [`forward_packed`](crate::forward_packed), instantiated in this crate only
 /// (`crate::compiled`).
 pub(crate) fn run<T: Real>(

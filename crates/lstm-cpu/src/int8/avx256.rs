@@ -4,7 +4,7 @@
 //! output; a tile of up to 6 rows and 2 panels keeps its 12 sums in registers (enough
 //! independent chains to hide the multiply-add's latency; 4 rows, 8 sums, ran at 1.6
 //! multiply-adds a cycle where two issue). Two
-//! kernels share the loop ([`kernel_256!`]) and differ in that multiply-add:
+//! kernels share the loop (`kernel_256!`) and differ in that multiply-add:
 //!
 //! - [`avx_vnni`]: AVX-VNNI's `vpdpbusd` (VEX-encoded), exact for weights of the full
 //!   range (±127);

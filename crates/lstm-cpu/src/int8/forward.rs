@@ -90,7 +90,7 @@ impl QuantizedRnn {
     /// run the large steps, with the same results on any number). Errors name `arch`
     /// when `call.arch` differs from the quantized one, `dropout_masks` when there are
     /// any (int8 runs inference), `input`, `h0` or `c0` when it holds a value that is not
-    /// finite, and otherwise as [`crate::forward`]'s.
+    /// finite, and otherwise as [`crate::forward()`]'s.
     pub fn forward(&self, call: &RnnCall<'_, f32>) -> Result<RnnOutputs<f32>, CallError> {
         if *call.arch != self.arch {
             return Err(CallError {
