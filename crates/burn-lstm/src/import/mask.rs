@@ -3,6 +3,7 @@
 use burn::tensor::{DType, Tensor, backend::Backend, bf16, f16};
 
 use crate::error::RnnError;
+use crate::module::padding_mask::right_padded_length;
 
 /// The valid length of each row of a batch-first input `[batch, seq, features]` as a
 /// Keras `Masking(mask_value)` layer sees it: a step is masked when every feature
@@ -39,18 +40,16 @@ pub fn keras_mask_lengths<B: Backend>(
     };
     (0..batch)
         .map(|b| {
-            let length = (0..seq).find(|&t| masked(b, t)).unwrap_or(seq);
-            match (length..seq).find(|&t| !masked(b, t)) {
-                None => Ok(length),
-                Some(t) => Err(RnnError::invalid(
+            right_padded_length(seq, |t| masked(b, t)).map_err(|(length, t)| {
+                RnnError::invalid(
                     format!("input row {b}"),
                     format!(
                         "a right-padded row: masked steps (every feature {mask_value}) only \
                          after the last valid one"
                     ),
                     format!("step {t} is valid after masked step {length}"),
-                )),
-            }
+                )
+            })
         })
         .collect()
 }

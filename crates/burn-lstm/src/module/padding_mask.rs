@@ -54,18 +54,29 @@ pub fn padding_mask_lengths<B: Backend>(
 /// The length of one right-padded row (`true` at padding), or the error naming its
 /// first token after padding.
 fn row_length(row: usize, padding: &[bool]) -> Result<usize, RnnError> {
-    let length = padding.iter().position(|&p| p).unwrap_or(padding.len());
-    match padding[length..].iter().position(|&p| !p) {
-        None => Ok(length),
-        Some(after) => Err(RnnError::invalid(
+    right_padded_length(padding.len(), |t| padding[t]).map_err(|(length, token)| {
+        RnnError::invalid(
             format!("mask_pad row {row}"),
             "a right-padded row: padding (true) only after the last token",
             format!(
-                "step {} is a token after padding at step {length} (or a token equal to \
-                 the pad id)",
-                length + after
+                "step {token} is a token after padding at step {length} (or a token equal \
+                 to the pad id)"
             ),
-        )),
+        )
+    })
+}
+
+/// The valid length of a row of `steps` steps whose step `t` is padding where
+/// `padded(t)`: its first padded step (`steps` if none), or, where a valid step follows
+/// padding, `Err((length, step))` with that first valid step.
+pub(crate) fn right_padded_length(
+    steps: usize,
+    padded: impl Fn(usize) -> bool,
+) -> Result<usize, (usize, usize)> {
+    let length = (0..steps).find(|&t| padded(t)).unwrap_or(steps);
+    match (length..steps).find(|&t| !padded(t)) {
+        None => Ok(length),
+        Some(step) => Err((length, step)),
     }
 }
 

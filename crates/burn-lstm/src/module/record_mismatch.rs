@@ -55,6 +55,7 @@ pub(crate) fn another_modules_record<B: Backend, R: FileRecorder<B>>(
         // them otherwise): the decoder's message says more.
         return None;
     }
+    let error = compare(source, expected, &found).err()?;
     let hint = match (nested_in(expected, &found), nested_in(&found, expected)) {
         (Some(outer), _) => format!(
             "the file is the record of a module that holds this one as `{outer}`: load \
@@ -64,9 +65,9 @@ pub(crate) fn another_modules_record<B: Backend, R: FileRecorder<B>>(
             "the file is the record of this module's `{part}` alone: load it into that \
              part (a layer: its config's load_checkpoint)"
         ),
-        (None, None) => return compare(source, expected, &found).err(),
+        (None, None) => return Some(error),
     };
-    match compare(source, expected, &found).err()? {
+    match error {
         RnnError::CheckpointTensor {
             source_name,
             problem,

@@ -56,9 +56,8 @@ pub fn set_cpu_threads(threads: usize) {
 /// reuses while they are unchanged (up to `BURN_LSTM_WEIGHT_CACHE_MIB`, default 512 MiB,
 /// including the parameters those copies keep alive); see docs/fused-cpu.md. With
 /// glibc's malloc as the allocator it then has it return its free pages to the system
-/// (`malloc_trim`), which it keeps otherwise. Call this after a
-/// large model's last call to give that memory back. Later calls work as before and
-/// fill the caches again.
+/// (`malloc_trim`), which it keeps otherwise. Call this after a large model's last call
+/// to give that memory back. Later calls work as before and fill the caches again.
 pub fn release_cpu_buffers() {
     weights_cache::release();
     lstm_cpu::release_cached_buffers();

@@ -7,20 +7,21 @@
 //! identity of the parameter tensors ([`ValuesKey`]: data address, shape, strides,
 //! dtype; for a parameter Burn quantized, those of its stored integers, its scheme and
 //! its scales, and the flat copy holds the dequantized values) and *holds a clone* of
-//! each. NdArray and Flex change a tensor's storage in
-//! place only when nobody else holds it (a strong count of one; NdArray's borrowed
-//! storage never; see `HostTensors`), so while the entry's clone lives, any change to a
-//! parameter (an optimizer step, `Param::map`, loading a record) makes new storage with
-//! a new address, which misses the cache. The storage an entry holds cannot be freed,
-//! so its address cannot be reused by other values.
+//! each. NdArray and Flex change a tensor's storage in place only when nobody else
+//! holds it (a strong count of one; NdArray's borrowed storage never; see
+//! `HostTensors`), so while the entry's clone lives, any change to a parameter (an
+//! optimizer step, `Param::map`, loading a record) makes new storage with a new address,
+//! which misses the cache. The storage an entry holds cannot be freed, so its address
+//! cannot be reused by other values.
 //!
 //! Only inference uses the packed copy: a training call's parameters change every step.
 //! The cache keeps at most [`max_entries`] entries (`BURN_LSTM_WEIGHT_CACHE_ENTRIES`,
 //! default 8) and `BURN_LSTM_WEIGHT_CACHE_MIB` (default 512; `0` turns it off) of flat
-//! and packed copies plus the parameters it keeps alive, least recently used first out, one entry per key; an entry one of whose
-//! parameters only it still holds goes at the next miss (its module is gone or was
-//! changed: evaluations between training steps leave one such entry each); [`release`]
-//! empties it (through `burn_lstm::release_cpu_buffers`).
+//! and packed copies plus the parameters it keeps alive, least recently used first out,
+//! one entry per key; an entry one of whose parameters only it still holds goes at the
+//! next miss (its module is gone or was changed: evaluations between training steps
+//! leave one such entry each); [`release`] empties it (through
+//! `burn_lstm::release_cpu_buffers`).
 
 use std::any::{Any, TypeId};
 use std::sync::{Arc, Mutex, OnceLock};
