@@ -101,9 +101,18 @@ pub(super) unsafe fn gemm_rows<T: Real>(
     } else {
         Vec::new()
     };
+    // One row (a matrix-vector product) reads each panel once at any depth, with its `A`
+    // row and `C` row in L1: in depth blocks it would only cut its read of `B` into
+    // strided pieces (a block of every panel, then the next block of every panel), a
+    // stream the hardware prefetcher restarts at each piece.
+    let depth_block = if product.rows == 1 && !plan.pack_a {
+        b.depth
+    } else {
+        DEPTH_BLOCK
+    };
     let mut k0 = 0;
     while k0 < b.depth {
-        let depth = DEPTH_BLOCK.min(b.depth - k0);
+        let depth = depth_block.min(b.depth - k0);
         let mut m0 = 0;
         while m0 < product.rows {
             let rows = product.block_rows(&plan, m0);

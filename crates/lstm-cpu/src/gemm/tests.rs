@@ -69,6 +69,7 @@ fn matches_reference_on_awkward_shapes() {
     for (m, k, n) in [
         (1, 1, 1),
         (1, 37, 50),
+        (1, 600, 70),
         (7, 300, 33),
         (13, 5, 17),
         (200, 520, 40),
@@ -322,6 +323,7 @@ fn grouped_rows_equal_the_rows_gathered() {
 fn bias_initialised_products_equal_bias_copied_then_accumulated() {
     for (m, k, n) in [
         (1, 37, 50),
+        (1, 600, 70),
         (9, 300, 70),
         (16, 256, 64),
         (3, 600, 33),
