@@ -10,6 +10,7 @@
 #   ISA=avx2 benchmarks/cpu-sweep.sh > sweep-avx2.jsonl   # the AVX2 path on an AVX-512 machine
 #   benchmarks/sweep-table.py sweep.jsonl
 #   DTYPE=int8 benchmarks/cpu-sweep.sh > sweep-int8.jsonl   # int8 inference (below)
+#   PEER_IMPLS=onnxruntime MODES=infer benchmarks/cpu-sweep.sh  # where torch is not installed
 #
 # ISA=avx2 caps our kernel (LSTM_CPU_ISA) and PyTorch's oneDNN (ONEDNN_MAX_CPU_ISA) to
 # AVX2, and ONNX Runtime, which has no such switch, runs from a copy whose MLAS keeps its
@@ -60,7 +61,7 @@ for round in $(seq "${ROUNDS:-1}"); do
 ./target/release/lstm-bench --impl fused-cpu --device cpu --batch 16 --seq 50 --input 96 \
   --hidden 96 --threads 2 --iters 200 > /dev/null
 DTYPE=${DTYPE:-f32}
-modes="infer train"; [ "$DTYPE" = int8 ] && modes=infer
+modes=${MODES:-"infer train"}; [ "$DTYPE" = int8 ] && modes=infer
 for mode in $modes; do
   for shape in "${SHAPES[@]}"; do
     set -- $shape
@@ -70,7 +71,7 @@ for mode in $modes; do
     tag() { sed "s/^{/{\"class\":\"$class\",\"isa_cap\":\"${ISA:-native}\",/"; }
     peers=$PEERS; [ -n "$extra" ] && peers=benchmarks/lstm_variants.py
     run_peers() {
-      for impl in torch onnxruntime; do
+      for impl in ${PEER_IMPLS:-torch onnxruntime}; do
         if [ "$impl" = onnxruntime ] && { [ "$mode" = train ] || [[ "$extra" == *proj* ]]; }; then continue; fi
         if [ "$impl" = onnxruntime ]; then
           PYTHONPATH=$ORT_PATH "$PYTHON" "$peers" --impl $impl $args | tag \
