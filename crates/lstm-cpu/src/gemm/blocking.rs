@@ -1,6 +1,7 @@
 //! The blocking loop ([`gemm_rows`]): `C (+)= A · B` over depth blocks of
-//! [`DEPTH_BLOCK`] and row blocks of [`ROW_BLOCK`]; each block's tiles go over every
-//! panel, each tile to a micro-kernel, in the variants the call's [`Plan`] chose.
+//! [`DEPTH_BLOCK`] (one block for a one-row product read along its row) and row blocks
+//! of [`ROW_BLOCK`]; each block's tiles go over every panel, each tile to a
+//! micro-kernel, in the variants the call's [`Plan`] chose.
 
 use core::ops::Range;
 
@@ -101,10 +102,12 @@ pub(super) unsafe fn gemm_rows<T: Real>(
     } else {
         Vec::new()
     };
-    // One row (a matrix-vector product) reads each panel once at any depth, with its `A`
-    // row and `C` row in L1: in depth blocks it would only cut its read of `B` into
-    // strided pieces (a block of every panel, then the next block of every panel), a
-    // stream the hardware prefetcher restarts at each piece.
+    // One row (a matrix-vector product) reads each panel once whatever the depth blocks
+    // (no other tile reuses a panel slice from L1): in blocks it would only cut its read
+    // of `B` into strided pieces (a block of every panel, then the next block of every
+    // panel), a stream the hardware prefetcher restarts at each piece. Its `A` row is
+    // read in order beside the panel (4 KiB at a depth of 1024). Not where `A` is copied
+    // block by block (`pack_a`), whose copy holds one depth block.
     let depth_block = if product.rows == 1 && !plan.pack_a {
         b.depth
     } else {
@@ -195,6 +198,10 @@ impl<T: Real> Product<'_, T> {
         rows: usize,
     ) -> Block<T> {
         let (a, a_rs, a_cs) = if plan.pack_a {
+            assert!(
+                depth <= DEPTH_BLOCK,
+                "a copied block of A is one depth block"
+            );
             for (k, dst) in a_copy.chunks_exact_mut(ROW_BLOCK).take(depth).enumerate() {
                 // SAFETY: rows m0..m0 + rows of column k0 + k are in A, and contiguous
                 // (rs == 1, one group).

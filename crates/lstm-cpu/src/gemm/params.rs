@@ -54,7 +54,8 @@ pub(super) fn triple_rows(isa: Isa) -> usize {
         Isa::Avx512 | Isa::Baseline => 0,
     }
 }
-/// Depth of one pass over `A` and a panel (the panel slice stays in L1).
+/// Depth of one pass over `A` and a panel (the panel slice stays in L1 while the block's
+/// tiles read it); a one-row product runs its whole depth in one pass (`blocking.rs`).
 pub(super) const DEPTH_BLOCK: usize = 256;
 /// Rows of a panel packed together when packing transposes (see
 /// [`PackedB::pack`](super::packing::PackedB::pack)).

@@ -89,6 +89,39 @@ fn matches_reference_on_awkward_shapes() {
 /// alone, partial and gathered panels, several depth blocks, and a `B` large enough
 /// to be prefetched block by block (where AVX2 pairs the last two rows of 8, 14 and 20
 /// inside the panel loop instead, and runs no three-panel call).
+/// One-row products, which run their whole depth in one block (unless `A` is read
+/// down its columns over several panels, then copied block by block): one depth block
+/// and several, one panel and many, a `B` large enough to be prefetched, `A`'s row
+/// contiguous and with its values `cs` apart; on every instruction set the CPU has.
+#[test]
+fn one_row_products_match_reference_at_any_depth() {
+    crate::rerun_test_on_lower_instruction_sets(
+        module_path!(),
+        "one_row_products_match_reference_at_any_depth",
+    );
+    for (k, n) in [(40, 130), (300, 16), (600, 97), (600, 520), (1100, 70)] {
+        check::<f32>(1, k, n, 1, |v| v as f32);
+        check::<f64>(1, k, n, 1, |v| v);
+        let bt: Vec<f64> = values(n * k, 6);
+        let packed = PackedB::pack_all(k, n, &bt, 1, k);
+        for cs in [1, 3] {
+            let a: Vec<f64> = values(k * cs, 8);
+            let expected: Vec<f64> = (0..n)
+                .map(|j| (0..k).map(|p| a[p * cs] * bt[j * k + p]).sum())
+                .collect();
+            let mut c = vec![0.0; n];
+            // SAFETY: A holds `k` values `cs` apart, C one row of `n`, B `k × n` packed.
+            unsafe { gemm(1, a.as_ptr(), 1, cs, &packed, c.as_mut_ptr(), n) };
+            for (j, (got, want)) in c.iter().zip(&expected).enumerate() {
+                assert!(
+                    (got - want).abs() <= 1e-9 * (1.0 + want.abs()),
+                    "1x{k}x{n}, A's values {cs} apart, column {j}: {got} vs {want}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn matches_reference_on_few_rows_over_paired_panels() {
     crate::rerun_test_on_lower_instruction_sets(
