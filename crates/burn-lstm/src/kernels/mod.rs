@@ -9,6 +9,8 @@
 //! - `cubecl/` (feature `cubecl`): Wgpu, Cuda and Rocm, fused or not; `cudnn/` (feature
 //!   `cuda`): the cuDNN op those run on CUDA.
 //! - `dispatch.rs` (feature `dispatch`): Burn's `Dispatch` backend.
+//! - `env_number.rs`: sizes from environment variables (the weight caches' limits, the
+//!   CPU kernel's threads).
 //! - `empty_rows.rs`: rows of length 0 taken out of a call and put back, for a kernel
 //!   that refuses them (cuDNN).
 //! - `identity_cache.rs`: what was derived from unchanged parameters (the flat buffer,
@@ -24,6 +26,7 @@ mod dispatch;
 // Used by the cuDNN glue (feature `cuda`) and by its own tests on the CPU kernels.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) mod empty_rows;
+pub(crate) mod env_number;
 pub(crate) mod flex;
 pub(crate) mod fused_cpu;
 // Used by the CubeCL and cuDNN glue (features `cubecl`, `cuda`: the cuDNN weight spaces

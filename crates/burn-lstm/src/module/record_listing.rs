@@ -104,6 +104,14 @@ impl Node<'_> {
             depth: self.depth + 1,
         }
     }
+
+    /// A value inside this one, passed over.
+    fn skip(&mut self) -> Skip<'_> {
+        Skip {
+            listing: self.listing,
+            depth: self.depth + 1,
+        }
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for Node<'_> {
@@ -184,24 +192,16 @@ impl<'de> Visitor<'de> for Node<'_> {
         self.listing.enter(self.depth).map_err(de::Error::custom)?;
         let (mut shape, mut bytes, mut after_id) = (None, false, false);
         while let Some(Key(key)) = map.next_key()? {
-            let depth = self.depth + 1;
             let was_string = match key.as_str() {
                 "shape" => {
-                    let skip = Skip {
-                        listing: self.listing,
-                        depth,
-                    };
-                    shape = match map.next_value_seed(skip)? {
+                    shape = match map.next_value_seed(self.skip())? {
                         Skipped::Sizes(sizes) => sizes,
                         _ => None,
                     };
                     false
                 }
                 "bytes" => {
-                    map.next_value_seed(Skip {
-                        listing: self.listing,
-                        depth,
-                    })?;
+                    map.next_value_seed(self.skip())?;
                     bytes = true;
                     false
                 }

@@ -88,10 +88,7 @@ pub(crate) fn another_modules_record<B: Backend, R: FileRecorder<B>>(
 /// one.
 fn nested_in(inner: &[RecordTensor], outer: &[RecordTensor]) -> Option<String> {
     let first = &inner.first()?.path;
-    let in_outer: HashMap<&str, &[usize]> = outer
-        .iter()
-        .map(|t| (t.path.as_str(), t.shape.as_slice()))
-        .collect();
+    let in_outer = shapes_by_path(outer);
     let is_inner = |prefix: &str| {
         let under = format!("{prefix}.");
         let held = outer.iter().filter(|t| t.path.starts_with(&under)).count();
@@ -107,6 +104,14 @@ fn nested_in(inner: &[RecordTensor], outer: &[RecordTensor]) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// Each tensor's shape by its path.
+fn shapes_by_path(tensors: &[RecordTensor]) -> HashMap<&str, &[usize]> {
+    tensors
+        .iter()
+        .map(|t| (t.path.as_str(), t.shape.as_slice()))
+        .collect()
+}
+
 /// The first difference between the tensors a module has (`expected`) and those a
 /// record holds (`found`): a shape, then a tensor the record lacks, then one it has
 /// that the module lacks, each in the module's order.
@@ -115,14 +120,8 @@ pub(crate) fn compare(
     expected: &[RecordTensor],
     found: &[RecordTensor],
 ) -> Result<(), RnnError> {
-    let in_record: HashMap<&str, &[usize]> = found
-        .iter()
-        .map(|t| (t.path.as_str(), t.shape.as_slice()))
-        .collect();
-    let in_module: HashMap<&str, &[usize]> = expected
-        .iter()
-        .map(|t| (t.path.as_str(), t.shape.as_slice()))
-        .collect();
+    let in_record = shapes_by_path(found);
+    let in_module = shapes_by_path(expected);
     let problem = |problem: &'static str, name: &str, others: usize| {
         let more = others.saturating_sub(1);
         RnnError::CheckpointTensor {

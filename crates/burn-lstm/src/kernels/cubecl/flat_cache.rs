@@ -51,9 +51,7 @@ pub(crate) fn release() {
 
 /// Most bytes kept: `BURN_LSTM_WEIGHT_CACHE_MIB` (the CPU cache's variable), else 512 MiB.
 pub(crate) fn limit_bytes() -> usize {
-    std::env::var("BURN_LSTM_WEIGHT_CACHE_MIB")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
+    crate::kernels::env_number::usize_from_env("BURN_LSTM_WEIGHT_CACHE_MIB")
         .unwrap_or(512)
         .saturating_mul(1 << 20)
 }

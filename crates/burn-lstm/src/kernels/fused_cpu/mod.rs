@@ -33,9 +33,7 @@ pub fn cpu_threads() -> usize {
         0 => {
             static FROM_ENV: OnceLock<usize> = OnceLock::new();
             *FROM_ENV.get_or_init(|| {
-                std::env::var("BURN_LSTM_THREADS")
-                    .ok()
-                    .and_then(|v| v.trim().parse().ok())
+                crate::kernels::env_number::usize_from_env("BURN_LSTM_THREADS")
                     .filter(|&n| n > 0)
                     .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
             })

@@ -30,6 +30,7 @@ use burn::tensor::{TensorMetadata, TensorPrimitive, ops::FloatTensor};
 use lstm_cpu::PackedWeights;
 
 use super::host::{HostElement, HostTensors, ValuesKey, flatten};
+use crate::kernels::env_number::usize_from_env;
 use crate::op::spec::RnnArch;
 
 /// Most entries kept (one per module whose inference ran recently) unless
@@ -40,10 +41,7 @@ const DEFAULT_MAX_ENTRIES: usize = 8;
 pub(crate) fn max_entries() -> usize {
     static MAX: OnceLock<usize> = OnceLock::new();
     *MAX.get_or_init(|| {
-        std::env::var("BURN_LSTM_WEIGHT_CACHE_ENTRIES")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap_or(DEFAULT_MAX_ENTRIES)
+        usize_from_env("BURN_LSTM_WEIGHT_CACHE_ENTRIES").unwrap_or(DEFAULT_MAX_ENTRIES)
     })
 }
 
@@ -76,9 +74,7 @@ fn entries() -> std::sync::MutexGuard<'static, Vec<Entry>> {
 fn limit_bytes() -> usize {
     static LIMIT: OnceLock<usize> = OnceLock::new();
     *LIMIT.get_or_init(|| {
-        std::env::var("BURN_LSTM_WEIGHT_CACHE_MIB")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
+        usize_from_env("BURN_LSTM_WEIGHT_CACHE_MIB")
             .unwrap_or(512)
             .saturating_mul(1 << 20)
     })
