@@ -33,4 +33,5 @@ mod layout;
 mod long_run;
 mod model_checkpoint;
 mod nan_policy;
+mod one_row;
 mod pytorch_files;
