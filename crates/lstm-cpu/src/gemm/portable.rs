@@ -4,6 +4,7 @@
 use crate::real::{Real, fmadd};
 
 use super::micro::{Micro, load, store_pieces};
+use super::params::BANK_DEPTH;
 
 #[inline(always)]
 pub(super) unsafe fn kernel_body<T: Real, const MR: usize, const NR: usize, const FMA: bool>(
@@ -14,29 +15,35 @@ pub(super) unsafe fn kernel_body<T: Real, const MR: usize, const NR: usize, cons
     // the valid `Micro` `m` (the caller's promise).
     unsafe {
         if MR == 1 {
-            // Matrix-vector: four banks hide the FMA latency a single chain would expose.
-            let mut banks = [[T::ZERO; NR]; 4];
-            let mut k = 0;
-            while k + 4 <= m.depth {
-                for (u, bank) in banks.iter_mut().enumerate() {
-                    let av = *m.a.add((k + u) * m.cs);
-                    let bv = load::<T, NR>(m.b.add((k + u) * NR));
-                    for j in 0..NR {
-                        bank[j] = fmadd::<T, FMA>(av, bv[j], bank[j]);
+            // Matrix-vector: four banks hide the FMA latency a single chain would expose,
+            // summed into the row every `BANK_DEPTH` k's (see there).
+            let mut k0 = 0;
+            while k0 < m.depth {
+                let end = (k0 + BANK_DEPTH).min(m.depth);
+                let mut banks = [[T::ZERO; NR]; 4];
+                let mut k = k0;
+                while k + 4 <= end {
+                    for (u, bank) in banks.iter_mut().enumerate() {
+                        let av = *m.a.add((k + u) * m.cs);
+                        let bv = load::<T, NR>(m.b.add((k + u) * NR));
+                        for j in 0..NR {
+                            bank[j] = fmadd::<T, FMA>(av, bv[j], bank[j]);
+                        }
                     }
+                    k += 4;
                 }
-                k += 4;
-            }
-            while k < m.depth {
-                let av = *m.a.add(k * m.cs);
-                let bv = load::<T, NR>(m.b.add(k * NR));
+                while k < end {
+                    let av = *m.a.add(k * m.cs);
+                    let bv = load::<T, NR>(m.b.add(k * NR));
+                    for j in 0..NR {
+                        banks[0][j] = fmadd::<T, FMA>(av, bv[j], banks[0][j]);
+                    }
+                    k += 1;
+                }
                 for j in 0..NR {
-                    banks[0][j] = fmadd::<T, FMA>(av, bv[j], banks[0][j]);
+                    acc[0][j] += (banks[0][j] + banks[1][j]) + (banks[2][j] + banks[3][j]);
                 }
-                k += 1;
-            }
-            for j in 0..NR {
-                acc[0][j] = (banks[0][j] + banks[1][j]) + (banks[2][j] + banks[3][j]);
+                k0 = end;
             }
         } else {
             for k in 0..m.depth {

@@ -4,7 +4,7 @@
 use crate::real::Real;
 
 use super::micro::{Micro, store_pieces};
-use super::params::L1_PREFETCH_ROWS;
+use super::params::{BANK_DEPTH, L1_PREFETCH_ROWS};
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
@@ -122,30 +122,37 @@ pub(super) unsafe fn vector_body<S: crate::vector::Vector, const MR: usize>(m: M
             // No software prefetch here: a matrix-vector step reads its panels in order,
             // one after the other, a stream the hardware prefetcher follows; the prefetch
             // instructions only competed with the loads (two loads and a broadcast per
-            // two multiply-adds).
-            let mut banks = [[S::zero(); 2]; 4];
-            let mut k = 0;
-            while k + 4 <= m.depth {
-                for (u, bank) in banks.iter_mut().enumerate() {
-                    let a = S::splat(*m.a.add((k + u) * m.cs));
-                    let b = m.b.add((k + u) * nr);
-                    bank[0] = S::fma(a, S::load(b), bank[0]);
-                    bank[1] = S::fma(a, S::load(b.add(lanes)), bank[1]);
+            // two multiply-adds). The banks are summed into the row every `BANK_DEPTH`
+            // k's (see there).
+            let mut k0 = 0;
+            while k0 < m.depth {
+                let end = (k0 + BANK_DEPTH).min(m.depth);
+                let mut banks = [[S::zero(); 2]; 4];
+                let mut k = k0;
+                while k + 4 <= end {
+                    for (u, bank) in banks.iter_mut().enumerate() {
+                        let a = S::splat(*m.a.add((k + u) * m.cs));
+                        let b = m.b.add((k + u) * nr);
+                        bank[0] = S::fma(a, S::load(b), bank[0]);
+                        bank[1] = S::fma(a, S::load(b.add(lanes)), bank[1]);
+                    }
+                    k += 4;
                 }
-                k += 4;
-            }
-            while k < m.depth {
-                let a = S::splat(*m.a.add(k * m.cs));
-                let b = m.b.add(k * nr);
-                banks[0][0] = S::fma(a, S::load(b), banks[0][0]);
-                banks[0][1] = S::fma(a, S::load(b.add(lanes)), banks[0][1]);
-                k += 1;
-            }
-            for h in 0..2 {
-                acc[0][h] = S::add(
-                    S::add(banks[0][h], banks[1][h]),
-                    S::add(banks[2][h], banks[3][h]),
-                );
+                while k < end {
+                    let a = S::splat(*m.a.add(k * m.cs));
+                    let b = m.b.add(k * nr);
+                    banks[0][0] = S::fma(a, S::load(b), banks[0][0]);
+                    banks[0][1] = S::fma(a, S::load(b.add(lanes)), banks[0][1]);
+                    k += 1;
+                }
+                for h in 0..2 {
+                    let block = S::add(
+                        S::add(banks[0][h], banks[1][h]),
+                        S::add(banks[2][h], banks[3][h]),
+                    );
+                    acc[0][h] = S::add(acc[0][h], block);
+                }
+                k0 = end;
             }
         } else {
             // Two cache lines of B per k on AVX-512: see `L1_PREFETCH_ROWS`.
