@@ -21,13 +21,39 @@ struct Args {
     /// Threads of the second peak measurement and of the GEMMs (default: every core).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
+    /// GEMM shapes `m,n,k` to time instead of the benchmark shapes (repeatable): a
+    /// product `[m × k] · [k × n]` as the recurrent step runs it.
+    #[arg(long = "gemm", value_name = "M,N,K", value_parser = parse_shape)]
+    gemm: Vec<(usize, usize, usize)>,
+}
+
+/// `m,n,k` as three positive numbers.
+fn parse_shape(text: &str) -> Result<(usize, usize, usize), String> {
+    let dims: Vec<usize> = text
+        .split(',')
+        .map(|d| d.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("expected m,n,k as three numbers, got {text:?}: {e}"))?;
+    match dims[..] {
+        [m, n, k] if m > 0 && n > 0 && k > 0 => Ok((m, n, k)),
+        _ => Err(format!(
+            "expected m,n,k as three positive numbers, got {text:?}"
+        )),
+    }
 }
 
 fn main() {
-    let threads = Args::parse().threads.map_or_else(
+    let args = Args::parse();
+    let threads = args.threads.map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         usize::from,
     );
+    if !args.gemm.is_empty() {
+        for &(m, n, k) in &args.gemm {
+            print_gemm(m, n, k, threads, "given");
+        }
+        return;
+    }
     for t in [1, threads] {
         let gflops = lstm_cpu::peak::fma_gflops(t, 1.0);
         stdout_line::print_line_or_end(json!({"what": "fma-peak", "threads": t, "gflops": gflops}));
@@ -49,12 +75,18 @@ fn main() {
         (20, 6000, 1500, "step 20x35x1500"),
     ];
     for (m, n, k, what) in shapes {
-        let flops_per_round = 2.0 * (m * n * k) as f64;
-        let rounds = ((20e9 / flops_per_round) as usize).clamp(3, 20_000);
-        let gflops = lstm_cpu::peak::gemm_gflops(m, n, k, threads, rounds);
-        stdout_line::print_line_or_end(
-            json!({"what": format!("gemm {what}"), "m": m, "n": n, "k": k,
-                    "threads": threads, "rounds": rounds, "gflops": gflops}),
-        );
+        print_gemm(m, n, k, threads, what);
     }
+}
+
+/// Times the GEMM `[m × k] · [k × n]` on `threads` threads for about 20 GFLOP and prints
+/// its line.
+fn print_gemm(m: usize, n: usize, k: usize, threads: usize, what: &str) {
+    let flops_per_round = 2.0 * (m * n * k) as f64;
+    let rounds = ((20e9 / flops_per_round) as usize).clamp(3, 20_000);
+    let gflops = lstm_cpu::peak::gemm_gflops(m, n, k, threads, rounds);
+    stdout_line::print_line_or_end(
+        json!({"what": format!("gemm {what}"), "m": m, "n": n, "k": k,
+                "threads": threads, "rounds": rounds, "gflops": gflops}),
+    );
 }
