@@ -15,6 +15,7 @@ use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore, TensorSnapshot};
 
 use crate::error::RnnError;
 use crate::module::config::CudnnCompatibleLstmConfig;
+use crate::module::decoder_stack::on_decoder_stack;
 use crate::module::gru::CudnnCompatibleGru;
 use crate::module::gru_config::CudnnCompatibleGruConfig;
 use crate::module::lstm::CudnnCompatibleLstm;
@@ -290,20 +291,26 @@ where
     // damaged file is the user's input, so that panic becomes a named error. Sound
     // here: nothing this call shares outlives it half-built (the recorder is only
     // read, the record is dropped). See docs/robustness.md.
+    // On a stack as deep as the decoders' nesting limits (decoder_stack.rs).
     let file = stem.with_extension(&extension[1..]);
-    let loaded = catch_unwind(AssertUnwindSafe(|| {
-        // Bincode records: no length prefix may make Burn's decoder allocate more
-        // than the file holds (an allocation failure aborts the process).
-        record_guard::check::<B, M::Record, <R as Recorder<B>>::Settings>(&file, &extension[1..])?;
-        recorder
-            .load::<M::Record>(stem.clone(), device)
-            .map_err(|e| {
-                let expected = module_tensors(&module);
-                let source = path.display().to_string();
-                another_modules_record::<B, R>(recorder, &stem, &source, &expected)
-                    .unwrap_or_else(|| io_error(path, recorder_message(&e)))
-            })
-    }));
+    let loaded = on_decoder_stack(|| {
+        catch_unwind(AssertUnwindSafe(|| {
+            // Bincode records: no length prefix may make Burn's decoder allocate more
+            // than the file holds (an allocation failure aborts the process).
+            record_guard::check::<B, M::Record, <R as Recorder<B>>::Settings>(
+                &file,
+                &extension[1..],
+            )?;
+            recorder
+                .load::<M::Record>(stem.clone(), device)
+                .map_err(|e| {
+                    let expected = module_tensors(&module);
+                    let source = path.display().to_string();
+                    another_modules_record::<B, R>(recorder, &stem, &source, &expected)
+                        .unwrap_or_else(|| io_error(path, recorder_message(&e)))
+                })
+        }))
+    });
     let record = match loaded {
         Ok(record) => record?,
         Err(panic) => {

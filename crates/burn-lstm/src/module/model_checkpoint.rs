@@ -12,6 +12,7 @@ use burn::tensor::backend::Backend;
 
 use crate::error::RnnError;
 use crate::module::checkpoint::{io_error, panic_message};
+use crate::module::decoder_stack::on_decoder_stack;
 use crate::module::record_guard;
 use crate::module::record_mismatch::{
     another_modules_record, compare, module_tensors, recorder_message,
@@ -110,22 +111,26 @@ where
     // decoded record panics on some (a shape that does not match its bytes): a
     // damaged file is the user's input, so that panic becomes a named error. Sound
     // here: nothing this call shares outlives it half-built (the recorder is only
-    // read; the item, the record and `model` are dropped on an error).
-    let loaded = catch_unwind(AssertUnwindSafe(|| -> Result<M, RnnError> {
-        // Bincode records: no length prefix may make Burn's decoder allocate more
-        // than the file holds (an allocation failure aborts the process).
-        record_guard::check::<B, M::Record, R::Settings>(&file, extension)?;
-        let mut args = stem.clone();
-        let record: BurnRecord<Item<B, M, R>, B> = recorder.load_item(&mut args).map_err(|e| {
-            another_modules_record::<B, R>(recorder, &stem, &source, &expected)
-                .unwrap_or_else(|| io_error(&file, recorder_message(&e)))
-        })?;
-        let found = record_tensors(&record.item)
-            .map_err(|e| io_error(&file, format!("damaged record: {e}")))?;
-        compare(&source, &expected, &found)?;
-        let record = <M::Record as Record<B>>::from_item(record.item, device);
-        Ok(model.load_record(record))
-    }));
+    // read; the item, the record and `model` are dropped on an error). On a stack as
+    // deep as the decoders' nesting limits (decoder_stack.rs).
+    let loaded = on_decoder_stack(|| {
+        catch_unwind(AssertUnwindSafe(|| -> Result<M, RnnError> {
+            // Bincode records: no length prefix may make Burn's decoder allocate more
+            // than the file holds (an allocation failure aborts the process).
+            record_guard::check::<B, M::Record, R::Settings>(&file, extension)?;
+            let mut args = stem.clone();
+            let record: BurnRecord<Item<B, M, R>, B> =
+                recorder.load_item(&mut args).map_err(|e| {
+                    another_modules_record::<B, R>(recorder, &stem, &source, &expected)
+                        .unwrap_or_else(|| io_error(&file, recorder_message(&e)))
+                })?;
+            let found = record_tensors(&record.item)
+                .map_err(|e| io_error(&file, format!("damaged record: {e}")))?;
+            compare(&source, &expected, &found)?;
+            let record = <M::Record as Record<B>>::from_item(record.item, device);
+            Ok(model.load_record(record))
+        }))
+    });
     match loaded {
         Ok(result) => result,
         Err(panic) => Err(io_error(

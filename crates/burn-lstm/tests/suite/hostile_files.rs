@@ -470,3 +470,79 @@ fn absurd_length_prefixes_are_named_errors_not_aborts() {
         &|b| gz(&huge_prefix(&gunzip(b), &start, true, u32::MAX as u64)),
     );
 }
+
+/// MessagePack records nested 1,000 arrays deep (under rmp-serde's own limit of 1,024
+/// levels), as `item` itself and as a field the record does not have: Burn's decoder
+/// recurses once per level, in its typed read, in what it passes over and in the read of
+/// the metadata alone it makes after an error. At 1,000 levels a debug build overflowed
+/// the 2 MiB stack of a test thread (a stack overflow aborts the process). Both checked
+/// loaders return a named error, gzipped or not.
+#[test]
+fn records_nested_a_thousand_deep_are_named_errors() {
+    use std::io::Write;
+    let levels = 1000;
+    let nested = || {
+        let mut bytes = vec![0x91; levels];
+        bytes.push(0xc0);
+        bytes
+    };
+    // A map of two string keys, "item" first (a reader that passes it over recurses
+    // through it), then "metadata" (an empty map).
+    let record = |item: Vec<u8>| {
+        let mut bytes = vec![0x82, 0xa4];
+        bytes.extend_from_slice(b"item");
+        bytes.extend(item);
+        bytes.push(0xa8);
+        bytes.extend_from_slice(b"metadata");
+        bytes.push(0x80);
+        bytes
+    };
+    // `item` a map whose only field, "zzz", no record has.
+    let mut unknown_field = vec![0x81, 0xa3];
+    unknown_field.extend_from_slice(b"zzz");
+    unknown_field.extend(nested());
+    let (config, model) = model();
+    let device = Default::default();
+    let dir = scratch();
+    for (what, bytes) in [
+        ("item", record(nested())),
+        ("unknown field", record(unknown_field)),
+    ] {
+        for (name, gzipped) in [("deep.mpk", false), ("deep.mpk.gz", true)] {
+            let path = dir.path().join(name);
+            let file = if gzipped {
+                let mut e =
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                e.write_all(&bytes).unwrap();
+                e.finish().unwrap()
+            } else {
+                bytes.clone()
+            };
+            std::fs::write(&path, file).unwrap();
+            let (layer, whole) = if gzipped {
+                let recorder = NamedMpkGzFileRecorder::<FullPrecisionSettings>::new();
+                (
+                    config.load_checkpoint::<B, _>(&path, &recorder, &device),
+                    burn_lstm::load_file_checked(model.clone(), &path, &recorder, &device),
+                )
+            } else {
+                let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+                (
+                    config.load_checkpoint::<B, _>(&path, &recorder, &device),
+                    burn_lstm::load_file_checked(model.clone(), &path, &recorder, &device),
+                )
+            };
+            for (loader, result) in [("load_checkpoint", layer), ("load_file_checked", whole)] {
+                match result {
+                    Err(RnnError::Io { path: p, message }) => {
+                        assert!(p.ends_with(name), "{p}");
+                        println!("{what}, {name}, {loader}: {message}");
+                    }
+                    other => {
+                        panic!("{what}, {name}, {loader}: expected a named error, got {other:?}")
+                    }
+                }
+            }
+        }
+    }
+}
