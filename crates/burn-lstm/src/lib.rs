@@ -106,6 +106,7 @@ pub struct Int8Guide;
 pub struct KerasOnnxGuide;
 
 mod bounded_read;
+mod decoder_stack;
 mod deprecated;
 mod error;
 mod int8;

@@ -125,11 +125,17 @@ pub fn load_model<B: RnnBackend>(dir: &Path, device: &B::Device) -> Result<Saved
 /// The record in `path`. Burn's decoder returns errors for most damage but panics on
 /// some (a tensor whose shape does not match its bytes): a damaged file is user input,
 /// so the panic becomes a named error. Sound: nothing shared outlives the closure
-/// half-built (the recorder is only read; a failed record is dropped).
+/// half-built (the recorder is only read; a failed record is dropped). The decoder
+/// recurses once per nesting level of the file, up to 1,024 levels, which a thread's
+/// stack may not hold (a stack overflow aborts the process): it runs on a 32 MiB stack
+/// that this thread switches to (`stacker`), as `burn_lstm::load_file_checked` does.
 fn read_record<B: Backend>(path: &Path, device: &B::Device) -> Result<WordLmRecord<B>, LmError> {
-    match catch_unwind(AssertUnwindSafe(|| {
-        recorder().load::<WordLmRecord<B>>(path.to_path_buf(), device)
-    })) {
+    let read = || {
+        catch_unwind(AssertUnwindSafe(|| {
+            recorder().load::<WordLmRecord<B>>(path.to_path_buf(), device)
+        }))
+    };
+    match stacker::grow(32 << 20, read) {
         Ok(Ok(record)) => Ok(record),
         Ok(Err(e)) => Err(LmError::corrupt("checkpoint", path, e.to_string())),
         Err(panic) => Err(LmError::corrupt(

@@ -606,6 +606,25 @@ fn damaged_or_mismatched_model_files_are_named_errors() {
         "{err}"
     );
     assert!(err.to_string().contains(MODEL_FILE), "{err}");
+    // Nested 1,000 arrays deep (under the decoder's own limit of 1,024): the decoder
+    // recurses once per level, which overflowed this test thread's 2 MiB stack.
+    let mut nested = vec![0x82, 0xa4];
+    nested.extend_from_slice(b"item");
+    nested.extend(std::iter::repeat_n(0x91, 1000));
+    nested.extend([0xc0, 0xa8]);
+    nested.extend_from_slice(b"metadata");
+    nested.push(0x80);
+    let err = load(&variant("nested", MODEL_FILE, &nested));
+    assert!(
+        matches!(
+            err,
+            LmError::Corrupt {
+                what: "checkpoint",
+                ..
+            }
+        ),
+        "{err}"
+    );
     let bytes = std::fs::read(good.join(MODEL_FILE)).unwrap();
     let err = load(&variant("truncated", MODEL_FILE, &bytes[..bytes.len() / 2]));
     assert!(

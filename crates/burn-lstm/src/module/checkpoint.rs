@@ -13,9 +13,9 @@ use burn::record::{FileRecorder, Recorder};
 use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
 use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore, TensorSnapshot};
 
+use crate::decoder_stack::on_decoder_stack;
 use crate::error::RnnError;
 use crate::module::config::CudnnCompatibleLstmConfig;
-use crate::module::decoder_stack::on_decoder_stack;
 use crate::module::gru::CudnnCompatibleGru;
 use crate::module::gru_config::CudnnCompatibleGruConfig;
 use crate::module::lstm::CudnnCompatibleLstm;
@@ -291,7 +291,7 @@ where
     // damaged file is the user's input, so that panic becomes a named error. Sound
     // here: nothing this call shares outlives it half-built (the recorder is only
     // read, the record is dropped). See docs/robustness.md.
-    // On a stack as deep as the decoders' nesting limits (decoder_stack.rs).
+    // On a stack as deep as the decoders' nesting limits (`decoder_stack.rs`).
     let file = stem.with_extension(&extension[1..]);
     let loaded = on_decoder_stack(|| {
         catch_unwind(AssertUnwindSafe(|| {

@@ -6,7 +6,6 @@
 pub(crate) mod checkpoint;
 pub(crate) mod config;
 pub(crate) mod convert;
-pub(crate) mod decoder_stack;
 pub(crate) mod gru;
 pub(crate) mod gru_config;
 pub(crate) mod layer_call;

@@ -10,9 +10,9 @@ use burn::module::Module;
 use burn::record::{BurnRecord, FileRecorder, Record, Recorder};
 use burn::tensor::backend::Backend;
 
+use crate::decoder_stack::on_decoder_stack;
 use crate::error::RnnError;
 use crate::module::checkpoint::{io_error, panic_message};
-use crate::module::decoder_stack::on_decoder_stack;
 use crate::module::record_guard;
 use crate::module::record_mismatch::{
     another_modules_record, compare, module_tensors, recorder_message,
@@ -112,7 +112,7 @@ where
     // damaged file is the user's input, so that panic becomes a named error. Sound
     // here: nothing this call shares outlives it half-built (the recorder is only
     // read; the item, the record and `model` are dropped on an error). On a stack as
-    // deep as the decoders' nesting limits (decoder_stack.rs).
+    // deep as the decoders' nesting limits (`decoder_stack.rs`).
     let loaded = on_decoder_stack(|| {
         catch_unwind(AssertUnwindSafe(|| -> Result<M, RnnError> {
             // Bincode records: no length prefix may make Burn's decoder allocate more

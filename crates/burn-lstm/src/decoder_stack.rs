@@ -1,4 +1,6 @@
-//! Burn's record decoders run on a stack that holds their deepest nesting.
+//! File decoders run on a stack that holds their deepest nesting: Burn's record
+//! decoders (`module/checkpoint.rs`, `module/model_checkpoint.rs`) and the HDF5 reads
+//! of the Keras importer (`import/hdf5.rs`, whose n-bit filter parameters nest).
 //!
 //! Burn 0.21's MessagePack decoder (rmp-serde) recurses once per nesting level of the
 //! file, up to its own limit of 1,024 levels (serde_json's is 128; bincode nests only as
@@ -6,10 +8,10 @@
 //! reads the file's metadata alone. A value Burn passes over (a field the record does
 //! not have) is walked to its end the same way. A damaged or hostile file nested 1,000
 //! deep overflowed the 2 MiB stack of a debug build's thread, and a stack overflow
-//! aborts the process: no `catch_unwind` can turn it into an error. So the checked
-//! loaders decode on a stack of [`DECODER_STACK_BYTES`], switched to on the caller's
-//! own thread (`stacker`): the tensors are built where they would have been, and
-//! nothing needs to cross threads.
+//! aborts the process: no `catch_unwind` can turn it into an error. So these decode on
+//! a stack of [`DECODER_STACK_BYTES`], switched to on the caller's own thread
+//! (`stacker`): the tensors are built where they would have been, and nothing needs to
+//! cross threads.
 
 /// Stack the decoders run on: 1,024 levels at up to 32 KiB each (a debug build decoded
 /// 1,023 levels within 3 MiB; a release build 1,000 within 512 KiB). Only the pages a
