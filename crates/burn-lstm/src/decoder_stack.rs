@@ -14,15 +14,34 @@
 //! cross threads.
 
 /// Stack the decoders run on: 1,024 levels at up to 32 KiB each (a debug build decoded
-/// 1,023 levels within 3 MiB; a release build 1,000 within 512 KiB). Only the pages a
-/// decode touches are ever committed.
+/// 1,023 levels within 3 MiB; a release build 1,000 within 512 KiB). A mapping: on
+/// Linux (with the kernel's default overcommit) only the pages a decode touches become
+/// resident, and it is unmapped after the decode.
 const DECODER_STACK_BYTES: usize = 32 << 20;
 
-/// `decode()` on a fresh stack of [`DECODER_STACK_BYTES`], on the caller's thread (on
-/// the caller's stack where the target cannot switch stacks). A panic in `decode`
-/// reaches the caller as it would have there.
+/// `decode()` on a fresh stack of [`DECODER_STACK_BYTES`], on the caller's thread. On
+/// the caller's own stack where the target cannot switch stacks, on WebAssembly (where
+/// the stack would come from linear memory, which never shrinks), and where the new
+/// stack cannot be mapped (`stacker` panics then, before `decode` starts: an address
+/// space limit, say; the panic hook still prints `stacker`'s message, as for any panic
+/// caught; checked by hand under `ulimit -v`). A panic in `decode` reaches the caller as
+/// it would have there.
 pub(crate) fn on_decoder_stack<T>(decode: impl FnOnce() -> T) -> T {
-    stacker::grow(DECODER_STACK_BYTES, decode)
+    if cfg!(target_family = "wasm") {
+        return decode();
+    }
+    let mut decode = Some(decode);
+    let switched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        stacker::grow(DECODER_STACK_BYTES, || {
+            decode.take().expect("the decode runs once")()
+        })
+    }));
+    match (switched, decode) {
+        (Ok(value), _) => value,
+        // The stack could not be set up: `decode` never ran.
+        (Err(_), Some(decode)) => decode(),
+        (Err(panic), None) => std::panic::resume_unwind(panic),
+    }
 }
 
 #[cfg(test)]

@@ -122,20 +122,25 @@ pub fn load_model<B: RnnBackend>(dir: &Path, device: &B::Device) -> Result<Saved
     })
 }
 
+/// Stack the checkpoint is decoded on: the decoder's 1,024 levels at up to 32 KiB each
+/// (a debug build needs under 3 MiB).
+const DECODER_STACK_BYTES: usize = 32 << 20;
+
 /// The record in `path`. Burn's decoder returns errors for most damage but panics on
 /// some (a tensor whose shape does not match its bytes): a damaged file is user input,
 /// so the panic becomes a named error. Sound: nothing shared outlives the closure
 /// half-built (the recorder is only read; a failed record is dropped). The decoder
 /// recurses once per nesting level of the file, up to 1,024 levels, which a thread's
-/// stack may not hold (a stack overflow aborts the process): it runs on a 32 MiB stack
-/// that this thread switches to (`stacker`), as `burn_lstm::load_file_checked` does.
+/// stack may not hold (a stack overflow aborts the process): it runs on a stack of
+/// [`DECODER_STACK_BYTES`] that this thread switches to (`stacker`), as
+/// `burn_lstm::load_file_checked` does.
 fn read_record<B: Backend>(path: &Path, device: &B::Device) -> Result<WordLmRecord<B>, LmError> {
     let read = || {
         catch_unwind(AssertUnwindSafe(|| {
             recorder().load::<WordLmRecord<B>>(path.to_path_buf(), device)
         }))
     };
-    match stacker::grow(32 << 20, read) {
+    match stacker::grow(DECODER_STACK_BYTES, read) {
         Ok(Ok(record)) => Ok(record),
         Ok(Err(e)) => Err(LmError::corrupt("checkpoint", path, e.to_string())),
         Err(panic) => Err(LmError::corrupt(

@@ -34,10 +34,25 @@ fn parse_shape(text: &str) -> Result<(usize, usize, usize), String> {
         .map(|d| d.trim().parse::<usize>())
         .collect::<Result<_, _>>()
         .map_err(|e| format!("expected m,n,k as three numbers, got {text:?}: {e}"))?;
-    match dims[..] {
-        [m, n, k] if m > 0 && n > 0 && k > 0 => Ok((m, n, k)),
-        _ => Err(format!(
+    let [m, n, k] = dims[..] else {
+        return Err(format!("expected m,n,k as three numbers, got {text:?}"));
+    };
+    if m == 0 || n == 0 || k == 0 {
+        return Err(format!(
             "expected m,n,k as three positive numbers, got {text:?}"
+        ));
+    }
+    // A, B and C hold m·k + k·n + m·n values; at most 2^32 of them keeps m·n·k (the
+    // multiply-adds a round) within 2^48.
+    let values = m
+        .checked_mul(k)
+        .zip(k.checked_mul(n))
+        .zip(m.checked_mul(n))
+        .and_then(|((a, b), c)| a.checked_add(b)?.checked_add(c));
+    match values {
+        Some(values) if values <= 1 << 32 => Ok((m, n, k)),
+        _ => Err(format!(
+            "{text:?}: A, B and C would hold more than 2^32 values"
         )),
     }
 }

@@ -61,7 +61,7 @@ pub(super) const DEPTH_BLOCK: usize = 256;
 /// added to the row's total. The banks of one pass over the whole depth (a one-row
 /// product's single depth block) would each sum a quarter of it: at a depth of 4096
 /// (the backward's `dz · W_hh` at H = 1024) a rounding bound of about 1024 ε, and on
-/// constant inputs an error of 1.1e-5 relative, against 5e-7 with totals every 256 (and
+/// constant inputs an error of up to 1.35e-5 relative, against 5e-7 with totals every 256 (and
 /// the 256-deep sums of the other tiles). Same reads, four more additions per 256 k's.
 pub(super) const BANK_DEPTH: usize = 256;
 /// Rows of a panel packed together when packing transposes (see
