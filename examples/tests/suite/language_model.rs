@@ -594,17 +594,21 @@ fn damaged_or_mismatched_model_files_are_named_errors() {
     );
 
     // Damaged and mismatched checkpoints.
-    let err = load(&variant("garbage", MODEL_FILE, b"not a checkpoint"));
-    assert!(
-        matches!(
-            err,
-            LmError::Corrupt {
-                what: "checkpoint",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    let corrupt = |name: &str, bytes: &[u8]| {
+        let err = load(&variant(name, MODEL_FILE, bytes));
+        assert!(
+            matches!(
+                err,
+                LmError::Corrupt {
+                    what: "checkpoint",
+                    ..
+                }
+            ),
+            "{name}: {err}"
+        );
+        err
+    };
+    let err = corrupt("garbage", b"not a checkpoint");
     assert!(err.to_string().contains(MODEL_FILE), "{err}");
     // Nested 1,000 arrays deep (under the decoder's own limit of 1,024): the decoder
     // recurses once per level, which overflowed this test thread's 2 MiB stack.
@@ -614,29 +618,9 @@ fn damaged_or_mismatched_model_files_are_named_errors() {
     nested.extend([0xc0, 0xa8]);
     nested.extend_from_slice(b"metadata");
     nested.push(0x80);
-    let err = load(&variant("nested", MODEL_FILE, &nested));
-    assert!(
-        matches!(
-            err,
-            LmError::Corrupt {
-                what: "checkpoint",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    corrupt("nested", &nested);
     let bytes = std::fs::read(good.join(MODEL_FILE)).unwrap();
-    let err = load(&variant("truncated", MODEL_FILE, &bytes[..bytes.len() / 2]));
-    assert!(
-        matches!(
-            err,
-            LmError::Corrupt {
-                what: "checkpoint",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    corrupt("truncated", &bytes[..bytes.len() / 2]);
     let other = variant("other-emsize", CONFIG_FILE, b"");
     config
         .clone()
