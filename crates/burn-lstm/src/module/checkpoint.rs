@@ -290,8 +290,8 @@ where
     // decoded record panics on some (a shape that does not match its bytes): a
     // damaged file is the user's input, so that panic becomes a named error. Sound
     // here: nothing this call shares outlives it half-built (the recorder is only
-    // read, the record is dropped). See docs/robustness.md.
-    // On a stack as deep as the decoders' nesting limits (`decoder_stack.rs`).
+    // read, the record is dropped). See docs/robustness.md. On a stack as deep as the
+    // decoders' nesting limits (`decoder_stack.rs`).
     let file = stem.with_extension(&extension[1..]);
     let loaded = on_decoder_stack(|| {
         catch_unwind(AssertUnwindSafe(|| {

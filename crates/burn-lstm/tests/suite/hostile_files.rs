@@ -362,6 +362,14 @@ fn a_missing_file_is_a_named_error() {
     }
 }
 
+/// `bytes` gzipped, as Burn's `.gz` recorders write them.
+fn gzipped(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
 /// `bytes` with the first byte string whose contents start with `start` given a length
 /// prefix of `claimed`: bincode's varint `0xFD` + u64 (`msgpack` false), or MessagePack's
 /// bin32 `0xC6` + u32 (`msgpack` true). The real prefix is found as the bytes just before
@@ -390,7 +398,7 @@ fn huge_prefix(bytes: &[u8], start: &[u8], msgpack: bool, claimed: u64) -> Vec<u
 /// aborts the process); here each is a named error.
 #[test]
 fn absurd_length_prefixes_are_named_errors_not_aborts() {
-    use std::io::{Read, Write};
+    use std::io::Read;
     let (config, model) = model();
     // The first values of layer 0's weight_ih, as the f32 bytes every format stores.
     let weight_ih: Vec<f32> = model.layers[0]
@@ -406,11 +414,6 @@ fn absurd_length_prefixes_are_named_errors_not_aborts() {
         .flat_map(|v| v.to_le_bytes())
         .collect();
     let dir = scratch();
-    let gz = |bytes: &[u8]| {
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        e.write_all(bytes).unwrap();
-        e.finish().unwrap()
-    };
     let gunzip = |bytes: &[u8]| {
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(bytes)
@@ -453,7 +456,7 @@ fn absurd_length_prefixes_are_named_errors_not_aborts() {
         &model,
         BinGzFileRecorder::<FullPrecisionSettings>::new(),
         dir.path().join("huge-bin-gz"),
-        &|b| gz(&huge_prefix(&gunzip(b), &start, false, 1 << 40)),
+        &|b| gzipped(&huge_prefix(&gunzip(b), &start, false, 1 << 40)),
     );
     check(
         &config,
@@ -467,7 +470,7 @@ fn absurd_length_prefixes_are_named_errors_not_aborts() {
         &model,
         NamedMpkGzFileRecorder::<FullPrecisionSettings>::new(),
         dir.path().join("huge-mpk-gz"),
-        &|b| gz(&huge_prefix(&gunzip(b), &start, true, u32::MAX as u64)),
+        &|b| gzipped(&huge_prefix(&gunzip(b), &start, true, u32::MAX as u64)),
     );
 }
 
@@ -479,7 +482,6 @@ fn absurd_length_prefixes_are_named_errors_not_aborts() {
 /// loaders return a named error, gzipped or not.
 #[test]
 fn records_nested_a_thousand_deep_are_named_errors() {
-    use std::io::Write;
     let levels = 1000;
     let nested = || {
         let mut bytes = vec![0x91; levels];
@@ -502,37 +504,42 @@ fn records_nested_a_thousand_deep_are_named_errors() {
     unknown_field.extend_from_slice(b"zzz");
     unknown_field.extend(nested());
     let (config, model) = model();
-    let device = Default::default();
     let dir = scratch();
+    // Both checked loaders on the file at `path`, written for `recorder`.
+    fn both<R: FileRecorder<B>>(
+        config: &CudnnCompatibleLstmConfig,
+        model: &CudnnCompatibleLstm<B>,
+        path: &Path,
+        recorder: R,
+    ) -> [(&'static str, Result<CudnnCompatibleLstm<B>, RnnError>); 2] {
+        let device = Default::default();
+        [
+            (
+                "load_checkpoint",
+                config.load_checkpoint::<B, _>(path, &recorder, &device),
+            ),
+            (
+                "load_file_checked",
+                burn_lstm::load_file_checked(model.clone(), path, &recorder, &device),
+            ),
+        ]
+    }
     for (what, bytes) in [
         ("item", record(nested())),
         ("unknown field", record(unknown_field)),
     ] {
-        for (name, gzipped) in [("deep.mpk", false), ("deep.mpk.gz", true)] {
+        for (name, gzip) in [("deep.mpk", false), ("deep.mpk.gz", true)] {
             let path = dir.path().join(name);
-            let file = if gzipped {
-                let mut e =
-                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-                e.write_all(&bytes).unwrap();
-                e.finish().unwrap()
-            } else {
-                bytes.clone()
-            };
-            std::fs::write(&path, file).unwrap();
-            let (layer, whole) = if gzipped {
+            let results = if gzip {
+                std::fs::write(&path, gzipped(&bytes)).unwrap();
                 let recorder = NamedMpkGzFileRecorder::<FullPrecisionSettings>::new();
-                (
-                    config.load_checkpoint::<B, _>(&path, &recorder, &device),
-                    burn_lstm::load_file_checked(model.clone(), &path, &recorder, &device),
-                )
+                both(&config, &model, &path, recorder)
             } else {
+                std::fs::write(&path, &bytes).unwrap();
                 let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
-                (
-                    config.load_checkpoint::<B, _>(&path, &recorder, &device),
-                    burn_lstm::load_file_checked(model.clone(), &path, &recorder, &device),
-                )
+                both(&config, &model, &path, recorder)
             };
-            for (loader, result) in [("load_checkpoint", layer), ("load_file_checked", whole)] {
+            for (loader, result) in results {
                 match result {
                     Err(RnnError::Io { path: p, message }) => {
                         assert!(p.ends_with(name), "{p}");
