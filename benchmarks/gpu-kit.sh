@@ -39,6 +39,9 @@ fi
 # sets RUST_BACKTRACE=1) names its functions. If the packed kit would pass the 64 MiB a
 # device call carries, the symbols go too (said below).
 strip --strip-debug "$out"/bin/*
+# The commit the kit was built at (with "-dirty" for uncommitted changes): gpu-run.sh
+# prints it first, so that every figure of a run names the code it measured.
+git describe --always --dirty --abbrev=12 > "$out/built-at"
 # Both cells' cases in one folder (LSTM_GOLDEN_DIR there; the tests tell them apart).
 cp crates/burn-lstm/tests/fixtures/golden/*.safetensors \
   crates/burn-lstm/tests/fixtures/golden-gru/*.safetensors "$out/golden/"

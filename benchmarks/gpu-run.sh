@@ -78,6 +78,7 @@ results="${OUT:-/tmp}/gpu-results.txt"
 log() { tee -a "$results"; }
 
 {
+  echo "kit built at $(cat "$kit/built-at" 2>/dev/null || echo 'an unknown commit')"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   nvcc --version 2>/dev/null | tail -1
   ls "$cudnn_lib" | grep -m1 -E '^libcudnn\.so\.[0-9]+\.'
