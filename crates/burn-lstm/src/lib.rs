@@ -141,7 +141,8 @@ pub use kernels::cudnn::{
     set_cudnn_reserve_pool, set_cudnn_reuse, set_cudnn_skip_flush,
 };
 pub use kernels::fused_cpu::{
-    CpuCacheUsage, cpu_cache_usage, cpu_threads, release_cpu_buffers, set_cpu_threads,
+    CpuCacheUsage, cpu_cache_usage, cpu_threads, cpu_threads_shared, release_cpu_buffers,
+    set_cpu_threads, set_cpu_threads_shared,
 };
 pub use module::config::{CudnnCompatibleLstmConfig, NanPolicy};
 pub use module::gru::{CudnnCompatibleGru, CudnnCompatibleGruRecord};

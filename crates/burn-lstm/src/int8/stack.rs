@@ -9,6 +9,7 @@ use lstm_cpu::int8::{QuantLevels, QuantizedRnn};
 use lstm_cpu::{InputStrides, RnnCall};
 
 use crate::error::RnnError;
+use crate::kernels::fused_cpu::threads::CallThreads;
 use crate::module::layer_call::checked_shape;
 use crate::module::validate;
 use crate::op::choice::{KernelChoice, RnnKernel};
@@ -102,6 +103,7 @@ impl Int8Stack {
         if self.reject_non_finite {
             validate::finite("input", &input)?;
         }
+        let threads = CallThreads::start();
         let dims = input.dims();
         let x = host_values(input, "input")?;
         let input_strides = self.batch_first.then_some(InputStrides {
@@ -119,7 +121,7 @@ impl Int8Stack {
             h0: &h0,
             c0: &c0,
             dropout_masks: &[],
-            threads: crate::cpu_threads(),
+            threads: threads.threads(),
         };
         let out = self.model.forward(&call).map_err(invalid)?;
         let tensor = |values: Vec<f32>, shape: [usize; 3]| {

@@ -35,5 +35,4 @@ pub(crate) mod fused_cpu;
 pub(crate) mod identity_cache;
 mod ndarray;
 pub(crate) mod portable;
-#[cfg(feature = "cubecl")]
 pub(crate) mod switch;

@@ -1,12 +1,13 @@
 //! A process-wide on/off setting read from an environment variable until the API sets it
-//! (the cuDNN paths, `cudnn/settings.rs`; the GPU weight cache, `cubecl/flat_cache.rs`).
+//! (the cuDNN paths, `cudnn/settings.rs`; the GPU weight cache, `cubecl/flat_cache.rs`;
+//! the sharing of CPU threads between overlapping calls, `fused_cpu/threads.rs`).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-/// A process-wide switch for a GPU path: its environment variable (`1` on, anything else
-/// off) decides until [`OptInSwitch::set`] does; unset, `default_on`. A path not yet
-/// verified on a GPU is off by default; a GPU run that verifies it flips its
-/// `default_on` (one line where its switch is declared).
+/// A process-wide switch: its environment variable (`1` on, anything else off) decides
+/// until [`OptInSwitch::set`] does; unset, `default_on`. A GPU path not yet verified on
+/// a GPU is off by default; a GPU run that verifies it flips its `default_on` (one line
+/// where its switch is declared).
 pub(crate) struct OptInSwitch {
     /// 0: unset (read `variable`), 1: off, 2: on.
     state: AtomicU8,
@@ -38,6 +39,7 @@ impl OptInSwitch {
     }
 
     /// The switch's value where nothing asked for one.
+    #[cfg_attr(not(feature = "cubecl"), allow(dead_code))]
     pub(crate) fn default_on(&self) -> bool {
         self.default_on
     }

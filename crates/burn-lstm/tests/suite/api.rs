@@ -538,6 +538,76 @@ fn threads_sharing_one_module_get_identical_results() {
     }
 }
 
+/// Set in the child process of [`overlapping_calls_sharing_the_threads_give_the_same_numbers`].
+const SHARED_CHILD: &str = "BURN_LSTM_SHARED_TEST_CHILD";
+
+/// With `BURN_LSTM_THREADS_SHARED=1` (and 4 threads a call), calls that overlap run on
+/// fewer threads each than a lone call: their outputs (f32 on NdArray and Flex, the int8
+/// copy) and gradients (a training step) stay those of the lone call, up to the last
+/// bits a change of thread count may move.
+#[test]
+fn overlapping_calls_sharing_the_threads_give_the_same_numbers() {
+    if std::env::var_os(SHARED_CHILD).is_none() {
+        lstm_cpu::rerun_test_with_env(
+            module_path!(),
+            "overlapping_calls_sharing_the_threads_give_the_same_numbers",
+            &[
+                (SHARED_CHILD, "1"),
+                ("BURN_LSTM_THREADS_SHARED", "1"),
+                ("BURN_LSTM_THREADS", "4"),
+            ],
+        );
+        return;
+    }
+    assert!(burn_lstm::cpu_threads_shared(), "read from the environment");
+    assert_eq!(burn_lstm::cpu_threads(), 4);
+    let config = CudnnCompatibleLstmConfig::new(48, 64)
+        .with_num_layers(2)
+        .with_bidirectional(true);
+    let ndarray = config.init::<B>(&Default::default());
+    let flex = config.init::<Flex>(&Default::default());
+    let int8 = flex.quantized_int8().unwrap();
+    let x = input::<B>([16, 12, 48]);
+    let x_flex = Tensor::<Flex, 3>::from_data(x.to_data(), &Default::default());
+    let trained = config.init::<AD>(&Default::default());
+    let gradient = || {
+        let x = Tensor::<AD, 3>::from_inner(x.clone()).require_grad();
+        let grads = trained
+            .forward(x.clone(), None)
+            .0
+            .powi_scalar(2)
+            .sum()
+            .backward();
+        to_f64(x.grad(&grads).expect("the input's gradient"))
+    };
+    let calls: [(&str, &(dyn Fn() -> Vec<f64> + Sync)); 4] = [
+        ("NdArray f32", &|| {
+            to_f64(ndarray.forward(x.clone(), None).0)
+        }),
+        ("Flex f32", &|| to_f64(flex.forward(x_flex.clone(), None).0)),
+        ("Flex int8", &|| {
+            to_f64(int8.forward(x_flex.clone(), None).0)
+        }),
+        ("NdArray training", &gradient),
+    ];
+    for (what, call) in calls {
+        let alone = call();
+        let overlapping: Vec<Vec<f64>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| scope.spawn(|| (0..3).map(|_| call()).collect::<Vec<_>>()))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        for result in overlapping {
+            let error = rel_err(&result, &alone);
+            assert!(error < 1e-5, "{what}: an overlapping call is {error:e} off");
+        }
+    }
+}
+
 fn changed_parameters_are_used_at_once_on<B: RnnBackend>() {
     // The fused kernel packs weights per call; a parameter changed between two calls
     // must change the second call exactly as a freshly built module would.

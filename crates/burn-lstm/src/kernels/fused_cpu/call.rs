@@ -8,8 +8,8 @@ use lstm_cpu::{InputStrides, OutputGrads, RnnCall, RnnOutputs, Tape};
 
 use burn::tensor::ops::FloatTensor;
 
-use super::cpu_threads;
 use super::host::{HostElement, HostTensors, device_tensor, recycle, to_host};
+use super::threads::CallThreads;
 use crate::kernels::portable::dropout_mask;
 use crate::op::choice::RnnKernel;
 use crate::op::io::{HostResiduals, RnnGrads, RnnInputs, RnnOutput, RnnOutputGrads, RnnSaved};
@@ -44,7 +44,7 @@ impl<T: HostElement> HostCall<T> {
         }
     }
 
-    fn call<'a>(&'a self, weights: &'a [T]) -> RnnCall<'a, T> {
+    fn call<'a>(&'a self, weights: &'a [T], threads: &CallThreads) -> RnnCall<'a, T> {
         RnnCall {
             arch: &self.spec.arch,
             seq_len: self.spec.seq_len,
@@ -56,7 +56,7 @@ impl<T: HostElement> HostCall<T> {
             h0: &self.h0,
             c0: &self.c0,
             dropout_masks: &[],
-            threads: cpu_threads(),
+            threads: threads.threads(),
         }
     }
 
@@ -88,6 +88,8 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
     spec: &RnnSpec,
     save: bool,
 ) -> (RnnOutput<B>, Option<RnnSaved<B>>) {
+    // Counted among the running calls from here (the host copies share its threads).
+    let threads = CallThreads::start();
     let device = B::float_device(&inputs.input);
     // A training forward keeps its inputs for the backward; inference lets them go, so
     // a buffer built for this call alone moves to the host without a copy.
@@ -148,7 +150,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
         (Some(kept), _) => host_call.with_weights::<B, _>(&kept.weights, |weights| {
             let call = RnnCall {
                 dropout_masks: &mask_refs,
-                ..host_call.call(weights)
+                ..host_call.call(weights, &threads)
             };
             let (outputs, tape) = lstm_cpu::forward_train(&call).expect(expect);
             (outputs, Some(tape))
@@ -156,7 +158,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
         (None, Some(packed)) => {
             let call = RnnCall {
                 dropout_masks: &mask_refs,
-                ..reading(host_call.call(&[]), x_view)
+                ..reading(host_call.call(&[], &threads), x_view)
             };
             (lstm_cpu::forward_packed(&call, packed).expect(expect), None)
         }
@@ -164,7 +166,7 @@ pub(crate) fn forward<B: HostTensors, T: HostElement>(
             let weights = host_call.weights.as_deref().expect("copied to the host");
             let call = RnnCall {
                 dropout_masks: &mask_refs,
-                ..reading(host_call.call(weights), x_view)
+                ..reading(host_call.call(weights, &threads), x_view)
             };
             (lstm_cpu::forward(&call).expect(expect), None)
         }
@@ -251,6 +253,7 @@ pub(crate) fn backward<B: HostTensors, T: HostElement>(
     saved: RnnSaved<B>,
     grads: RnnOutputGrads<B>,
 ) -> RnnGrads<B> {
+    let threads = CallThreads::start();
     let device = B::float_device(&saved.inputs.input);
     let inputs = saved.inputs;
     let residuals = saved
@@ -271,7 +274,7 @@ pub(crate) fn backward<B: HostTensors, T: HostElement>(
     );
     let computed = host.with_weights::<B, _>(&inputs.weights, |weights| {
         lstm_cpu::backward(
-            &host.call(weights),
+            &host.call(weights, &threads),
             tape,
             OutputGrads {
                 dy: &dy,

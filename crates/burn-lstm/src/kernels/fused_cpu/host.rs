@@ -306,7 +306,7 @@ pub(crate) unsafe fn gather_into<E: Copy + Send + Sync>(
 ) {
     let len = shape.iter().product::<usize>();
     let threads = if len * core::mem::size_of::<E>() >= PARALLEL_GATHER_BYTES {
-        super::cpu_threads()
+        super::threads::threads_now()
     } else {
         1
     };

@@ -1,8 +1,8 @@
 //! The fused CPU kernel of the `lstm-cpu` crate on Burn's CPU backends (f32 and f64;
 //! other float types run the portable kernel). This folder is the part of the glue
-//! written once: the call (`call.rs`), the reuse of packed parameters
-//! (`weights_cache.rs`) and the trait each backend implements to reach its tensors on
-//! the host (`host.rs`); `kernels/ndarray` and `kernels/flex` implement it.
+//! written once: the call (`call.rs`), its threads (`threads.rs`), the reuse of packed
+//! parameters (`weights_cache.rs`) and the trait each backend implements to reach its
+//! tensors on the host (`host.rs`); `kernels/ndarray` and `kernels/flex` implement it.
 //!
 //! Inputs are copied to host vectors once per call, which is linear in their size and
 //! small next to the kernel's work; the flat parameters are not: inference reads packed
@@ -12,41 +12,15 @@
 pub(crate) mod backend;
 pub(crate) mod call;
 pub(crate) mod host;
+pub(crate) mod threads;
 pub(crate) mod weights_cache;
 
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
+pub use threads::{cpu_threads, cpu_threads_shared, set_cpu_threads, set_cpu_threads_shared};
 
 use burn::tensor::DType;
 
 use crate::op::choice::{KernelChoice, RnnKernel};
 use crate::op::spec::RnnSpec;
-
-static THREADS: AtomicUsize = AtomicUsize::new(0);
-
-/// Threads the fused CPU kernel uses per call: set by [`set_cpu_threads`], else the
-/// `BURN_LSTM_THREADS` environment variable, else every core the process may use.
-/// Small shapes use fewer (one thread below ~32 K multiply-adds per thread and step,
-/// a batch of one row counted as two).
-pub fn cpu_threads() -> usize {
-    match THREADS.load(Ordering::Relaxed) {
-        0 => {
-            static FROM_ENV: OnceLock<usize> = OnceLock::new();
-            *FROM_ENV.get_or_init(|| {
-                crate::kernels::env_number::usize_from_env("BURN_LSTM_THREADS")
-                    .filter(|&n| n > 0)
-                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-            })
-        }
-        n => n,
-    }
-}
-
-/// Sets the threads of the fused CPU kernel for this process (`0` restores the default
-/// of [`cpu_threads`]).
-pub fn set_cpu_threads(threads: usize) {
-    THREADS.store(threads, Ordering::Relaxed);
-}
 
 /// Returns the fused CPU kernel's cached memory to the allocator: the freed scratch
 /// buffers it keeps for the next call (up to `LSTM_CPU_BUFFER_CACHE_MIB`, default
