@@ -13,6 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=target/gpu-kit
 rm -rf "$out" .device && mkdir -p "$out/bin" "$out/golden" .device
+# The commit the kit is built from, taken before the build reads the sources ("-dirty"
+# with uncommitted changes): gpu-run.sh prints it first, so that every figure of a run
+# names the code it measured.
+git describe --always --dirty --abbrev=12 > "$out/built-at"
 cargo build --release -p lstm-bench --features cuda,profile
 cp target/release/lstm-bench target/release/runner-wake target/release/event-drift "$out/bin/"
 for test in cudnn cudnn_f64; do
@@ -39,9 +43,6 @@ fi
 # sets RUST_BACKTRACE=1) names its functions. If the packed kit would pass the 64 MiB a
 # device call carries, the symbols go too (said below).
 strip --strip-debug "$out"/bin/*
-# The commit the kit was built at (with "-dirty" for uncommitted changes): gpu-run.sh
-# prints it first, so that every figure of a run names the code it measured.
-git describe --always --dirty --abbrev=12 > "$out/built-at"
 # Both cells' cases in one folder (LSTM_GOLDEN_DIR there; the tests tell them apart).
 cp crates/burn-lstm/tests/fixtures/golden/*.safetensors \
   crates/burn-lstm/tests/fixtures/golden-gru/*.safetensors "$out/golden/"
