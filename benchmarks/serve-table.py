@@ -14,21 +14,31 @@ from collections import defaultdict
 
 
 def setting(line):
+    threads = "default" if line["threads_set"] is None else f"{line['threads_set']} a call"
     if line["threads_shared"]:
-        return "shared"
-    if line["threads_set"] is None:
-        return "default"
-    return f"{line['threads_set']} a call"
+        return "shared" if line["threads_set"] is None else f"{threads}, shared"
+    return threads
+
+
+# What must be equal for two runs to share a table: lines of other models or requests
+# are refused rather than mixed.
+SAME = ("cell", "backend", "dtype", "input", "hidden", "layers", "max_rows", "max_steps")
 
 
 def main(paths):
     runs = defaultdict(dict)  # (callers, round) -> setting -> line
+    first = None
     for path in paths:
         with open(path) as f:
             for text in f:
-                if text.strip():
-                    line = json.loads(text)
-                    runs[(line["callers"], line["round"])][setting(line)] = line
+                if not text.strip():
+                    continue
+                line = json.loads(text)
+                first = first or line
+                other = [k for k in SAME if line[k] != first[k]]
+                if other:
+                    sys.exit(f"serve-table: runs of other {', '.join(other)} in one table: one file per model")
+                runs[(line["callers"], line["round"])][setting(line)] = line
     order = {"1 a call": 0, "default": 1, "shared": 2}
     print("| callers | threads | requests/s | p50 ms | p99 ms | requests/s ÷ one thread a call's |")
     print("| --- | --- | --- | --- | --- | --- |")

@@ -3,9 +3,9 @@
 # `serve` with each thread setting of $THREADS_LIST ("default": the library's, every
 # core a call; a number: set_cpu_threads(n); "shared": every core shared by the calls
 # running, set_cpu_threads_shared(true)) for each count of callers of $CALLERS, in
-# $ROUNDS interleaved rounds (the settings' order reversed in odd rounds), one JSON
+# $ROUNDS interleaved rounds (the settings' order reversed in even rounds), one JSON
 # line a run. Extra arguments go to every run (`--dtype int8`, `--cell gru`,
-# `--max-rows 64`, ...; `serve --help` lists them).
+# `--max-rows 64`, ...; `serve --help` lists them); $SERVE_SECONDS of requests a run (10).
 #   ROUNDS=3 CALLERS="1 8" benchmarks/serve.sh > serve.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,11 +21,11 @@ for round in $(seq 1 "$rounds"); do
   for callers in $callers_list; do
     for threads in $order; do
       case "$threads" in
-        default) flag=() ;;
-        shared) flag=(--shared) ;;
-        *) flag=(--threads "$threads") ;;
+        default) flag=(--callers "$callers") ;;
+        shared) flag=(--callers "$callers" --shared) ;;
+        *) flag=(--callers "$callers" --threads "$threads") ;;
       esac
-      "$serve" --callers "$callers" --seconds "$seconds" "${flag[@]}" "$@" |
+      "$serve" --seconds "$seconds" "${flag[@]}" "$@" |
         sed "s/^{/{\"round\":$round,/"
     done
   done

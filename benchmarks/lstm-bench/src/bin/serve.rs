@@ -41,20 +41,26 @@ struct Args {
     /// takes its part of them among the calls running as it starts.
     #[arg(long)]
     shared: bool,
-    /// Seconds of timed requests, after each caller's warm-up requests.
+    /// Seconds of timed requests, after each caller's warm-up requests: the requests a
+    /// second count those finished within them.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
+    /// The model's cell: a `CudnnCompatibleLstm` or a `CudnnCompatibleGru`.
     #[arg(long, value_enum, default_value_t = Cell::Lstm)]
     cell: Cell,
+    /// Burn's CPU backend the model runs on (the fused CPU kernel on either).
     #[arg(long, value_enum, default_value_t = Backend::Flex)]
     backend: Backend,
     /// `int8`: the model's `quantized_int8()` copy serves.
     #[arg(long, value_enum, default_value_t = Dtype::F32)]
     dtype: Dtype,
+    /// Input features of the model.
     #[arg(long, default_value_t = 64)]
     input: usize,
+    /// Hidden units of each layer.
     #[arg(long, default_value_t = 256)]
     hidden: usize,
+    /// Stacked layers (unidirectional).
     #[arg(long, default_value_t = 2)]
     layers: usize,
     /// A request's rows are drawn from 1 to this, uniformly.
@@ -151,7 +157,8 @@ impl Draws {
     }
 }
 
-/// What one caller measured in the timed window.
+/// The requests one caller finished within the timed window (one still running at its
+/// end is left out, so that every caller's count covers the same window).
 struct CallerRun {
     latencies: Vec<f64>,
     row_steps: usize,
@@ -184,12 +191,14 @@ fn caller<B: RnnBackend>(model: Model<B>, args: &Args, id: u64, start: &Barrier)
         latencies: Vec::new(),
         row_steps: 0,
     };
-    while window.elapsed().as_secs_f64() < args.seconds {
+    loop {
         let (latency, row_steps) = request(&mut draws);
+        if window.elapsed().as_secs_f64() > args.seconds {
+            return run;
+        }
         run.latencies.push(latency);
         run.row_steps += row_steps;
     }
-    run
 }
 
 /// The `q`-quantile of `sorted` (nearest rank).
@@ -201,7 +210,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 fn serve<B: RnnBackend>(args: &Args) -> Result<serde_json::Value, String> {
     let model = Model::<B>::new(args)?;
     let start = Barrier::new(args.callers as usize + 1);
-    let (elapsed, runs) = std::thread::scope(|scope| {
+    let runs: Vec<CallerRun> = std::thread::scope(|scope| {
         let callers: Vec<_> = (0..args.callers)
             .map(|id| {
                 let (model, start) = (model.clone(), &start);
@@ -209,12 +218,10 @@ fn serve<B: RnnBackend>(args: &Args) -> Result<serde_json::Value, String> {
             })
             .collect();
         start.wait();
-        let window = Instant::now();
-        let runs: Vec<CallerRun> = callers
+        callers
             .into_iter()
             .map(|c| c.join().expect("a caller panicked"))
-            .collect();
-        (window.elapsed(), runs)
+            .collect()
     });
     let mut latencies: Vec<f64> = runs
         .iter()
@@ -224,7 +231,7 @@ fn serve<B: RnnBackend>(args: &Args) -> Result<serde_json::Value, String> {
     if latencies.is_empty() {
         return Err("no request finished: raise --seconds".into());
     }
-    let seconds = elapsed.as_secs_f64();
+    let seconds = args.seconds;
     // Milliseconds to the microsecond.
     let ms = |q: f64| (quantile(&latencies, q) * 1e6).round() / 1e3;
     Ok(json!({
@@ -238,7 +245,7 @@ fn serve<B: RnnBackend>(args: &Args) -> Result<serde_json::Value, String> {
         "max_rows": args.max_rows,
         "max_steps": args.max_steps,
         "callers": args.callers,
-        "threads_per_call": burn_lstm::cpu_threads(),
+        "threads_max": burn_lstm::cpu_threads(),
         "threads_set": args.threads,
         "threads_shared": burn_lstm::cpu_threads_shared(),
         "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),

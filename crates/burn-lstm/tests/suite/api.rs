@@ -1,5 +1,6 @@
 //! The module's contract beyond the numbers: checkpoints, PyTorch import/export,
-//! conversion from Burn's `nn::Lstm`, errors on bad input, and the kernel-choice API.
+//! conversion from Burn's `nn::Lstm`, errors on bad input, the kernel-choice API, and
+//! calls from several threads at once.
 
 use crate::common;
 
@@ -542,9 +543,11 @@ fn threads_sharing_one_module_get_identical_results() {
 const SHARED_CHILD: &str = "BURN_LSTM_SHARED_TEST_CHILD";
 
 /// With `BURN_LSTM_THREADS_SHARED=1` (and 4 threads a call), calls that overlap run on
-/// fewer threads each than a lone call: their outputs (f32 on NdArray and Flex, the int8
-/// copy) and gradients (a training step) stay those of the lone call, up to the last
-/// bits a change of thread count may move.
+/// fewer threads each than a lone call (the share each call takes is tested in
+/// `kernels/fused_cpu/threads.rs`): their outputs (f32 on NdArray and Flex, the int8
+/// copy) and gradients (a training step, whose batch-first input of 288 KiB is copied
+/// on the call's threads) stay those of the lone call, up to the last bits a change of
+/// thread count may move.
 #[test]
 fn overlapping_calls_sharing_the_threads_give_the_same_numbers() {
     if std::env::var_os(SHARED_CHILD).is_none() {
@@ -570,8 +573,9 @@ fn overlapping_calls_sharing_the_threads_give_the_same_numbers() {
     let x = input::<B>([16, 12, 48]);
     let x_flex = Tensor::<Flex, 3>::from_data(x.to_data(), &Default::default());
     let trained = config.init::<AD>(&Default::default());
+    let x_trained = input::<B>([64, 24, 48]);
     let gradient = || {
-        let x = Tensor::<AD, 3>::from_inner(x.clone()).require_grad();
+        let x = Tensor::<AD, 3>::from_inner(x_trained.clone()).require_grad();
         let grads = trained
             .forward(x.clone(), None)
             .0
@@ -592,9 +596,16 @@ fn overlapping_calls_sharing_the_threads_give_the_same_numbers() {
     ];
     for (what, call) in calls {
         let alone = call();
+        let start = std::sync::Barrier::new(4);
         let overlapping: Vec<Vec<f64>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..4)
-                .map(|_| scope.spawn(|| (0..3).map(|_| call()).collect::<Vec<_>>()))
+                .map(|_| {
+                    let start = &start;
+                    scope.spawn(move || {
+                        start.wait();
+                        (0..3).map(|_| call()).collect::<Vec<_>>()
+                    })
+                })
                 .collect();
             handles
                 .into_iter()

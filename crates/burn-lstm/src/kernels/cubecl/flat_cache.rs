@@ -16,6 +16,7 @@ use burn_fusion::{Fusion, FusionBackend};
 use burn_ir::TensorId;
 
 use crate::kernels::cubecl::flat_join::untracked_buffer;
+use crate::kernels::env_number::weight_cache_limit_bytes;
 use crate::kernels::identity_cache::IdentityCache;
 use crate::kernels::switch::OptInSwitch;
 use crate::op::contract::RnnBackend;
@@ -49,13 +50,6 @@ pub(crate) fn release() {
     entries().clear();
 }
 
-/// Most bytes kept: `BURN_LSTM_WEIGHT_CACHE_MIB` (the CPU cache's variable), else 512 MiB.
-pub(crate) fn limit_bytes() -> usize {
-    crate::kernels::env_number::usize_from_env("BURN_LSTM_WEIGHT_CACHE_MIB")
-        .unwrap_or(512)
-        .saturating_mul(1 << 20)
-}
-
 /// A module's parameters, by identity: each part's id, in order.
 type Key = Vec<TensorId>;
 
@@ -72,7 +66,7 @@ struct CacheGuard(
 impl CacheGuard {
     fn cache(&mut self) -> &mut IdentityCache<Key, Box<dyn Any + Send + Sync>> {
         self.0
-            .get_or_insert_with(|| IdentityCache::new(MAX_ENTRIES, limit_bytes()))
+            .get_or_insert_with(|| IdentityCache::new(MAX_ENTRIES, weight_cache_limit_bytes()))
     }
 
     fn clear(&mut self) {

@@ -15,10 +15,11 @@ use cudnn_rnn::{
 
 use burn_ir::TensorId;
 
-use crate::kernels::cubecl::flat_cache::{MAX_ENTRIES, limit_bytes};
+use crate::kernels::cubecl::flat_cache::MAX_ENTRIES;
 use crate::kernels::cudnn::settings::cudnn_call_reuse;
 use crate::kernels::cudnn::types::CudaTensor;
 use crate::kernels::cudnn::weights::WeightPlan;
+use crate::kernels::env_number::weight_cache_limit_bytes;
 use crate::kernels::identity_cache::IdentityCache;
 use crate::op::spec::{CellKind, RnnArch};
 
@@ -72,7 +73,7 @@ impl DeviceCudnn {
             lstms: HashMap::new(),
             refusals: Arc::default(),
             props,
-            spaces: IdentityCache::new(MAX_ENTRIES, limit_bytes()),
+            spaces: IdentityCache::new(MAX_ENTRIES, weight_cache_limit_bytes()),
         })
     }
 

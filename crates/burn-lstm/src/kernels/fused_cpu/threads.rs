@@ -1,13 +1,17 @@
 //! The threads of one fused CPU call: the process's setting ([`cpu_threads`]), and with
-//! [`cpu_threads_shared`] on, that setting divided by the calls running at once.
+//! [`cpu_threads_shared`] on, that setting divided by the calls running as it starts.
 //!
 //! Calls that overlap (a server's request handlers) each bring a team of that many
 //! threads: the first takes the kernel's pool of workers, the others spawn threads of
 //! their own, and every team spins at each step's barrier while its members wait for
 //! cores. Shared, a call that starts beside others takes its share of the threads (at
-//! least one), so overlapping calls fill the cores without oversubscribing them, and a
-//! call alone still takes them all.
+//! least one), and a call alone still takes them all. A share is fixed when its call
+//! starts: calls that start one after another take all, a half, a third, ... of the
+//! threads, so the shares of the calls running can add up to more than the setting
+//! until the early ones end.
 
+use std::cell::Cell;
+use std::marker::PhantomData;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -44,9 +48,9 @@ static SHARED: OptInSwitch = OptInSwitch::new("BURN_LSTM_THREADS_SHARED", false)
 
 /// Whether calls of the fused CPU kernels (f32, f64 and int8) that overlap share
 /// [`cpu_threads`]: a call takes that many threads divided by the calls running as it
-/// starts, itself included (at least one). For a server whose requests overlap: a lone
-/// request still runs on every thread, and overlapping ones on a core each instead of a
-/// team each. Off by default, since a value can then differ in its last bits with the
+/// starts, itself included (at least one), fixed for the call. For a server whose
+/// requests overlap: a lone request still runs on every thread, and overlapping ones on
+/// a share each instead of a team of every thread each. Off by default, since a value can then differ in its last bits with the
 /// load (products are summed in another order on another number of threads); off, it
 /// depends on [`cpu_threads`] only. The environment variable `BURN_LSTM_THREADS_SHARED`
 /// (`1` on, anything else off) decides until [`set_cpu_threads_shared`] is called.
@@ -63,31 +67,51 @@ pub fn set_cpu_threads_shared(enabled: bool) {
 /// Calls of the fused CPU kernels running now.
 static RUNNING: Running = Running(AtomicUsize::new(0));
 
+thread_local! {
+    /// The threads of the call running on this thread, if one is: the glue's work inside
+    /// it (the copy of a strided input) takes the same.
+    static THIS_CALL: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The share the last call on the process's count took (for tests of the glue).
+#[cfg(test)]
+pub(crate) static LAST_SHARE: AtomicUsize = AtomicUsize::new(0);
+
 /// A count of running calls.
 struct Running(AtomicUsize);
 
 impl Running {
-    /// A call starting now, of at most `threads` threads.
+    /// A call starting now on this thread, of at most `threads` threads.
     fn start(&'static self, threads: usize, shared: bool) -> CallThreads {
         let running = self.0.fetch_add(1, Ordering::AcqRel) + 1;
+        let threads = share(threads, running, shared);
         CallThreads {
-            threads: share(threads, running, shared),
+            threads,
             running: self,
+            outer: THIS_CALL.replace(Some(threads)),
+            _this_thread: PhantomData,
         }
     }
 }
 
 /// One running call of a fused CPU kernel and the threads it may use; counted among the
-/// running calls until dropped.
+/// running calls until dropped, on the thread that started it.
 pub(crate) struct CallThreads {
     threads: usize,
     running: &'static Running,
+    /// This thread's call before this one (a call made inside another), restored on drop.
+    outer: Option<usize>,
+    /// Not `Send`: it sets and restores its thread's [`THIS_CALL`].
+    _this_thread: PhantomData<*const ()>,
 }
 
 impl CallThreads {
     /// A call starting now.
     pub(crate) fn start() -> Self {
-        RUNNING.start(cpu_threads(), cpu_threads_shared())
+        let call = RUNNING.start(cpu_threads(), cpu_threads_shared());
+        #[cfg(test)]
+        LAST_SHARE.store(call.threads, Ordering::Relaxed);
+        call
     }
 
     /// Threads this call may use (at least one).
@@ -98,15 +122,18 @@ impl CallThreads {
 
 impl Drop for CallThreads {
     fn drop(&mut self) {
+        THIS_CALL.set(self.outer);
         self.running.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-/// Threads for the glue's work inside a running call (the copy of a strided input): the
-/// call's share, as [`CallThreads::start`] would give it now.
+/// Threads for the glue's work: inside a call, the call's; outside one (the flat
+/// parameters gathered before the op), the share a call starting now would take.
 pub(crate) fn threads_now() -> usize {
-    let running = RUNNING.0.load(Ordering::Acquire);
-    share(cpu_threads(), running, cpu_threads_shared())
+    THIS_CALL.get().unwrap_or_else(|| {
+        let running = RUNNING.0.load(Ordering::Acquire) + 1;
+        share(cpu_threads(), running, cpu_threads_shared())
+    })
 }
 
 /// A call's threads: all of `threads`, or with `shared`, its part of them among
@@ -166,5 +193,61 @@ mod tests {
         drop((first, third, fourth, unshared));
         assert_eq!(MINE.0.load(Ordering::Acquire), 0);
         assert_eq!(MINE.start(8, true).threads(), 8, "alone again");
+    }
+
+    /// Set in the child process of [`the_modules_calls_take_their_share`].
+    const CHILD: &str = "BURN_LSTM_SHARE_TEST_CHILD";
+
+    /// Through the modules, every call of the fused CPU kernels takes its share: with the
+    /// setting on and 4 threads a call, a call beside two running ones (held here) takes
+    /// 4 / 3 = 1 thread (f32 inference, the int8 copy, a training step's forward and
+    /// backward), and a call alone all 4. In a child process, where no other test's
+    /// calls run.
+    #[test]
+    fn the_modules_calls_take_their_share() {
+        use burn::backend::{Autodiff, NdArray};
+        use burn::tensor::Tensor;
+
+        if std::env::var_os(CHILD).is_none() {
+            lstm_cpu::rerun_test_with_env(
+                module_path!(),
+                "the_modules_calls_take_their_share",
+                &[
+                    (CHILD, "1"),
+                    ("BURN_LSTM_THREADS_SHARED", "1"),
+                    ("BURN_LSTM_THREADS", "4"),
+                ],
+            );
+            return;
+        }
+        let device = Default::default();
+        let config = crate::CudnnCompatibleLstmConfig::new(8, 16);
+        let model = config.init::<NdArray>(&device);
+        let int8 = model.quantized_int8().unwrap();
+        let trained = config.init::<Autodiff<NdArray>>(&device);
+        let x = Tensor::<NdArray, 3>::ones([2, 3, 8], &device);
+        let share_of = |call: &dyn Fn()| {
+            LAST_SHARE.store(0, Ordering::Relaxed);
+            call();
+            LAST_SHARE.load(Ordering::Relaxed)
+        };
+        let calls: [(&str, &dyn Fn()); 4] = [
+            ("f32 inference", &|| drop(model.forward(x.clone(), None))),
+            ("int8 inference", &|| drop(int8.forward(x.clone(), None))),
+            ("a training forward", &|| {
+                drop(trained.forward(Tensor::from_inner(x.clone()).require_grad(), None));
+            }),
+            ("a training step (its backward last)", &|| {
+                let x = Tensor::from_inner(x.clone()).require_grad();
+                drop(trained.forward(x, None).0.sum().backward());
+            }),
+        ];
+        for (what, call) in calls {
+            assert_eq!(share_of(call), 4, "{what}, alone");
+            let running = (CallThreads::start(), CallThreads::start());
+            assert_eq!(share_of(call), 1, "{what}, beside two running calls");
+            drop(running);
+            assert_eq!(share_of(call), 4, "{what}, alone again");
+        }
     }
 }

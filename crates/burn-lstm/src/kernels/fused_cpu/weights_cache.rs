@@ -30,7 +30,7 @@ use burn::tensor::{TensorMetadata, TensorPrimitive, ops::FloatTensor};
 use lstm_cpu::PackedWeights;
 
 use super::host::{HostElement, HostTensors, ValuesKey, flatten};
-use crate::kernels::env_number::usize_from_env;
+use crate::kernels::env_number::{usize_from_env, weight_cache_limit_bytes};
 use crate::op::spec::RnnArch;
 
 /// Most entries kept (one per module whose inference ran recently) unless
@@ -70,16 +70,6 @@ fn entries() -> std::sync::MutexGuard<'static, Vec<Entry>> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Most bytes the entries may hold: `BURN_LSTM_WEIGHT_CACHE_MIB` (read once), else 512 MiB.
-fn limit_bytes() -> usize {
-    static LIMIT: OnceLock<usize> = OnceLock::new();
-    *LIMIT.get_or_init(|| {
-        usize_from_env("BURN_LSTM_WEIGHT_CACHE_MIB")
-            .unwrap_or(512)
-            .saturating_mul(1 << 20)
-    })
-}
-
 /// Entries held now and the bytes they account for.
 pub(crate) fn usage() -> (usize, usize) {
     let entries = entries();
@@ -88,7 +78,7 @@ pub(crate) fn usage() -> (usize, usize) {
 
 /// Most bytes the entries may hold (`BURN_LSTM_WEIGHT_CACHE_MIB`).
 pub(crate) fn limit() -> usize {
-    limit_bytes()
+    weight_cache_limit_bytes()
 }
 
 /// Empties the cache (the parameters it kept alive can then be freed).
@@ -116,7 +106,7 @@ pub(crate) fn flat_weights_quantized<B: HostTensors>(
 /// The flat buffer of `parts`, float or quantized: cached under their [`part_key`]s.
 fn cached_flat<B: HostTensors>(parts: Vec<TensorPrimitive<B>>) -> FloatTensor<B> {
     let keys: Option<Vec<ValuesKey>> = parts.iter().map(part_key::<B>).collect();
-    let Some(part_keys) = keys.filter(|_| limit_bytes() > 0) else {
+    let Some(part_keys) = keys.filter(|_| weight_cache_limit_bytes() > 0) else {
         return flatten_parts::<B>(parts);
     };
     let backend = TypeId::of::<B>();
@@ -232,7 +222,7 @@ fn drop_orphans() {
 /// limits; where an entry of the same key is already kept, keeps that one instead and
 /// returns its flat buffer.
 fn insert<B: HostTensors>(entry: Entry) -> Option<FloatTensor<B>> {
-    let limit = limit_bytes();
+    let limit = weight_cache_limit_bytes();
     if entry.bytes > limit {
         return None;
     }
