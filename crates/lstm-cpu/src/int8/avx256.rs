@@ -289,7 +289,7 @@ macro_rules! kernel_256 {
                     let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes as i32), lane);
                     // SAFETY: `lanes` values from `first` lie within each slice (`first +
                     // lanes <= cols`, checked against the slices' lengths by
-                    // `DotKernel::outputs`); masked lanes are not read.
+                    // `DotKernel::part_outputs`); masked lanes are not read.
                     let (zero, w_scale, bias) = unsafe {
                         (
                             _mm256_maskload_epi32(outputs.zero_point.as_ptr().add(first), mask),

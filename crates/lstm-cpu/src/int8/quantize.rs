@@ -29,9 +29,12 @@ pub struct QuantizedMatrix {
 
 impl QuantizedMatrix {
     /// Quantizes the row-major `rows × cols` matrix `w` (each row an output channel):
-    /// `scale = max |w[n, ..]| / levels`, `q = round(w / scale)` (half away from zero).
-    /// A row of zeros gets scale 0. Errors name `w` when its length is not
-    /// `rows · cols` or a value is not finite, and `cols` past [`MAX_DEPTH`].
+    /// `scale = max |w[n, ..]| / levels`, `q = round(w · (1 / scale))` (half away from
+    /// zero; the quotient is taken as a product with the inverse scale, so a value
+    /// within a rounding of a tie may round either way). A row of zeros gets scale 0.
+    /// Errors name `w` when its length is not `rows · cols` or a value is not finite,
+    /// `cols` when it is 0 or past [`MAX_DEPTH`], and `rows` when `rows · cols` passes
+    /// `usize`.
     pub fn quantize(
         w: &[f32],
         rows: usize,
@@ -462,15 +465,21 @@ fn check_matrix(name: &'static str, m: &[f32], rows: usize, cols: usize) -> Resu
 
 /// [`check_matrix`] but for the values' finiteness.
 fn check_shape(name: &'static str, m: &[f32], rows: usize, cols: usize) -> Result<(), CallError> {
-    len_check(name, "rows · cols", rows * cols, m.len())?;
-    if cols > MAX_DEPTH {
+    if cols == 0 || cols > MAX_DEPTH {
         return Err(CallError {
             argument: "cols",
-            expected: format!("at most {MAX_DEPTH} (the i32 accumulator's bound)"),
+            expected: format!("1 to {MAX_DEPTH} (the i32 accumulator's bound)"),
             actual: cols.to_string(),
         });
     }
-    Ok(())
+    let Some(values) = rows.checked_mul(cols) else {
+        return Err(CallError {
+            argument: "rows",
+            expected: format!("rows · cols within {} values", usize::MAX),
+            actual: format!("{rows} rows of {cols}"),
+        });
+    };
+    len_check(name, "rows · cols", values, m.len())
 }
 
 /// Whether every value of `m` is finite: a fold over every value, which vectorizes.

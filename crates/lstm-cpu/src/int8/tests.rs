@@ -71,6 +71,21 @@ fn extreme_and_bad_values() {
     assert_eq!(err.argument, "cols");
 }
 
+/// Shapes whose values cannot be laid out are errors, not products that panic later: a
+/// depth of 0 (no scales were made for its rows) and `rows · cols` past `usize` (which
+/// wrapped to an empty matrix).
+#[test]
+fn no_depth_and_overflowing_shapes_are_errors() {
+    let err = QuantizedMatrix::quantize(&[], 5, 0, QuantLevels::Full).unwrap_err();
+    assert_eq!((err.argument, err.actual.as_str()), ("cols", "0"));
+    let err = QuantizedActivations::quantize(&[], 1, 0).unwrap_err();
+    assert_eq!(err.argument, "cols");
+    let err = QuantizedMatrix::quantize(&[], 1 << 60, 1 << 14, QuantLevels::Full).unwrap_err();
+    assert_eq!(err.argument, "rows", "{err}");
+    let err = QuantizedActivations::quantize(&[], 1 << 60, 1 << 14).unwrap_err();
+    assert_eq!(err.argument, "rows", "{err}");
+}
+
 /// The integer sum against a direct `i64` sum of `(a − 128) · w`, at the extremes
 /// of both ranges and a depth where `Σ a · w` nears `i32`'s bound.
 #[test]

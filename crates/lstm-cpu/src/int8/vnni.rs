@@ -125,7 +125,7 @@ unsafe fn tile_outputs<const R: usize, const P: usize>(tile: &Tile<'_>, outputs:
         }
         let mask: __mmask16 = (1u32 << lanes).wrapping_sub(1) as __mmask16;
         // SAFETY: `lanes` values from `first` lie within each slice (`first + lanes <=
-        // cols`, checked against the slices' lengths by `DotKernel::outputs`).
+        // cols`, checked against the slices' lengths by `DotKernel::part_outputs`).
         let (zero, w_scale, bias) = unsafe {
             (
                 _mm512_maskz_loadu_epi32(mask, outputs.zero_point.as_ptr().add(first).cast()),
