@@ -64,7 +64,7 @@ pub fn cpu_cache_usage() -> CpuCacheUsage {
         weight_entries,
         weight_max_entries: weights_cache::max_entries(),
         weight_bytes,
-        weight_limit_bytes: weights_cache::limit(),
+        weight_limit_bytes: crate::kernels::env_number::weight_cache_limit_bytes(),
     }
 }
 

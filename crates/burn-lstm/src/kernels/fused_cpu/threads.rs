@@ -50,10 +50,11 @@ static SHARED: OptInSwitch = OptInSwitch::new("BURN_LSTM_THREADS_SHARED", false)
 /// [`cpu_threads`]: a call takes that many threads divided by the calls running as it
 /// starts, itself included (at least one), fixed for the call. For a server whose
 /// requests overlap: a lone request still runs on every thread, and overlapping ones on
-/// a share each instead of a team of every thread each. Off by default, since a value can then differ in its last bits with the
-/// load (products are summed in another order on another number of threads); off, it
-/// depends on [`cpu_threads`] only. The environment variable `BURN_LSTM_THREADS_SHARED`
-/// (`1` on, anything else off) decides until [`set_cpu_threads_shared`] is called.
+/// a share each instead of a team of every thread each. Off by default, since a value
+/// can then differ in its last bits with the load (products are summed in another
+/// order on another number of threads); off, it depends on [`cpu_threads`] only. The
+/// environment variable `BURN_LSTM_THREADS_SHARED` (`1` on, anything else off) decides
+/// until [`set_cpu_threads_shared`] is called.
 pub fn cpu_threads_shared() -> bool {
     SHARED.get()
 }

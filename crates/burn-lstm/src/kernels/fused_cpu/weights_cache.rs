@@ -76,11 +76,6 @@ pub(crate) fn usage() -> (usize, usize) {
     (entries.len(), entries.iter().map(|e| e.bytes).sum())
 }
 
-/// Most bytes the entries may hold (`BURN_LSTM_WEIGHT_CACHE_MIB`).
-pub(crate) fn limit() -> usize {
-    weight_cache_limit_bytes()
-}
-
 /// Empties the cache (the parameters it kept alive can then be freed).
 pub(crate) fn release() {
     let dropped = std::mem::take(&mut *entries());
