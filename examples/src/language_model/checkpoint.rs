@@ -140,7 +140,7 @@ fn read_record<B: Backend>(path: &Path, device: &B::Device) -> Result<WordLmReco
             recorder().load::<WordLmRecord<B>>(path.to_path_buf(), device)
         }))
     };
-    match stacker::grow(DECODER_STACK_BYTES, read) {
+    match on_decoder_stack(read) {
         Ok(Ok(record)) => Ok(record),
         Ok(Err(e)) => Err(LmError::corrupt("checkpoint", path, e.to_string())),
         Err(panic) => Err(LmError::corrupt(
@@ -219,6 +219,23 @@ fn check_record<B: Backend>(
         )));
     }
     Ok(())
+}
+
+/// `read()` on a stack of [`DECODER_STACK_BYTES`] this thread switches to, or on its own
+/// stack where the new one cannot be mapped (`stacker` panics before `read` starts then:
+/// an address-space limit, say).
+fn on_decoder_stack<T>(read: impl FnOnce() -> T) -> T {
+    let mut read = Some(read);
+    let switched = catch_unwind(AssertUnwindSafe(|| {
+        stacker::grow(DECODER_STACK_BYTES, || {
+            read.take().expect("the read runs once")()
+        })
+    }));
+    match (switched, read) {
+        (Ok(value), _) => value,
+        (Err(_), Some(read)) => read(),
+        (Err(panic), None) => std::panic::resume_unwind(panic),
+    }
 }
 
 /// The text of a caught panic.

@@ -118,9 +118,11 @@ impl H5 {
         }
     }
 
-    /// Whether a group exists at `path`.
+    /// Whether a group exists at `path`: `false` for a path the decoder cannot read (a
+    /// damaged file then fails at the read that needs it, with its error).
     pub fn has_group(&self, path: &str) -> bool {
-        catch_unwind(AssertUnwindSafe(|| self.group(path).is_some())).unwrap_or(false)
+        on_decoder_stack(|| catch_unwind(AssertUnwindSafe(|| self.group(path).is_some())))
+            .unwrap_or(false)
     }
 
     /// The string values of attribute `name` of the group at `path`: `None` when the
