@@ -189,12 +189,12 @@ const CUDA_FLOAT_VAR: &str = "BURN_LSTM_TEST_CUDA_FLOAT";
 /// the half path switched on.
 fn golden_cases_through_cudnn_in_half<F: burn_cubecl::FloatElement>(name: &str, test: &str) {
     use burn::tensor::{IntDType, set_default_dtypes};
-    if std::env::var(CUDA_FLOAT_VAR).is_err() {
-        return lstm_cpu::rerun_test_with_env(
-            module_path!(),
-            test,
-            &[(CUDA_FLOAT_VAR, name), ("BURN_LSTM_CUDNN_HALF", "1")],
-        );
+    if lstm_cpu::reran_in_child(
+        module_path!(),
+        test,
+        &[(CUDA_FLOAT_VAR, name), ("BURN_LSTM_CUDNN_HALF", "1")],
+    ) {
+        return;
     }
     type HalfCuda<F> = burn::backend::Cuda<F, i32>;
     let dtype = common::half_check::float_dtype(name);
@@ -377,12 +377,12 @@ fn a_refused_algorithm_runs_the_standard_one_and_is_remembered() {
     use burn_lstm::{CudnnAlgo, CudnnRnnAlgo, set_cudnn_algo};
     use common::gru_golden_check::run_all_gru;
     const REFUSE: &str = "BURN_LSTM_CUDNN_TEST_REFUSE";
-    if std::env::var(REFUSE).is_err() {
-        return lstm_cpu::rerun_test_with_env(
-            module_path!(),
-            "a_refused_algorithm_runs_the_standard_one_and_is_remembered",
-            &[(REFUSE, "persist_static_small_h")],
-        );
+    if lstm_cpu::reran_in_child(
+        module_path!(),
+        "a_refused_algorithm_runs_the_standard_one_and_is_remembered",
+        &[(REFUSE, "persist_static_small_h")],
+    ) {
+        return;
     }
     assert!(gpu_usable(), "cuDNN does not run here");
     burn_lstm::set_cudnn_gru(true);

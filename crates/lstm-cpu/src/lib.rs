@@ -80,5 +80,6 @@ pub use tape::Tape;
 pub use team::run_parts;
 #[cfg(any(test, feature = "testing"))]
 pub use test_runs::{
-    lower_instruction_sets, rerun_test_on_lower_instruction_sets, rerun_test_with_env,
+    lower_instruction_sets, reran_in_child, rerun_test_on_lower_instruction_sets,
+    rerun_test_with_env,
 };

@@ -76,6 +76,35 @@ pub fn rerun_test_with_env(module: &str, test: &str, env: &[(&str, &str)]) {
     );
 }
 
+/// For tests whose whole body runs in a child process: whether this process is not
+/// that child. In the test's own process (the environment does not hold every pair of
+/// `env`), runs `test` in a child with `env` set ([`rerun_test_with_env`], which panics
+/// if it fails there) and returns `true`: the caller returns. In the child, returns
+/// `false`: the caller runs its checks. Give `env` a variable of the test's own to tell
+/// the child apart when the settings it needs could already be set outside.
+///
+/// ```no_run
+/// #[test]
+/// fn one_thread_a_call() {
+///     if lstm_cpu::reran_in_child(module_path!(), "one_thread_a_call", &[
+///         ("MY_TEST_CHILD", "1"),
+///         ("BURN_LSTM_THREADS", "1"),
+///     ]) {
+///         return;
+///     }
+///     // ... the checks, in a process started with those settings
+/// }
+/// ```
+pub fn reran_in_child(module: &str, test: &str, env: &[(&str, &str)]) -> bool {
+    let in_child = env
+        .iter()
+        .all(|(key, value)| std::env::var_os(key).is_some_and(|v| v == *value));
+    if !in_child {
+        rerun_test_with_env(module, test, env);
+    }
+    !in_child
+}
+
 /// The name the test harness gives the test function `test` of `module` (a
 /// `module_path!()`): the path without the crate's name, as `--exact` wants it.
 fn harness_name(module: &str, test: &str) -> String {

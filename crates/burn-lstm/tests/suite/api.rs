@@ -550,16 +550,15 @@ const SHARED_CHILD: &str = "BURN_LSTM_SHARED_TEST_CHILD";
 /// thread count may move.
 #[test]
 fn overlapping_calls_sharing_the_threads_give_the_same_numbers() {
-    if std::env::var_os(SHARED_CHILD).is_none() {
-        lstm_cpu::rerun_test_with_env(
-            module_path!(),
-            "overlapping_calls_sharing_the_threads_give_the_same_numbers",
-            &[
-                (SHARED_CHILD, "1"),
-                ("BURN_LSTM_THREADS_SHARED", "1"),
-                ("BURN_LSTM_THREADS", "4"),
-            ],
-        );
+    if lstm_cpu::reran_in_child(
+        module_path!(),
+        "overlapping_calls_sharing_the_threads_give_the_same_numbers",
+        &[
+            (SHARED_CHILD, "1"),
+            ("BURN_LSTM_THREADS_SHARED", "1"),
+            ("BURN_LSTM_THREADS", "4"),
+        ],
+    ) {
         return;
     }
     assert!(burn_lstm::cpu_threads_shared(), "read from the environment");

@@ -236,12 +236,11 @@ impl FlatAddress for Flex {
 /// buffer goes at the next miss once the module is dropped.
 #[test]
 fn the_dequantized_buffer_is_kept_while_its_module_lives() {
-    if std::env::var_os(CACHE_CHILD).is_none() {
-        lstm_cpu::rerun_test_with_env(
-            module_path!(),
-            "the_dequantized_buffer_is_kept_while_its_module_lives",
-            &[(CACHE_CHILD, "1")],
-        );
+    if lstm_cpu::reran_in_child(
+        module_path!(),
+        "the_dequantized_buffer_is_kept_while_its_module_lives",
+        &[(CACHE_CHILD, "1")],
+    ) {
         return;
     }
     fn check<B: FlatAddress>(label: &str) {

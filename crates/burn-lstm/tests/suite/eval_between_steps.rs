@@ -39,12 +39,11 @@ const CACHE_CHILD: &str = "BURN_LSTM_CACHE_TEST_CHILD";
 
 #[test]
 fn the_weight_cache_keeps_one_entry_per_live_module() {
-    if std::env::var_os(CACHE_CHILD).is_none() {
-        lstm_cpu::rerun_test_with_env(
-            module_path!(),
-            "the_weight_cache_keeps_one_entry_per_live_module",
-            &[(CACHE_CHILD, "1")],
-        );
+    if lstm_cpu::reran_in_child(
+        module_path!(),
+        "the_weight_cache_keeps_one_entry_per_live_module",
+        &[(CACHE_CHILD, "1")],
+    ) {
         return;
     }
     entries_while_training::<Autodiff<NdArray<f32>>>("ndarray");
@@ -151,15 +150,14 @@ fn the_weight_cache_keeps_as_many_modules_as_its_setting_says() {
     use burn::tensor::{Distribution, Tensor};
     use burn_lstm::CudnnCompatibleLstmConfig;
 
-    if std::env::var_os(ENTRIES_CHILD).is_none() {
-        lstm_cpu::rerun_test_with_env(
-            module_path!(),
-            "the_weight_cache_keeps_as_many_modules_as_its_setting_says",
-            &[
-                (ENTRIES_CHILD, "1"),
-                ("BURN_LSTM_WEIGHT_CACHE_ENTRIES", "12"),
-            ],
-        );
+    if lstm_cpu::reran_in_child(
+        module_path!(),
+        "the_weight_cache_keeps_as_many_modules_as_its_setting_says",
+        &[
+            (ENTRIES_CHILD, "1"),
+            ("BURN_LSTM_WEIGHT_CACHE_ENTRIES", "12"),
+        ],
+    ) {
         return;
     }
     burn_lstm::release_cpu_buffers();

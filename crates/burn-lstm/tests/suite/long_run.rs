@@ -153,21 +153,20 @@ fn long_runs_keep_memory_flat_and_caches_within_limits() {
     } else {
         (300, 3_000)
     };
-    if std::env::var_os(CHILD).is_none() {
-        // Small limits, so that both caches reach them within CI's few calls (read once
-        // by a process, before its first call); the full run keeps the defaults.
-        let mut env = vec![(CHILD, "1")];
-        if !full {
-            env.extend([
-                ("LSTM_CPU_BUFFER_CACHE_MIB", "1"),
-                ("BURN_LSTM_WEIGHT_CACHE_MIB", "1"),
-            ]);
-        }
-        lstm_cpu::rerun_test_with_env(
-            module_path!(),
-            "long_runs_keep_memory_flat_and_caches_within_limits",
-            &env,
-        );
+    // Small limits, so that both caches reach them within CI's few calls (read once by a
+    // process, before its first call); the full run keeps the defaults.
+    let mut env = vec![(CHILD, "1")];
+    if !full {
+        env.extend([
+            ("LSTM_CPU_BUFFER_CACHE_MIB", "1"),
+            ("BURN_LSTM_WEIGHT_CACHE_MIB", "1"),
+        ]);
+    }
+    if lstm_cpu::reran_in_child(
+        module_path!(),
+        "long_runs_keep_memory_flat_and_caches_within_limits",
+        &env,
+    ) {
         return;
     }
     // Growth allowed after the warm-up: the allocator's arenas settle over the first

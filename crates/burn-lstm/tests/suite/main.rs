@@ -5,7 +5,7 @@
 //! one was about 500 MB and two minutes of a CI core): one binary for all of these keeps
 //! `cargo test --workspace` within CI's time and disk (docs/ci.md). A test that needs a
 //! process of its own for a few checks runs this binary again in a child process that
-//! runs only it (`lstm_cpu::rerun_test_with_env`): the import tests' float64 checks and
+//! runs only it (`lstm_cpu::reran_in_child`): the import tests' float64 checks and
 //! the long run (it measures the process's resident memory and sets cache limits in its
 //! environment). Apart stay the float64 tests (Burn 0.21 keeps one float type per device
 //! for the whole process, so Flex in f32 and Flex in f64 cannot share one; see

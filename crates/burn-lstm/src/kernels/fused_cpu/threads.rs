@@ -209,16 +209,15 @@ mod tests {
         use burn::backend::{Autodiff, NdArray};
         use burn::tensor::Tensor;
 
-        if std::env::var_os(CHILD).is_none() {
-            lstm_cpu::rerun_test_with_env(
-                module_path!(),
-                "the_modules_calls_take_their_share",
-                &[
-                    (CHILD, "1"),
-                    ("BURN_LSTM_THREADS_SHARED", "1"),
-                    ("BURN_LSTM_THREADS", "4"),
-                ],
-            );
+        if lstm_cpu::reran_in_child(
+            module_path!(),
+            "the_modules_calls_take_their_share",
+            &[
+                (CHILD, "1"),
+                ("BURN_LSTM_THREADS_SHARED", "1"),
+                ("BURN_LSTM_THREADS", "4"),
+            ],
+        ) {
             return;
         }
         let device = Default::default();

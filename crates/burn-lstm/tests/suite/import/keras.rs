@@ -99,12 +99,11 @@ fn keras_golden_f32_ndarray() {
 
 #[test]
 fn keras_golden_f64() {
-    if std::env::var_os("BURN_LSTM_IMPORT_F64").is_none() {
-        lstm_cpu::rerun_test_with_env(
-            module_path!(),
-            "keras_golden_f64",
-            &[("BURN_LSTM_IMPORT_F64", "1")],
-        );
+    if lstm_cpu::reran_in_child(
+        module_path!(),
+        "keras_golden_f64",
+        &[("BURN_LSTM_IMPORT_F64", "1")],
+    ) {
         return;
     }
     golden::<NdArray<f64>>("ndarray f64", &Default::default(), "_f64", F64_TOL);

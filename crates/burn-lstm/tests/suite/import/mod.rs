@@ -5,7 +5,7 @@
 //!
 //! The float32 checks run on Flex and `NdArray<f32>` in this process; the float64 checks
 //! run the test binary again in a child process that runs only them
-//! (`lstm_cpu::rerun_test_with_env`), whose devices are set to float64 before any tensor
+//! (`lstm_cpu::reran_in_child`), whose devices are set to float64 before any tensor
 //! is made (Burn 0.21 keeps one float type per device type for the whole process).
 //!
 //! Bounds (largest absolute difference; every output and state is in (-1, 1)):
