@@ -1,15 +1,21 @@
-//! The length prefixes of a bincode record checked before Burn decodes it.
+//! A record checked before Burn decodes it, where Burn's decoder would abort the process
+//! on a damaged or hostile file: an allocation it cannot make fails, and no
+//! `catch_unwind` can catch that.
 //!
-//! Burn 0.21's bincode recorders (`BinFileRecorder`, `BinGzFileRecorder`) decode without
-//! a size limit, and bincode allocates what a length prefix claims before it reads a
-//! byte (`vec![0; len]` for byte strings, `Vec::with_capacity(len)` for others): a
-//! damaged or hostile prefix of 2^40 makes the allocation fail, which aborts the
-//! process (no `catch_unwind` can catch it). So, for those recorders, the record is
-//! first decoded here, into the same type, with a limit on the bytes it may claim
-//! (at least twice what the file holds, decompressed): a claim past it is a named
-//! error. Every other outcome is left to Burn's decoder, which reports its own errors.
-//! The MessagePack and JSON recorders read byte strings through a bounded reader and
-//! grow other sequences as they read: they need no such check.
+//! - **Length prefixes** (bincode). Burn 0.21's bincode recorders (`BinFileRecorder`,
+//!   `BinGzFileRecorder`) decode without a size limit, and bincode allocates what a
+//!   length prefix claims before it reads a byte (`vec![0; len]` for byte strings,
+//!   `Vec::with_capacity(len)` for others): a prefix of 2^40 aborts. So the record is
+//!   first decoded here, into the same type, with a limit on the bytes it may claim (at
+//!   least twice what the file holds, decompressed): a claim past it is a named error.
+//!   The MessagePack and JSON recorders read byte strings through a bounded reader and
+//!   grow other sequences as they read: they need no such check.
+//! - **Tensor shapes** (named MessagePack, JSON): a tensor stored in another type than
+//!   the recorder's whose shape claims more values than its bytes hold
+//!   (`record_tensors.rs`). Not checked in bincode records, whose structure only the
+//!   record's type describes: the decode above converts their tensors as Burn's does.
+//!
+//! Every other outcome is left to Burn's decoder, which reports its own errors.
 
 use std::io::Read;
 use std::path::Path;
@@ -18,6 +24,7 @@ use burn::record::{BurnRecord, PrecisionSettings, Record};
 use burn::tensor::backend::Backend;
 
 use crate::error::RnnError;
+use crate::module::record_tensors;
 
 /// Largest decompressed size read from a gzipped record (the largest the check below
 /// decodes, with its limit of twice the bytes): beyond it the check is left out (Burn's
@@ -42,6 +49,12 @@ pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
         path: path.display().to_string(),
         message: format!("damaged record: {message}"),
     };
+    if let Some(walked) = walk_tensors(path, extension) {
+        return match walked {
+            Err(message) if message.contains(record_tensors::CLAIM) => Err(damaged(message)),
+            _ => Ok(()),
+        };
+    }
     let bytes = match extension {
         "bin" => std::fs::read(path).map(Some),
         // A damaged stream decompresses to garbage up to the point where inflating
@@ -80,6 +93,22 @@ pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
         ))),
         _ => Ok(()),
     }
+}
+
+/// The tensor walk of a MessagePack or JSON record (`record_tensors.rs`), streamed from
+/// the file (inflated as it is read where gzipped); `None` for the other recorders. An
+/// unreadable file is Burn's to report: `Some(Ok(()))`.
+fn walk_tensors(path: &Path, extension: &str) -> Option<Result<(), String>> {
+    let file = || std::fs::File::open(path).map(std::io::BufReader::new);
+    let gzipped = || file().map(flate2::read::GzDecoder::new);
+    let walked = match extension {
+        "mpk" => file().map(record_tensors::check_msgpack),
+        "mpk.gz" => gzipped().map(record_tensors::check_msgpack),
+        "json" => file().map(record_tensors::check_json),
+        "json.gz" => gzipped().map(record_tensors::check_json),
+        _ => return None,
+    };
+    Some(walked.unwrap_or(Ok(())))
 }
 
 /// Whether `e` is bincode's `LimitExceeded`, also when Burn's own deserializers (its

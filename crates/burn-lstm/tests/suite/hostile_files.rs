@@ -474,6 +474,120 @@ fn absurd_length_prefixes_are_named_errors_not_aborts() {
     );
 }
 
+/// `bytes` with the first occurrence of `from` at or after `at` replaced by `to`, and
+/// where it was.
+fn replaced(bytes: &[u8], at: usize, from: &[u8], to: &[u8]) -> (Vec<u8>, usize) {
+    let found = at
+        + bytes[at..]
+            .windows(from.len())
+            .position(|w| w == from)
+            .unwrap_or_else(|| panic!("{:?} is in the record", String::from_utf8_lossy(from)));
+    let mut out = bytes[..found].to_vec();
+    out.extend_from_slice(to);
+    out.extend_from_slice(&bytes[found + from.len()..]);
+    (out, found)
+}
+
+/// A record with a tensor relabelled f64 with a shape of 2^40 values (MessagePack:
+/// layer 0's `weight_ih`, 16 × 3 f32; JSON: the first in its key order): Burn converts it to the recorder's f32 by allocating
+/// as many values as the shape claims, which fails and aborts the process (found by
+/// fuzzing, `fuzz/`); here it is a named error, in the MessagePack and JSON records,
+/// plain and gzipped. (Bincode records are not checked: docs/robustness.md.)
+#[test]
+fn shapes_claiming_more_values_than_their_bytes_are_named_errors_not_aborts() {
+    use burn::record::JsonGzFileRecorder;
+    use std::io::Read;
+    let (config, model) = model();
+    let dir = scratch();
+    let gunzip = |bytes: &[u8]| {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .read_to_end(&mut out)
+            .unwrap();
+        out
+    };
+    // MessagePack: `shape` [16, 3] (fixarray of two fixints) to [2^40] (uint64), then
+    // the `dtype` after it from "F32" to "F64".
+    let msgpack = |b: &[u8]| {
+        let mut huge = b"\xa5shape\x91\xcf".to_vec();
+        huge.extend_from_slice(&(1u64 << 40).to_be_bytes());
+        let (b, at) = replaced(b, 0, b"\xa5shape\x92\x10\x03", &huge);
+        replaced(&b, at, b"\xa5dtype\xa3F32", b"\xa5dtype\xa3F64").0
+    };
+    // JSON: the same fields of the first object that has a `shape`.
+    fn relabel(value: &mut serde_json::Value) -> bool {
+        match value {
+            serde_json::Value::Object(map) if map.contains_key("shape") => {
+                map.insert("shape".into(), serde_json::json!([1u64 << 40]));
+                map.insert("dtype".into(), serde_json::json!("F64"));
+                true
+            }
+            serde_json::Value::Object(map) => map.values_mut().any(relabel),
+            serde_json::Value::Array(items) => items.iter_mut().any(relabel),
+            _ => false,
+        }
+    }
+    let json = |b: &[u8]| {
+        let mut record: serde_json::Value = serde_json::from_slice(b).unwrap();
+        assert!(relabel(&mut record), "the record has a tensor");
+        serde_json::to_vec(&record).unwrap()
+    };
+    fn check<R: FileRecorder<B>>(
+        config: &CudnnCompatibleLstmConfig,
+        model: &CudnnCompatibleLstm<B>,
+        recorder: R,
+        stem: PathBuf,
+        patch: &dyn Fn(&[u8]) -> Vec<u8>,
+    ) {
+        model.clone().save_file(&stem, &recorder).unwrap();
+        let path = stem.with_extension(<R as FileRecorder<B>>::file_extension());
+        let original = std::fs::read(&path).unwrap();
+        std::fs::write(&path, patch(&original)).unwrap();
+        match config.load_checkpoint::<B, R>(&path, &recorder, &Default::default()) {
+            Err(RnnError::Io { message, .. }) => assert!(
+                message.contains("a tensor's shape claims 1099511627776 values, more than its")
+                    && message.contains(" bytes hold"),
+                "{}: {message}",
+                path.display()
+            ),
+            other => panic!("{}: expected a named error, got {other:?}", path.display()),
+        }
+        // The intact record still loads.
+        std::fs::write(&path, original).unwrap();
+        config
+            .load_checkpoint::<B, R>(&path, &recorder, &Default::default())
+            .unwrap();
+    }
+    check(
+        &config,
+        &model,
+        NamedMpkFileRecorder::<FullPrecisionSettings>::new(),
+        dir.path().join("shape-mpk"),
+        &msgpack,
+    );
+    check(
+        &config,
+        &model,
+        NamedMpkGzFileRecorder::<FullPrecisionSettings>::new(),
+        dir.path().join("shape-mpk-gz"),
+        &|b| gzipped(&msgpack(&gunzip(b))),
+    );
+    check(
+        &config,
+        &model,
+        PrettyJsonFileRecorder::<FullPrecisionSettings>::new(),
+        dir.path().join("shape-json"),
+        &json,
+    );
+    check(
+        &config,
+        &model,
+        JsonGzFileRecorder::<FullPrecisionSettings>::new(),
+        dir.path().join("shape-json-gz"),
+        &|b| gzipped(&json(&gunzip(b))),
+    );
+}
+
 /// MessagePack records nested 1,000 arrays deep (under rmp-serde's own limit of 1,024
 /// levels), as `item` itself and as a field the record does not have: Burn's decoder
 /// recurses once per level, in its typed read, in what it passes over and in the read of
