@@ -22,5 +22,6 @@ pub(crate) mod shapes;
 pub(crate) mod state;
 pub(crate) mod torch_file;
 pub(crate) mod torch_pickle;
+pub(crate) mod typed_tensors;
 pub(crate) mod validate;
 pub(crate) mod weights;

@@ -10,10 +10,12 @@
 //!   least twice what the file holds, decompressed): a claim past it is a named error.
 //!   The MessagePack and JSON recorders read byte strings through a bounded reader and
 //!   grow other sequences as they read: they need no such check.
-//! - **Tensor shapes** (named MessagePack, JSON): a tensor stored in another type than
-//!   the recorder's whose shape claims more values than its bytes hold
-//!   (`record_tensors.rs`). Not checked in bincode records, whose structure only the
-//!   record's type describes: the decode above converts their tensors as Burn's does.
+//! - **Tensor shapes**: a tensor stored in another type than the recorder's whose shape
+//!   claims more values than its bytes hold, which Burn converts by allocating what the
+//!   shape claims. Named MessagePack and JSON records are walked as their own maps and
+//!   sequences (`record_tensors.rs`); bincode records, whose structure only the
+//!   record's type describes, are checked inside the decode above, through a
+//!   deserializer that watches for tensors' data (`typed_tensors.rs`).
 //!
 //! Every other outcome is left to Burn's decoder, which reports its own errors.
 
@@ -24,7 +26,7 @@ use burn::record::{BurnRecord, PrecisionSettings, Record};
 use burn::tensor::backend::Backend;
 
 use crate::error::RnnError;
-use crate::module::record_tensors;
+use crate::module::{record_tensors, typed_tensors};
 
 /// Largest decompressed size read from a gzipped record (the largest the check below
 /// decodes, with its limit of twice the bytes): beyond it the check is left out (Burn's
@@ -91,7 +93,8 @@ pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
             "a length prefix claims more than the {} bytes the file holds",
             bytes.len()
         ))),
-        _ => Ok(()),
+        Err(e) => shape_claim(&e).map_or(Ok(()), |claim| Err(damaged(claim))),
+        Ok(()) => Ok(()),
     }
 }
 
@@ -122,12 +125,30 @@ fn limit_exceeded(e: &bincode::error::DecodeError) -> bool {
     }
 }
 
-/// Decodes `bytes` as Burn's bincode recorders do, claiming at most `LIMIT` bytes.
+/// Decodes `bytes` as Burn's bincode recorders do, claiming at most `LIMIT` bytes, with
+/// every tensor's shape checked against its bytes before Burn converts it
+/// (`typed_tensors.rs`).
 fn decode<I: serde::de::DeserializeOwned, B: Backend, const LIMIT: usize>(
     bytes: &[u8],
 ) -> Result<(), bincode::error::DecodeError> {
+    use serde::Deserialize;
     let config = bincode::config::standard().with_limit::<LIMIT>();
-    bincode::serde::decode_from_slice::<BurnRecord<I, B>, _>(bytes, config).map(|_| ())
+    let mut decoder = bincode::serde::BorrowedSerdeDecoder::from_slice(bytes, config, ());
+    let claims = typed_tensors::Claims::new();
+    let watched = typed_tensors::Watched::new(decoder.as_deserializer(), &claims);
+    BurnRecord::<I, B>::deserialize(watched).map(|_| ())
+}
+
+/// The claim of a tensor's shape past its bytes that `e` carries (through Burn's own
+/// wrapping of its tensor data's errors), if it carries one.
+fn shape_claim(e: &bincode::error::DecodeError) -> Option<String> {
+    let text = match e {
+        bincode::error::DecodeError::OtherString(text) => text,
+        _ => return None,
+    };
+    let at = text.find(typed_tensors::CLAIM)?;
+    let claim = &text[at..];
+    Some(claim[..claim.find(['"', '\n']).unwrap_or(claim.len())].to_string())
 }
 
 #[cfg(test)]

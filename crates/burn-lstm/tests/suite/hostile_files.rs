@@ -488,11 +488,11 @@ fn replaced(bytes: &[u8], at: usize, from: &[u8], to: &[u8]) -> (Vec<u8>, usize)
     (out, found)
 }
 
-/// A record with a tensor relabelled f64 with a shape of 2^40 values (MessagePack:
-/// layer 0's `weight_ih`, 16 × 3 f32; JSON: the first in its key order): Burn converts it to the recorder's f32 by allocating
-/// as many values as the shape claims, which fails and aborts the process (found by
-/// fuzzing, `fuzz/`); here it is a named error, in the MessagePack and JSON records,
-/// plain and gzipped. (Bincode records are not checked: docs/robustness.md.)
+/// A record with a tensor relabelled f64 with a shape of 2^40 values (MessagePack and
+/// bincode: layer 0's `weight_ih`, 16 × 3 f32; JSON: the first in its key order): Burn
+/// converts it to the recorder's f32 by allocating as many values as the shape claims,
+/// which fails and aborts the process (found by fuzzing, `fuzz/`); here it is a named
+/// error, in the MessagePack, JSON and bincode records, plain and gzipped.
 #[test]
 fn shapes_claiming_more_values_than_their_bytes_are_named_errors_not_aborts() {
     use burn::record::JsonGzFileRecorder;
@@ -531,6 +531,30 @@ fn shapes_claiming_more_values_than_their_bytes_are_named_errors_not_aborts() {
         let mut record: serde_json::Value = serde_json::from_slice(b).unwrap();
         assert!(relabel(&mut record), "the record has a tensor");
         serde_json::to_vec(&record).unwrap()
+    };
+    // Bincode: after weight_ih's 192 bytes, `shape` [16, 3] (a varint length and two
+    // varints) and `dtype` F32 (variant 1) become [2^40] (0xFD and a u64) and F64 (0).
+    let weight_ih: Vec<f32> = model.layers[0]
+        .forward
+        .weight_ih
+        .val()
+        .into_data()
+        .convert::<f32>()
+        .to_vec()
+        .unwrap();
+    let start: Vec<u8> = weight_ih[..4]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let bincode = |b: &[u8]| {
+        let at = b.windows(start.len()).position(|w| w == start).unwrap() + 192;
+        assert_eq!(b[at..at + 4], [2, 16, 3, 1], "weight_ih's shape and dtype");
+        let mut out = b[..at].to_vec();
+        out.extend([1, 0xFD]);
+        out.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        out.push(0);
+        out.extend_from_slice(&b[at + 4..]);
+        out
     };
     fn check<R: FileRecorder<B>>(
         config: &CudnnCompatibleLstmConfig,
@@ -585,6 +609,20 @@ fn shapes_claiming_more_values_than_their_bytes_are_named_errors_not_aborts() {
         JsonGzFileRecorder::<FullPrecisionSettings>::new(),
         dir.path().join("shape-json-gz"),
         &|b| gzipped(&json(&gunzip(b))),
+    );
+    check(
+        &config,
+        &model,
+        BinFileRecorder::<FullPrecisionSettings>::new(),
+        dir.path().join("shape-bin"),
+        &bincode,
+    );
+    check(
+        &config,
+        &model,
+        BinGzFileRecorder::<FullPrecisionSettings>::new(),
+        dir.path().join("shape-bin-gz"),
+        &|b| gzipped(&bincode(&gunzip(b))),
     );
 }
 
