@@ -17,7 +17,6 @@ pub(crate) mod record_guard;
 pub(crate) mod record_listing;
 pub(crate) mod record_mismatch;
 pub(crate) mod record_paths;
-pub(crate) mod record_tensors;
 pub(crate) mod shapes;
 pub(crate) mod state;
 pub(crate) mod torch_file;

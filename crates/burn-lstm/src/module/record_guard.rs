@@ -1,154 +1,215 @@
 //! A record checked before Burn decodes it, where Burn's decoder would abort the process
 //! on a damaged or hostile file: an allocation it cannot make fails, and no
-//! `catch_unwind` can catch that.
+//! `catch_unwind` can catch that. The record is first decoded here as Burn decodes it
+//! (the same type, format and settings), through a deserializer that watches for
+//! tensors' data (`typed_tensors.rs`), and with a limit on what bincode's length
+//! prefixes may claim:
 //!
-//! - **Length prefixes** (bincode). Burn 0.21's bincode recorders (`BinFileRecorder`,
+//! - **Tensor shapes** (every format). Burn 0.21 decodes a tensor's data without
+//!   comparing its shape with its bytes, then converts data stored in another type than
+//!   the recorder's by allocating as many values as the shape claims: a shape past its
+//!   bytes is a named error, found before Burn's conversion.
+//! - **Length prefixes** (bincode). Burn's bincode recorders (`BinFileRecorder`,
 //!   `BinGzFileRecorder`) decode without a size limit, and bincode allocates what a
-//!   length prefix claims before it reads a byte (`vec![0; len]` for byte strings,
-//!   `Vec::with_capacity(len)` for others): a prefix of 2^40 aborts. So the record is
-//!   first decoded here, into the same type, with a limit on the bytes it may claim (at
-//!   least twice what the file holds, decompressed): a claim past it is a named error.
-//!   The MessagePack and JSON recorders read byte strings through a bounded reader and
-//!   grow other sequences as they read: they need no such check.
-//! - **Tensor shapes**: a tensor stored in another type than the recorder's whose shape
-//!   claims more values than its bytes hold, which Burn converts by allocating what the
-//!   shape claims. Named MessagePack and JSON records are walked as their own maps and
-//!   sequences (`record_tensors.rs`); bincode records, whose structure only the
-//!   record's type describes, are checked inside the decode above, through a
-//!   deserializer that watches for tensors' data (`typed_tensors.rs`).
+//!   length prefix claims before it reads a byte (`vec![0; len]` for byte strings): a
+//!   prefix of 2^40 aborts. The check's decode claims at most twice what the file holds
+//!   (decompressed), and 4 GiB where a gzipped record inflates past [`inflate_limit`]:
+//!   a claim past it is a named error. The MessagePack and JSON recorders read byte
+//!   strings through a bounded reader and grow other sequences as they read.
 //!
-//! Every other outcome is left to Burn's decoder, which reports its own errors.
+//! Every other outcome is left to Burn's decoder, which reports its own errors. Cost:
+//! the record is decoded twice (once here, its values dropped at once).
 
-use std::io::Read;
+use std::io::{BufReader, Read};
 use std::path::Path;
 
 use burn::record::{BurnRecord, PrecisionSettings, Record};
 use burn::tensor::backend::Backend;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 use crate::error::RnnError;
-use crate::module::{record_tensors, typed_tensors};
+use crate::module::typed_tensors::{CLAIM, Claims, Watched};
 
-/// Largest decompressed size read from a gzipped record (the largest the check below
-/// decodes, with its limit of twice the bytes): beyond it the check is left out (Burn's
-/// decoder then runs unguarded, as it would anyway).
-const MAX_GUARDED: u64 = 1 << 31;
+/// Largest decompressed size read whole from a gzipped bincode record (the largest the
+/// check decodes from memory, with its limit of twice the bytes).
+const MAX_INFLATED: u64 = 1 << 31;
 
-/// Most bytes a gzipped record of `file_len` bytes is inflated to for the check: a
-/// record's numbers compress little, so past 64 times its size (16 MiB at least) the
-/// stream is no record the check needs to see whole, and inflating it would only spend
-/// memory (a few MB of zeros inflate to gigabytes).
+/// Most bytes a gzipped bincode record of `file_len` bytes is inflated to in memory for
+/// the check: a record's numbers compress little, so past 64 times its size (16 MiB at
+/// least) the stream is decoded as it inflates instead, with a fixed limit (a few MB of
+/// zeros inflate to gigabytes).
 fn inflate_limit(file_len: u64) -> u64 {
-    file_len.saturating_mul(64).clamp(1 << 24, MAX_GUARDED)
+    file_len.saturating_mul(64).clamp(1 << 24, MAX_INFLATED)
 }
 
-/// Checks the bincode record of type `Rec` at `path` (written by a recorder whose file
-/// extension is `extension` and whose precision is `S`); a no-op for other recorders.
+/// What bincode's length prefixes may claim in a gzipped record decoded as it inflates.
+const STREAMED_LIMIT: usize = 1 << 32;
+
+/// Checks the record of type `Rec` at `path` (written by a recorder whose file extension
+/// is `extension` and whose precision is `S`); a no-op for recorders of other formats.
 pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
     path: &Path,
     extension: &str,
 ) -> Result<(), RnnError> {
+    type Item<B, Rec, S> = <Rec as Record<B>>::Item<S>;
     let damaged = |message: String| RnnError::Io {
         path: path.display().to_string(),
         message: format!("damaged record: {message}"),
     };
-    if let Some(walked) = walk_tensors(path, extension) {
-        return match walked {
-            Err(message) if message.contains(record_tensors::CLAIM) => Err(damaged(message)),
-            _ => Ok(()),
-        };
-    }
-    let bytes = match extension {
-        "bin" => std::fs::read(path).map(Some),
+    // An unreadable file is Burn's to report (the same error, with its wording).
+    let Ok(file) = std::fs::File::open(path) else {
+        return Ok(());
+    };
+    let file_len = file.metadata().map_or(0, |m| m.len());
+    let file = BufReader::new(file);
+    let gunzip = flate2::read::GzDecoder::new;
+    let decoded = match extension {
+        "mpk" => msgpack::<Item<B, Rec, S>, B>(file),
+        "mpk.gz" => msgpack::<Item<B, Rec, S>, B>(gunzip(file)),
+        "json" => json::<Item<B, Rec, S>, B>(file),
+        "json.gz" => json::<Item<B, Rec, S>, B>(gunzip(file)),
+        "bin" => {
+            let mut bytes = Vec::new();
+            match file.take(MAX_INFLATED + 1).read_to_end(&mut bytes) {
+                Ok(_) if bytes.len() as u64 <= MAX_INFLATED => {
+                    bincode_slice::<Item<B, Rec, S>, B>(&bytes)
+                }
+                // Past what the check reads into memory: decoded as it is read.
+                Ok(_) => bincode_stream::<Item<B, Rec, S>, B, _>(BufReader::new(
+                    std::fs::File::open(path).map_err(|e| damaged(e.to_string()))?,
+                )),
+                Err(_) => return Ok(()),
+            }
+        }
         // A damaged stream decompresses to garbage up to the point where inflating
         // fails, and Burn's decoder reads that garbage first: the check decodes what
         // could be decompressed, whether or not the rest could.
-        "bin.gz" => std::fs::File::open(path).and_then(|file| {
-            let limit = inflate_limit(file.metadata()?.len());
+        "bin.gz" => {
+            let limit = inflate_limit(file_len);
             let mut bytes = Vec::new();
-            let _ = flate2::read::GzDecoder::new(file)
-                .take(limit + 1)
-                .read_to_end(&mut bytes);
-            if bytes.len() as u64 > limit {
-                // Left to Burn's decoder, which inflates as it decodes.
-                return Ok(None);
+            let _ = gunzip(file).take(limit + 1).read_to_end(&mut bytes);
+            if bytes.len() as u64 <= limit {
+                bincode_slice::<Item<B, Rec, S>, B>(&bytes)
+            } else {
+                let file = std::fs::File::open(path).map_err(|e| damaged(e.to_string()))?;
+                bincode_stream::<Item<B, Rec, S>, B, _>(gunzip(BufReader::new(file)))
             }
-            Ok(Some(bytes))
-        }),
+        }
         _ => return Ok(()),
     };
-    // An unreadable file is Burn's to report (the same error, with its wording).
-    let Ok(Some(bytes)) = bytes else {
-        return Ok(());
-    };
-    type Item<B, Rec, S> = <Rec as Record<B>>::Item<S>;
-    let need = bytes.len().saturating_mul(2).saturating_add(1 << 16);
-    let limited = match need {
-        n if n <= 1 << 24 => decode::<Item<B, Rec, S>, B, { 1 << 24 }>(&bytes),
-        n if n <= 1 << 28 => decode::<Item<B, Rec, S>, B, { 1 << 28 }>(&bytes),
-        n if n <= 1 << 32 => decode::<Item<B, Rec, S>, B, { 1 << 32 }>(&bytes),
-        _ => return Ok(()),
-    };
-    match limited {
-        Err(e) if limit_exceeded(&e) => Err(damaged(format!(
-            "a length prefix claims more than the {} bytes the file holds",
-            bytes.len()
+    match decoded {
+        Err(Refusal::Claim(claim)) => Err(damaged(claim)),
+        Err(Refusal::Prefix) => Err(damaged(format!(
+            "a length prefix claims more than the file holds ({file_len} bytes{})",
+            if extension.ends_with(".gz") {
+                ", compressed"
+            } else {
+                ""
+            }
         ))),
-        Err(e) => shape_claim(&e).map_or(Ok(()), |claim| Err(damaged(claim))),
-        Ok(()) => Ok(()),
+        Err(Refusal::Other) | Ok(()) => Ok(()),
     }
 }
 
-/// The tensor walk of a MessagePack or JSON record (`record_tensors.rs`), streamed from
-/// the file (inflated as it is read where gzipped); `None` for the other recorders. An
-/// unreadable file is Burn's to report: `Some(Ok(()))`.
-fn walk_tensors(path: &Path, extension: &str) -> Option<Result<(), String>> {
-    let file = || std::fs::File::open(path).map(std::io::BufReader::new);
-    let gzipped = || file().map(flate2::read::GzDecoder::new);
-    let walked = match extension {
-        "mpk" => file().map(record_tensors::check_msgpack),
-        "mpk.gz" => gzipped().map(record_tensors::check_msgpack),
-        "json" => file().map(record_tensors::check_json),
-        "json.gz" => gzipped().map(record_tensors::check_json),
-        _ => return None,
-    };
-    Some(walked.unwrap_or(Ok(())))
+/// Why the check's decode stopped.
+enum Refusal {
+    /// A tensor's shape claims more values than its bytes hold (the claim, in words).
+    Claim(String),
+    /// A bincode length prefix claims more than the limit.
+    Prefix,
+    /// Anything else: Burn's decoder reports it its own way.
+    Other,
 }
 
-/// Whether `e` is bincode's `LimitExceeded`, also when Burn's own deserializers (its
-/// tensor data) pass it on as text in `OtherString`.
-fn limit_exceeded(e: &bincode::error::DecodeError) -> bool {
-    use bincode::error::DecodeError;
-    match e {
-        DecodeError::LimitExceeded => true,
-        DecodeError::OtherString(text) => text.starts_with("LimitExceeded"),
-        _ => false,
+impl Refusal {
+    /// The refusal a decoder's error message says.
+    fn of(message: &str) -> Self {
+        match message.find(CLAIM) {
+            // Burn passes its tensor data's errors on in their `Debug` form.
+            Some(at) => {
+                let claim = &message[at..];
+                let end = claim.find(['"', '\\', '\n']).unwrap_or(claim.len());
+                Self::Claim(claim[..end].to_string())
+            }
+            None => Self::Other,
+        }
     }
 }
 
-/// Decodes `bytes` as Burn's bincode recorders do, claiming at most `LIMIT` bytes, with
-/// every tensor's shape checked against its bytes before Burn converts it
-/// (`typed_tensors.rs`).
-fn decode<I: serde::de::DeserializeOwned, B: Backend, const LIMIT: usize>(
+/// Decodes a named MessagePack record as Burn's recorders do (`rmp_serde::from_read`).
+fn msgpack<I: DeserializeOwned, B: Backend>(reader: impl Read) -> Result<(), Refusal> {
+    let mut decoder = rmp_serde::Deserializer::new(reader);
+    let claims = Claims::new();
+    BurnRecord::<I, B>::deserialize(Watched::new(&mut decoder, &claims))
+        .map(|_| ())
+        .map_err(|e| Refusal::of(&e.to_string()))
+}
+
+/// Decodes a JSON record as Burn's recorders do (`serde_json::from_reader`).
+fn json<I: DeserializeOwned, B: Backend>(reader: impl Read) -> Result<(), Refusal> {
+    let mut decoder = serde_json::Deserializer::from_reader(reader);
+    let claims = Claims::new();
+    BurnRecord::<I, B>::deserialize(Watched::new(&mut decoder, &claims))
+        .map(|_| ())
+        .map_err(|e| Refusal::of(&e.to_string()))
+}
+
+/// Decodes a bincode record held in memory as Burn's recorders do, its length prefixes
+/// claiming at most twice its bytes.
+fn bincode_slice<I: DeserializeOwned, B: Backend>(bytes: &[u8]) -> Result<(), Refusal> {
+    let need = bytes.len().saturating_mul(2).saturating_add(1 << 16);
+    match need {
+        n if n <= 1 << 24 => bincode_from_slice::<I, B, { 1 << 24 }>(bytes),
+        n if n <= 1 << 28 => bincode_from_slice::<I, B, { 1 << 28 }>(bytes),
+        _ => bincode_from_slice::<I, B, { 1 << 32 }>(bytes),
+    }
+    .map_err(|e| bincode_refusal(&e))
+}
+
+fn bincode_from_slice<I: DeserializeOwned, B: Backend, const LIMIT: usize>(
     bytes: &[u8],
 ) -> Result<(), bincode::error::DecodeError> {
-    use serde::Deserialize;
     let config = bincode::config::standard().with_limit::<LIMIT>();
     let mut decoder = bincode::serde::BorrowedSerdeDecoder::from_slice(bytes, config, ());
-    let claims = typed_tensors::Claims::new();
-    let watched = typed_tensors::Watched::new(decoder.as_deserializer(), &claims);
-    BurnRecord::<I, B>::deserialize(watched).map(|_| ())
+    let claims = Claims::new();
+    BurnRecord::<I, B>::deserialize(Watched::new(decoder.as_deserializer(), &claims)).map(|_| ())
 }
 
-/// The claim of a tensor's shape past its bytes that `e` carries (through Burn's own
-/// wrapping of its tensor data's errors), if it carries one.
-fn shape_claim(e: &bincode::error::DecodeError) -> Option<String> {
-    let text = match e {
-        bincode::error::DecodeError::OtherString(text) => text,
-        _ => return None,
-    };
-    let at = text.find(typed_tensors::CLAIM)?;
-    let claim = &text[at..];
-    Some(claim[..claim.find(['"', '\n']).unwrap_or(claim.len())].to_string())
+/// Decodes a bincode record as it is read, its length prefixes claiming at most
+/// [`STREAMED_LIMIT`] bytes.
+fn bincode_stream<I: DeserializeOwned, B: Backend, R: Read>(mut reader: R) -> Result<(), Refusal> {
+    let config = bincode::config::standard().with_limit::<STREAMED_LIMIT>();
+    let mut decoder =
+        bincode::serde::OwnedSerdeDecoder::from_reader(StdReader(&mut reader), config);
+    let claims = Claims::new();
+    BurnRecord::<I, B>::deserialize(Watched::new(decoder.as_deserializer(), &claims))
+        .map(|_| ())
+        .map_err(|e| bincode_refusal(&e))
+}
+
+/// An `std::io::Read` as bincode's reader (whose own adapter needs its `std` feature).
+struct StdReader<R>(R);
+
+impl<R: Read> bincode::de::read::Reader for StdReader<R> {
+    fn read(&mut self, bytes: &mut [u8]) -> Result<(), bincode::error::DecodeError> {
+        self.0
+            .read_exact(bytes)
+            .map_err(|_| bincode::error::DecodeError::UnexpectedEnd {
+                additional: bytes.len(),
+            })
+    }
+}
+
+/// The refusal a bincode error says: its `LimitExceeded`, also where Burn's own
+/// deserializers (its tensor data) pass it on as text in `OtherString`.
+fn bincode_refusal(e: &bincode::error::DecodeError) -> Refusal {
+    use bincode::error::DecodeError;
+    match e {
+        DecodeError::LimitExceeded => Refusal::Prefix,
+        DecodeError::OtherString(text) if text.starts_with("LimitExceeded") => Refusal::Prefix,
+        other => Refusal::of(&other.to_string()),
+    }
 }
 
 #[cfg(test)]
@@ -177,8 +238,11 @@ mod tests {
             .save_file(&stem, &BinFileRecorder::<FullPrecisionSettings>::new())
             .unwrap();
         let bytes = std::fs::read(stem.with_extension("bin")).unwrap();
-        decode::<Item, B, { 1 << 24 }>(&bytes).unwrap();
-        assert!(limit_exceeded(&decode::<Item, B, 64>(&bytes).unwrap_err()));
+        bincode_from_slice::<Item, B, { 1 << 24 }>(&bytes).unwrap();
+        assert!(matches!(
+            bincode_refusal(&bincode_from_slice::<Item, B, 64>(&bytes).unwrap_err()),
+            Refusal::Prefix
+        ));
         // weight_ih's byte string (48 f32: a one-byte length, 192) claiming 2^40 bytes.
         // (Converted: another test of this process may have made the device f64.)
         let values: Vec<f32> = model.layers[0]
@@ -196,7 +260,7 @@ mod tests {
         patched.push(0xFD);
         patched.extend_from_slice(&(1u64 << 40).to_le_bytes());
         patched.extend_from_slice(&bytes[at..]);
-        let err = decode::<Item, B, { 1 << 24 }>(&patched).unwrap_err();
-        assert!(limit_exceeded(&err), "{err:?}");
+        let err = bincode_from_slice::<Item, B, { 1 << 24 }>(&patched).unwrap_err();
+        assert!(matches!(bincode_refusal(&err), Refusal::Prefix), "{err:?}");
     }
 }

@@ -492,7 +492,9 @@ fn replaced(bytes: &[u8], at: usize, from: &[u8], to: &[u8]) -> (Vec<u8>, usize)
 /// bincode: layer 0's `weight_ih`, 16 × 3 f32; JSON: the first in its key order): Burn
 /// converts it to the recorder's f32 by allocating as many values as the shape claims,
 /// which fails and aborts the process (found by fuzzing, `fuzz/`); here it is a named
-/// error, in the MessagePack, JSON and bincode records, plain and gzipped.
+/// error, in the MessagePack, JSON and bincode records, plain and gzipped, also where
+/// the JSON tensor's data is a sequence of its fields and where a gzipped bincode record
+/// inflates past what the guard reads whole (17 MiB from about 20 kB).
 #[test]
 fn shapes_claiming_more_values_than_their_bytes_are_named_errors_not_aborts() {
     use burn::record::JsonGzFileRecorder;
@@ -532,6 +534,24 @@ fn shapes_claiming_more_values_than_their_bytes_are_named_errors_not_aborts() {
         assert!(relabel(&mut record), "the record has a tensor");
         serde_json::to_vec(&record).unwrap()
     };
+    // The same tensor's data as a sequence of its fields, which Burn's decoder reads too.
+    fn as_sequence(value: &mut serde_json::Value) -> bool {
+        match value {
+            serde_json::Value::Object(map) if map.contains_key("shape") => {
+                let fields = ["bytes", "shape", "dtype"].map(|k| map[k].clone());
+                *value = serde_json::Value::Array(fields.to_vec());
+                true
+            }
+            serde_json::Value::Object(map) => map.values_mut().any(as_sequence),
+            serde_json::Value::Array(items) => items.iter_mut().any(as_sequence),
+            _ => false,
+        }
+    }
+    let json_sequence = |b: &[u8]| {
+        let mut record: serde_json::Value = serde_json::from_slice(&json(b)).unwrap();
+        assert!(as_sequence(&mut record), "the record has a tensor");
+        serde_json::to_vec(&record).unwrap()
+    };
     // Bincode: after weight_ih's 192 bytes, `shape` [16, 3] (a varint length and two
     // varints) and `dtype` F32 (variant 1) become [2^40] (0xFD and a u64) and F64 (0).
     let weight_ih: Vec<f32> = model.layers[0]
@@ -546,16 +566,34 @@ fn shapes_claiming_more_values_than_their_bytes_are_named_errors_not_aborts() {
         .iter()
         .flat_map(|v| v.to_le_bytes())
         .collect();
-    let bincode = |b: &[u8]| {
-        let at = b.windows(start.len()).position(|w| w == start).unwrap() + 192;
-        assert_eq!(b[at..at + 4], [2, 16, 3, 1], "weight_ih's shape and dtype");
-        let mut out = b[..at].to_vec();
+    // `padded`: weight_ih's bytes padded with zeros to 17 MiB (a length prefix of 0xFC
+    // and a u32), which gzip squeezes past the 64-fold inflation the guard reads whole.
+    let bincode_padded = |b: &[u8], padded: Option<u32>| {
+        let at = b.windows(start.len()).position(|w| w == start).unwrap();
+        assert_eq!(b[at - 1], 192, "weight_ih's byte count");
+        let end = at + 192;
+        assert_eq!(
+            b[end..end + 4],
+            [2, 16, 3, 1],
+            "weight_ih's shape and dtype"
+        );
+        let mut out = b[..at - 1].to_vec();
+        match padded {
+            Some(len) => {
+                out.push(0xFC);
+                out.extend_from_slice(&len.to_le_bytes());
+                out.extend_from_slice(&b[at..end]);
+                out.resize(out.len() + len as usize - 192, 0);
+            }
+            None => out.extend_from_slice(&b[at - 1..end]),
+        }
         out.extend([1, 0xFD]);
         out.extend_from_slice(&(1u64 << 40).to_le_bytes());
         out.push(0);
-        out.extend_from_slice(&b[at + 4..]);
+        out.extend_from_slice(&b[end + 4..]);
         out
     };
+    let bincode = |b: &[u8]| bincode_padded(b, None);
     fn check<R: FileRecorder<B>>(
         config: &CudnnCompatibleLstmConfig,
         model: &CudnnCompatibleLstm<B>,
@@ -613,9 +651,23 @@ fn shapes_claiming_more_values_than_their_bytes_are_named_errors_not_aborts() {
     check(
         &config,
         &model,
+        PrettyJsonFileRecorder::<FullPrecisionSettings>::new(),
+        dir.path().join("shape-json-sequence"),
+        &json_sequence,
+    );
+    check(
+        &config,
+        &model,
         BinFileRecorder::<FullPrecisionSettings>::new(),
         dir.path().join("shape-bin"),
         &bincode,
+    );
+    check(
+        &config,
+        &model,
+        BinGzFileRecorder::<FullPrecisionSettings>::new(),
+        dir.path().join("shape-bin-gz-padded"),
+        &|b| gzipped(&bincode_padded(&gunzip(b), Some(17 << 20))),
     );
     check(
         &config,
