@@ -12,9 +12,10 @@
 //! - **Length prefixes** (bincode). Burn's bincode recorders (`BinFileRecorder`,
 //!   `BinGzFileRecorder`) decode without a size limit, and bincode allocates what a
 //!   length prefix claims before it reads a byte (`vec![0; len]` for byte strings): a
-//!   prefix of 2^40 aborts. The check's decode claims at most twice what the file holds
-//!   (decompressed), and 4 GiB where a gzipped record inflates past [`inflate_limit`]:
-//!   a claim past it is a named error. The MessagePack and JSON recorders read byte
+//!   prefix of 2^40 aborts. The check's decode claims at most about twice what the file
+//!   holds (decompressed; bincode counts what it reads, a number as 8 bytes), and 4 GiB
+//!   in all where a gzipped record inflates past [`inflate_limit`]: a claim past it is a
+//!   named error. Past 128 GiB a plain record is left to Burn's decoder. The MessagePack and JSON recorders read byte
 //!   strings through a bounded reader and grow other sequences as they read.
 //!
 //! Every other outcome is left to Burn's decoder, which reports its own errors. Cost:
@@ -43,7 +44,9 @@ fn inflate_limit(file_len: u64) -> u64 {
     file_len.saturating_mul(64).clamp(1 << 24, MAX_INFLATED)
 }
 
-/// What bincode's length prefixes may claim in a gzipped record decoded as it inflates.
+/// What bincode's length prefixes may claim in a gzipped record decoded as it inflates
+/// (its size unknown until then): a larger record that compresses more than 64-fold is
+/// refused.
 const STREAMED_LIMIT: usize = 1 << 32;
 
 /// Checks the record of type `Rec` at `path` (written by a recorder whose file extension
@@ -75,10 +78,21 @@ pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
                 Ok(_) if bytes.len() as u64 <= MAX_INFLATED => {
                     bincode_slice::<Item<B, Rec, S>, B>(&bytes)
                 }
-                // Past what the check reads into memory: decoded as it is read.
-                Ok(_) => bincode_stream::<Item<B, Rec, S>, B, _>(BufReader::new(
-                    std::fs::File::open(path).map_err(|e| damaged(e.to_string()))?,
-                )),
+                // Past what the check reads into memory: decoded as it is read, its
+                // prefixes claiming at most twice the file.
+                Ok(_) => {
+                    let file = std::fs::File::open(path).map_err(|e| damaged(e.to_string()))?;
+                    let reader = BufReader::new(file);
+                    match file_len.saturating_mul(2).saturating_add(1 << 16) {
+                        n if n <= 1 << 34 => {
+                            bincode_stream::<Item<B, Rec, S>, B, _, { 1 << 34 }>(reader)
+                        }
+                        n if n <= 1 << 38 => {
+                            bincode_stream::<Item<B, Rec, S>, B, _, { 1 << 38 }>(reader)
+                        }
+                        _ => return Ok(()),
+                    }
+                }
                 Err(_) => return Ok(()),
             }
         }
@@ -93,7 +107,8 @@ pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
                 bincode_slice::<Item<B, Rec, S>, B>(&bytes)
             } else {
                 let file = std::fs::File::open(path).map_err(|e| damaged(e.to_string()))?;
-                bincode_stream::<Item<B, Rec, S>, B, _>(gunzip(BufReader::new(file)))
+                let reader = gunzip(BufReader::new(file));
+                bincode_stream::<Item<B, Rec, S>, B, _, STREAMED_LIMIT>(reader)
             }
         }
         _ => return Ok(()),
@@ -162,7 +177,8 @@ fn bincode_slice<I: DeserializeOwned, B: Backend>(bytes: &[u8]) -> Result<(), Re
     match need {
         n if n <= 1 << 24 => bincode_from_slice::<I, B, { 1 << 24 }>(bytes),
         n if n <= 1 << 28 => bincode_from_slice::<I, B, { 1 << 28 }>(bytes),
-        _ => bincode_from_slice::<I, B, { 1 << 32 }>(bytes),
+        n if n <= 1 << 32 => bincode_from_slice::<I, B, { 1 << 32 }>(bytes),
+        _ => bincode_from_slice::<I, B, { 1 << 34 }>(bytes),
     }
     .map_err(|e| bincode_refusal(&e))
 }
@@ -176,10 +192,12 @@ fn bincode_from_slice<I: DeserializeOwned, B: Backend, const LIMIT: usize>(
     BurnRecord::<I, B>::deserialize(Watched::new(decoder.as_deserializer(), &claims)).map(|_| ())
 }
 
-/// Decodes a bincode record as it is read, its length prefixes claiming at most
-/// [`STREAMED_LIMIT`] bytes.
-fn bincode_stream<I: DeserializeOwned, B: Backend, R: Read>(mut reader: R) -> Result<(), Refusal> {
-    let config = bincode::config::standard().with_limit::<STREAMED_LIMIT>();
+/// Decodes a bincode record as it is read, its length prefixes claiming at most `LIMIT`
+/// bytes.
+fn bincode_stream<I: DeserializeOwned, B: Backend, R: Read, const LIMIT: usize>(
+    mut reader: R,
+) -> Result<(), Refusal> {
+    let config = bincode::config::standard().with_limit::<LIMIT>();
     let mut decoder =
         bincode::serde::OwnedSerdeDecoder::from_reader(StdReader(&mut reader), config);
     let claims = Claims::new();

@@ -153,6 +153,19 @@ impl Claims {
         }
     }
 
+    /// A signed or 128-bit number went by: as [`Self::saw_number`] where it is not
+    /// negative (a negative size is an error of the decoder's own), a size past `u64`
+    /// overflowing the shape's product.
+    fn saw_wide(&self, number: i128) {
+        match u64::try_from(number) {
+            Ok(number) => self.saw_number(number),
+            Err(_) if number > 0 && self.field.get() == Field::Shape => {
+                self.values.set(Some(None));
+            }
+            Err(_) => {}
+        }
+    }
+
     /// Bytes went by: a name if an identifier is being read, else the tensor's bytes
     /// where they are being read.
     fn saw_bytes(&self, bytes: &[u8]) {
@@ -318,27 +331,48 @@ impl<'de, 'c, V: Visitor<'de>> Visitor<'de> for Watch<'c, V> {
 
     pass_visit!(
         visit_bool: bool,
-        visit_i8: i8,
-        visit_i16: i16,
-        visit_i32: i32,
-        visit_i64: i64,
-        visit_i128: i128,
-        visit_u128: u128,
         visit_f32: f32,
         visit_f64: f64,
         visit_char: char,
     );
 
+    // A size may come as a signed number (MessagePack's signed markers), which a
+    // `usize` accepts when it is not negative; a 128-bit one may pass `u64`.
+    fn visit_i8<E: de::Error>(self, v: i8) -> Result<V::Value, E> {
+        self.claims.saw_wide(v.into());
+        self.inner.visit_i8(v)
+    }
+    fn visit_i16<E: de::Error>(self, v: i16) -> Result<V::Value, E> {
+        self.claims.saw_wide(v.into());
+        self.inner.visit_i16(v)
+    }
+    fn visit_i32<E: de::Error>(self, v: i32) -> Result<V::Value, E> {
+        self.claims.saw_wide(v.into());
+        self.inner.visit_i32(v)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<V::Value, E> {
+        self.claims.saw_wide(v.into());
+        self.inner.visit_i64(v)
+    }
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<V::Value, E> {
+        self.claims.saw_wide(v);
+        self.inner.visit_i128(v)
+    }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<V::Value, E> {
+        self.claims.saw_wide(i128::try_from(v).unwrap_or(i128::MAX));
+        self.inner.visit_u128(v)
+    }
+    // A name, or a tensor's bytes given as a string (which Burn's decoder reads too).
     fn visit_str<E: de::Error>(self, v: &str) -> Result<V::Value, E> {
-        self.claims.saw_name(v.as_bytes());
+        self.claims.saw_bytes(v.as_bytes());
         self.inner.visit_str(v)
     }
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<V::Value, E> {
-        self.claims.saw_name(v.as_bytes());
+        self.claims.saw_bytes(v.as_bytes());
         self.inner.visit_borrowed_str(v)
     }
     fn visit_string<E: de::Error>(self, v: String) -> Result<V::Value, E> {
-        self.claims.saw_name(v.as_bytes());
+        self.claims.saw_bytes(v.as_bytes());
         self.inner.visit_string(v)
     }
     fn visit_u8<E: de::Error>(self, v: u8) -> Result<V::Value, E> {
@@ -742,6 +776,43 @@ mod tests {
                 through::<_, Other>(&other, format).unwrap(),
                 other,
                 "{format:?}"
+            );
+        }
+    }
+
+    /// MessagePack forms Burn's decoder reads and serde's encoders do not write: a size
+    /// with a signed marker, a tensor's bytes as a string.
+    #[test]
+    fn message_pack_sizes_as_signed_numbers_and_bytes_as_strings_are_counted() {
+        let read = |bytes: &[u8]| {
+            let claims = Claims::new();
+            let mut decoder = rmp_serde::Deserializer::new(bytes);
+            <BurnTensorData as serde::Deserialize>::deserialize(Watched::new(&mut decoder, &claims))
+                .map(|d| d.shape.num_elements())
+                .map_err(|e| e.to_string())
+        };
+        let tensor = |bytes: &[u8], shape: &[u8]| {
+            let mut out = vec![0x83, 0xa5];
+            out.extend_from_slice(b"bytes");
+            out.extend_from_slice(bytes);
+            out.push(0xa5);
+            out.extend_from_slice(b"shape");
+            out.extend_from_slice(shape);
+            out.push(0xa5);
+            out.extend_from_slice(b"dtype");
+            out.extend_from_slice(b"\xa3F16");
+            out
+        };
+        let bin8 = [&[0xc4, 8][..], &[0; 8]].concat();
+        let str8 = [&[0xa8][..], &[0; 8]].concat();
+        let signed = |size: i64| [&[0x91, 0xd3][..], &size.to_be_bytes()].concat();
+        assert_eq!(read(&tensor(&bin8, &signed(4))), Ok(4));
+        assert_eq!(read(&tensor(&str8, &signed(4))), Ok(4));
+        for bytes in [&bin8, &str8] {
+            let err = read(&tensor(bytes, &signed(1 << 40))).unwrap_err();
+            assert!(
+                err.contains("a tensor's shape claims 1099511627776 values, more than its 8"),
+                "{err}"
             );
         }
     }
