@@ -15,8 +15,9 @@
 //!   prefix of 2^40 aborts. The check's decode claims at most about twice what the file
 //!   holds (decompressed; bincode counts what it reads, a number as 8 bytes), and 4 GiB
 //!   in all where a gzipped record inflates past [`inflate_limit`]: a claim past it is a
-//!   named error. Past 128 GiB a plain record is left to Burn's decoder. The MessagePack and JSON recorders read byte
-//!   strings through a bounded reader and grow other sequences as they read.
+//!   named error. Past 128 GiB a plain record is left to Burn's decoder. The
+//!   MessagePack and JSON recorders read byte strings through a bounded reader and grow
+//!   other sequences as they read.
 //!
 //! Every other outcome is left to Burn's decoder, which reports its own errors. Cost:
 //! the record is decoded twice (once here, its values dropped at once).
@@ -72,30 +73,20 @@ pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
         "mpk.gz" => msgpack::<Item<B, Rec, S>, B>(gunzip(file)),
         "json" => json::<Item<B, Rec, S>, B>(file),
         "json.gz" => json::<Item<B, Rec, S>, B>(gunzip(file)),
-        "bin" => {
+        "bin" if file_len <= MAX_INFLATED => {
             let mut bytes = Vec::new();
-            match file.take(MAX_INFLATED + 1).read_to_end(&mut bytes) {
-                Ok(_) if bytes.len() as u64 <= MAX_INFLATED => {
-                    bincode_slice::<Item<B, Rec, S>, B>(&bytes)
-                }
-                // Past what the check reads into memory: decoded as it is read, its
-                // prefixes claiming at most twice the file.
-                Ok(_) => {
-                    let file = std::fs::File::open(path).map_err(|e| damaged(e.to_string()))?;
-                    let reader = BufReader::new(file);
-                    match file_len.saturating_mul(2).saturating_add(1 << 16) {
-                        n if n <= 1 << 34 => {
-                            bincode_stream::<Item<B, Rec, S>, B, _, { 1 << 34 }>(reader)
-                        }
-                        n if n <= 1 << 38 => {
-                            bincode_stream::<Item<B, Rec, S>, B, _, { 1 << 38 }>(reader)
-                        }
-                        _ => return Ok(()),
-                    }
-                }
-                Err(_) => return Ok(()),
+            if file.take(MAX_INFLATED).read_to_end(&mut bytes).is_err() {
+                return Ok(());
             }
+            bincode_slice::<Item<B, Rec, S>, B>(&bytes)
         }
+        // Past what the check reads into memory: decoded as it is read, its prefixes
+        // claiming at most twice the file.
+        "bin" => match file_len.saturating_mul(2).saturating_add(1 << 16) {
+            n if n <= 1 << 34 => bincode_stream::<Item<B, Rec, S>, B, _, { 1 << 34 }>(file),
+            n if n <= 1 << 38 => bincode_stream::<Item<B, Rec, S>, B, _, { 1 << 38 }>(file),
+            _ => return Ok(()),
+        },
         // A damaged stream decompresses to garbage up to the point where inflating
         // fails, and Burn's decoder reads that garbage first: the check decodes what
         // could be decompressed, whether or not the rest could.
@@ -152,22 +143,25 @@ impl Refusal {
     }
 }
 
+/// Decodes Burn's record of items `I` from `decoder`, through [`Watched`]; the values
+/// are dropped.
+fn watched<'de, I: DeserializeOwned, B: Backend, D: serde::Deserializer<'de>>(
+    decoder: D,
+) -> Result<(), D::Error> {
+    let claims = Claims::new();
+    BurnRecord::<I, B>::deserialize(Watched::new(decoder, &claims)).map(|_| ())
+}
+
 /// Decodes a named MessagePack record as Burn's recorders do (`rmp_serde::from_read`).
 fn msgpack<I: DeserializeOwned, B: Backend>(reader: impl Read) -> Result<(), Refusal> {
     let mut decoder = rmp_serde::Deserializer::new(reader);
-    let claims = Claims::new();
-    BurnRecord::<I, B>::deserialize(Watched::new(&mut decoder, &claims))
-        .map(|_| ())
-        .map_err(|e| Refusal::of(&e.to_string()))
+    watched::<I, B, _>(&mut decoder).map_err(|e| Refusal::of(&e.to_string()))
 }
 
 /// Decodes a JSON record as Burn's recorders do (`serde_json::from_reader`).
 fn json<I: DeserializeOwned, B: Backend>(reader: impl Read) -> Result<(), Refusal> {
     let mut decoder = serde_json::Deserializer::from_reader(reader);
-    let claims = Claims::new();
-    BurnRecord::<I, B>::deserialize(Watched::new(&mut decoder, &claims))
-        .map(|_| ())
-        .map_err(|e| Refusal::of(&e.to_string()))
+    watched::<I, B, _>(&mut decoder).map_err(|e| Refusal::of(&e.to_string()))
 }
 
 /// Decodes a bincode record held in memory as Burn's recorders do, its length prefixes
@@ -183,13 +177,14 @@ fn bincode_slice<I: DeserializeOwned, B: Backend>(bytes: &[u8]) -> Result<(), Re
     .map_err(|e| bincode_refusal(&e))
 }
 
+/// Decodes a bincode record held in memory, its length prefixes claiming at most `LIMIT`
+/// bytes.
 fn bincode_from_slice<I: DeserializeOwned, B: Backend, const LIMIT: usize>(
     bytes: &[u8],
 ) -> Result<(), bincode::error::DecodeError> {
     let config = bincode::config::standard().with_limit::<LIMIT>();
     let mut decoder = bincode::serde::BorrowedSerdeDecoder::from_slice(bytes, config, ());
-    let claims = Claims::new();
-    BurnRecord::<I, B>::deserialize(Watched::new(decoder.as_deserializer(), &claims)).map(|_| ())
+    watched::<I, B, _>(decoder.as_deserializer())
 }
 
 /// Decodes a bincode record as it is read, its length prefixes claiming at most `LIMIT`
@@ -200,10 +195,7 @@ fn bincode_stream<I: DeserializeOwned, B: Backend, R: Read, const LIMIT: usize>(
     let config = bincode::config::standard().with_limit::<LIMIT>();
     let mut decoder =
         bincode::serde::OwnedSerdeDecoder::from_reader(StdReader(&mut reader), config);
-    let claims = Claims::new();
-    BurnRecord::<I, B>::deserialize(Watched::new(decoder.as_deserializer(), &claims))
-        .map(|_| ())
-        .map_err(|e| bincode_refusal(&e))
+    watched::<I, B, _>(decoder.as_deserializer()).map_err(|e| bincode_refusal(&e))
 }
 
 /// An `std::io::Read` as bincode's reader (whose own adapter needs its `std` feature).

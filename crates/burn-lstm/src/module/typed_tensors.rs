@@ -322,6 +322,17 @@ macro_rules! pass_visit {
     )*};
 }
 
+/// Visits whose number the claims note (`$note`: a method of [`Claims`] taking it
+/// widened) before passing it on.
+macro_rules! note_visit {
+    ($note:ident: $($method:ident: $ty:ty),* $(,)?) => {$(
+        fn $method<E: de::Error>(self, v: $ty) -> Result<V::Value, E> {
+            self.claims.$note(v.into());
+            self.inner.$method(v)
+        }
+    )*};
+}
+
 impl<'de, 'c, V: Visitor<'de>> Visitor<'de> for Watch<'c, V> {
     type Value = V::Value;
 
@@ -338,26 +349,19 @@ impl<'de, 'c, V: Visitor<'de>> Visitor<'de> for Watch<'c, V> {
 
     // A size may come as a signed number (MessagePack's signed markers), which a
     // `usize` accepts when it is not negative; a 128-bit one may pass `u64`.
-    fn visit_i8<E: de::Error>(self, v: i8) -> Result<V::Value, E> {
-        self.claims.saw_wide(v.into());
-        self.inner.visit_i8(v)
-    }
-    fn visit_i16<E: de::Error>(self, v: i16) -> Result<V::Value, E> {
-        self.claims.saw_wide(v.into());
-        self.inner.visit_i16(v)
-    }
-    fn visit_i32<E: de::Error>(self, v: i32) -> Result<V::Value, E> {
-        self.claims.saw_wide(v.into());
-        self.inner.visit_i32(v)
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<V::Value, E> {
-        self.claims.saw_wide(v.into());
-        self.inner.visit_i64(v)
-    }
-    fn visit_i128<E: de::Error>(self, v: i128) -> Result<V::Value, E> {
-        self.claims.saw_wide(v);
-        self.inner.visit_i128(v)
-    }
+    note_visit!(saw_wide:
+        visit_i8: i8,
+        visit_i16: i16,
+        visit_i32: i32,
+        visit_i64: i64,
+        visit_i128: i128,
+    );
+    note_visit!(saw_number:
+        visit_u8: u8,
+        visit_u16: u16,
+        visit_u32: u32,
+        visit_u64: u64,
+    );
     fn visit_u128<E: de::Error>(self, v: u128) -> Result<V::Value, E> {
         self.claims.saw_wide(i128::try_from(v).unwrap_or(i128::MAX));
         self.inner.visit_u128(v)
@@ -374,22 +378,6 @@ impl<'de, 'c, V: Visitor<'de>> Visitor<'de> for Watch<'c, V> {
     fn visit_string<E: de::Error>(self, v: String) -> Result<V::Value, E> {
         self.claims.saw_bytes(v.as_bytes());
         self.inner.visit_string(v)
-    }
-    fn visit_u8<E: de::Error>(self, v: u8) -> Result<V::Value, E> {
-        self.claims.saw_number(v.into());
-        self.inner.visit_u8(v)
-    }
-    fn visit_u16<E: de::Error>(self, v: u16) -> Result<V::Value, E> {
-        self.claims.saw_number(v.into());
-        self.inner.visit_u16(v)
-    }
-    fn visit_u32<E: de::Error>(self, v: u32) -> Result<V::Value, E> {
-        self.claims.saw_number(v.into());
-        self.inner.visit_u32(v)
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<V::Value, E> {
-        self.claims.saw_number(v);
-        self.inner.visit_u64(v)
     }
     fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<V::Value, E> {
         self.claims.saw_bytes(v);

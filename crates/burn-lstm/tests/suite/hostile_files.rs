@@ -377,6 +377,33 @@ fn in_a_process_of_its_own(test: &str) -> bool {
     lstm_cpu::reran_in_child(module_path!(), test, &[("BURN_LSTM_ABORT_TEST", test)])
 }
 
+/// `bytes` inflated.
+fn gunzipped(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+/// The first four values of layer 0's `weight_ih`, as the f32 bytes every format stores:
+/// where a test finds that tensor in a record.
+fn weight_ih_start(model: &CudnnCompatibleLstm<B>) -> Vec<u8> {
+    let weight_ih: Vec<f32> = model.layers[0]
+        .forward
+        .weight_ih
+        .val()
+        .into_data()
+        .convert::<f32>()
+        .to_vec()
+        .unwrap();
+    weight_ih[..4]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect()
+}
+
 /// `bytes` with the first byte string whose contents start with `start` given a length
 /// prefix of `claimed`: bincode's varint `0xFD` + u64 (`msgpack` false), or MessagePack's
 /// bin32 `0xC6` + u32 (`msgpack` true). The real prefix is found as the bytes just before
@@ -408,29 +435,9 @@ fn absurd_length_prefixes_are_named_errors_not_aborts() {
     if in_a_process_of_its_own("absurd_length_prefixes_are_named_errors_not_aborts") {
         return;
     }
-    use std::io::Read;
     let (config, model) = model();
-    // The first values of layer 0's weight_ih, as the f32 bytes every format stores.
-    let weight_ih: Vec<f32> = model.layers[0]
-        .forward
-        .weight_ih
-        .val()
-        .into_data()
-        .convert::<f32>()
-        .to_vec()
-        .unwrap();
-    let start: Vec<u8> = weight_ih[..4]
-        .iter()
-        .flat_map(|v| v.to_le_bytes())
-        .collect();
+    let start = weight_ih_start(&model);
     let dir = scratch();
-    let gunzip = |bytes: &[u8]| {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(bytes)
-            .read_to_end(&mut out)
-            .unwrap();
-        out
-    };
     fn check<R: FileRecorder<B>>(
         config: &CudnnCompatibleLstmConfig,
         model: &CudnnCompatibleLstm<B>,
@@ -466,7 +473,7 @@ fn absurd_length_prefixes_are_named_errors_not_aborts() {
         &model,
         BinGzFileRecorder::<FullPrecisionSettings>::new(),
         dir.path().join("huge-bin-gz"),
-        &|b| gzipped(&huge_prefix(&gunzip(b), &start, false, 1 << 40)),
+        &|b| gzipped(&huge_prefix(&gunzipped(b), &start, false, 1 << 40)),
     );
     check(
         &config,
@@ -480,7 +487,7 @@ fn absurd_length_prefixes_are_named_errors_not_aborts() {
         &model,
         NamedMpkGzFileRecorder::<FullPrecisionSettings>::new(),
         dir.path().join("huge-mpk-gz"),
-        &|b| gzipped(&huge_prefix(&gunzip(b), &start, true, u32::MAX as u64)),
+        &|b| gzipped(&huge_prefix(&gunzipped(b), &start, true, u32::MAX as u64)),
     );
 }
 
@@ -513,16 +520,8 @@ fn shapes_claiming_more_values_than_their_bytes_are_named_errors_not_aborts() {
         return;
     }
     use burn::record::JsonGzFileRecorder;
-    use std::io::Read;
     let (config, model) = model();
     let dir = scratch();
-    let gunzip = |bytes: &[u8]| {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(bytes)
-            .read_to_end(&mut out)
-            .unwrap();
-        out
-    };
     // MessagePack: `shape` [16, 3] (fixarray of two fixints) to [2^40] (uint64), then
     // the `dtype` after it from "F32" to "F64".
     let msgpack = |b: &[u8]| {
@@ -569,18 +568,7 @@ fn shapes_claiming_more_values_than_their_bytes_are_named_errors_not_aborts() {
     };
     // Bincode: after weight_ih's 192 bytes, `shape` [16, 3] (a varint length and two
     // varints) and `dtype` F32 (variant 1) become [2^40] (0xFD and a u64) and F64 (0).
-    let weight_ih: Vec<f32> = model.layers[0]
-        .forward
-        .weight_ih
-        .val()
-        .into_data()
-        .convert::<f32>()
-        .to_vec()
-        .unwrap();
-    let start: Vec<u8> = weight_ih[..4]
-        .iter()
-        .flat_map(|v| v.to_le_bytes())
-        .collect();
+    let start = weight_ih_start(&model);
     // `padded`: weight_ih's bytes padded with zeros to 17 MiB (a length prefix of 0xFC
     // and a u32), which gzip squeezes past the 64-fold inflation the guard reads whole.
     let bincode_padded = |b: &[u8], padded: Option<u32>| {
@@ -647,7 +635,7 @@ fn shapes_claiming_more_values_than_their_bytes_are_named_errors_not_aborts() {
         &model,
         NamedMpkGzFileRecorder::<FullPrecisionSettings>::new(),
         dir.path().join("shape-mpk-gz"),
-        &|b| gzipped(&msgpack(&gunzip(b))),
+        &|b| gzipped(&msgpack(&gunzipped(b))),
     );
     check(
         &config,
@@ -661,7 +649,7 @@ fn shapes_claiming_more_values_than_their_bytes_are_named_errors_not_aborts() {
         &model,
         JsonGzFileRecorder::<FullPrecisionSettings>::new(),
         dir.path().join("shape-json-gz"),
-        &|b| gzipped(&json(&gunzip(b))),
+        &|b| gzipped(&json(&gunzipped(b))),
     );
     check(
         &config,
@@ -682,14 +670,14 @@ fn shapes_claiming_more_values_than_their_bytes_are_named_errors_not_aborts() {
         &model,
         BinGzFileRecorder::<FullPrecisionSettings>::new(),
         dir.path().join("shape-bin-gz-padded"),
-        &|b| gzipped(&bincode_padded(&gunzip(b), Some(17 << 20))),
+        &|b| gzipped(&bincode_padded(&gunzipped(b), Some(17 << 20))),
     );
     check(
         &config,
         &model,
         BinGzFileRecorder::<FullPrecisionSettings>::new(),
         dir.path().join("shape-bin-gz"),
-        &|b| gzipped(&bincode(&gunzip(b))),
+        &|b| gzipped(&bincode(&gunzipped(b))),
     );
 }
 
