@@ -17,12 +17,12 @@
 #                                    served on the CPU by `generate` (its test perplexity)
 #   bash .device/gpu-run.sh ab       each cuDNN setting of the op's speed (algorithm
 #                                    policy, event ordering, GPU weight cache, call reuse,
-#                                    batch-major layout, one-operation flat buffer),
+#                                    batch-major layout, one-operation flat buffer, the
+#                                    runner threads kept awake),
 #                                    on (the default) and off, the opt-in paths on (the
 #                                    event ordering without CubeCL's flush, the
-#                                    reserve-space pool, the runner threads kept
-#                                    awake), the op without fusion (also with them kept
-#                                    awake),
+#                                    reserve-space pool), the op without fusion (also
+#                                    with the runner threads left to sleep),
 #                                    in the same call, with cudnn-raw and PyTorch beside it:
 #                                    JSON lines prefixed `ab <dtype> <variant>`, which
 #                                    benchmarks/ab_table.py lays out as tables (AB_SHAPES,
@@ -40,16 +40,15 @@
 #                                    and profiled (5 to 9 minutes: slowing calls take
 #                                    longer)
 #   bash .device/gpu-run.sh pending  what verifies the op's paths that are still off by
-#                                    default (now BURN_LSTM_CUDNN_SKIP_FLUSH,
-#                                    BURN_LSTM_CUDNN_RESERVE_POOL and BURN_LSTM_KEEP_AWAKE):
-#                                    this machine's runner wake-ups (runner-wake), the
-#                                    driver's drift under each ordering (event-drift), their
-#                                    GPU tests (and those of the op's changes since the last
-#                                    GPU run: a refused algorithm, release_gpu_buffers,
-#                                    evaluation between training steps),
-#                                    traces with each on, and ab of each on
-#                                    and off, PyTorch beside, in f32 (about 7
-#                                    minutes; AB_DTYPES='f32 f16' for about 9)
+#                                    default (now BURN_LSTM_CUDNN_SKIP_FLUSH and
+#                                    BURN_LSTM_CUDNN_RESERVE_POOL) and the newest default
+#                                    (BURN_LSTM_KEEP_AWAKE): this machine's runner
+#                                    wake-ups (runner-wake), the driver's drift under
+#                                    each ordering (event-drift), their GPU tests (and the
+#                                    several-threads one), traces with each on and with
+#                                    the runners left to sleep, and ab of each on and
+#                                    off, PyTorch beside, in f32 (about 4 minutes;
+#                                    AB_DTYPES='f32 f16' for about 6)
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): CELL (lstm, or gru: IMPLS="cudnn portable burn-lstm" then,
 # cudnn-raw is LSTM only),
@@ -166,24 +165,24 @@ if [ "$phase" = lm ]; then
 fi
 
 if [ "$phase" = pending ]; then
-  # The paths still off by default, switched on: this machine's round trip to a CubeCL
-  # runner thread against its idle time (what BURN_LSTM_KEEP_AWAKE is about), without
-  # and with a thread flushing its queue every 50 µs as that setting does; the paths'
-  # GPU tests (each in its process);
-  # trace lines per call that name the ordering's steps and time the address read
-  # (default, keep-awake, the other two); and ab against the default. Runs the phases
-  # below with their knobs set (a knob given by the caller wins).
+  # The paths still off by default, switched on, and the newest default switched off:
+  # this machine's round trip to a CubeCL runner thread against its idle time (what
+  # BURN_LSTM_KEEP_AWAKE is about), without and with a thread flushing its queue every
+  # 50 µs as that setting does; the paths' GPU tests (each in its process); trace lines
+  # per call that name the ordering's steps and time the address read (default, the
+  # runners left to sleep, the other two on); and ab against the default. Runs the
+  # phases below with their knobs set (a knob given by the caller wins).
   for poke in "" --poke-every-us=50; do
     timeout 60 "$kit/bin/runner-wake" --calls 100 $poke 2>&1 | sed 's/^/runner-wake /' | log
   done
   bash "$0" event-drift
-  ONLY="${ONLY:-the_event_ordering_without_a_flush|the_reserve_space_pool|the_runner_threads_kept_awake|cubecl_work_around_the_op_from_several_threads|a_refused_algorithm|evaluation_between_training_steps}" \
+  ONLY="${ONLY:-the_event_ordering_without_a_flush|the_reserve_space_pool|the_runner_threads_kept_awake|cubecl_work_around_the_op_from_several_threads}" \
     PARALLEL="${PARALLEL:-4}" bash "$0" tests
-  for trace_env in "" "BURN_LSTM_KEEP_AWAKE=1" "BURN_LSTM_CUDNN_SKIP_FLUSH=1 BURN_LSTM_CUDNN_RESERVE_POOL=1"; do
+  for trace_env in "" "BURN_LSTM_KEEP_AWAKE=0" "BURN_LSTM_CUDNN_SKIP_FLUSH=1 BURN_LSTM_CUDNN_RESERVE_POOL=1"; do
     TRACE_ENV="${TRACE_ENV-$trace_env}" \
       TRACE_SHAPES="${TRACE_SHAPES:-1 100 128 1;16 50 128 1}" ITERS=3 bash "$0" trace
   done
-  AB_VARIANTS="${AB_VARIANTS:-default|skip-flush=1|reserve-pool=1|keep-awake=1|plain|plain-keep-awake=1}" \
+  AB_VARIANTS="${AB_VARIANTS:-default|skip-flush=1|reserve-pool=1|keep-awake=0|plain|plain-keep-awake=0}" \
     AB_DTYPES="${AB_DTYPES:-f32}" AB_SHAPES="${AB_SHAPES:-1 100 128 1;16 50 128 1;20 35 1500 2}" \
     RAW_ALGOS="${RAW_ALGOS:-auto}" RAW_ENV="${RAW_ENV-BURN_LSTM_CUDNN_RESERVE_POOL=1}" bash "$0" ab
 fi
@@ -229,8 +228,7 @@ if [ "$phase" = drift ]; then
   # The test's stack: input 32, hidden 64, 2 layers, bidirectional, 16 padded rows.
   memory_test=(--impl cudnn --device cuda --mode train --batch 16 --seq 20 --input 32 --hidden 64 --layers 2 --bidirectional --lengths varied --dropout 0.1 --sync-every 250 --iters "$(( (${DRIFT_ITERS:-4000} + 249) / 250 ))")
   echo "ab f32 memory-test $(CUDA_LAUNCH_BLOCKING=1 timeout 150 "$kit/bin/lstm-bench" "${memory_test[@]}" 2>&1 | tail -1)" | log
-  # (The runner threads kept awake are left to `pending`: a host-latency path.)
-  AB_VARIANTS="${AB_VARIANTS:-default|skip-flush=1|reserve-pool=1|batch-major=0|flat-join=0|algo=standard|events=0|cache=0|reuse=0|none|plain}" \
+  AB_VARIANTS="${AB_VARIANTS:-default|skip-flush=1|reserve-pool=1|keep-awake=0|batch-major=0|flat-join=0|algo=standard|events=0|cache=0|reuse=0|none|plain}" \
     ITERS="${DRIFT_ITERS:-4000}" AB_TIMEOUT=150 AB_LENGTHS=varied AB_MODES=train \
     AB_DTYPES=f32 TORCH=0 AB_SHAPES="${DRIFT_SHAPES:-16 20 64 2 bi}" RAW_ALGOS=auto \
     bash "$0" ab
@@ -293,15 +291,16 @@ if [ "$phase" = bench ] || [ "$phase" = all ]; then
 fi
 
 if [ "$phase" = ab ]; then
-  # Each setting of the op's speed (all on by default), off one at a time and all off,
+  # Each setting of the op's speed (all on by default; the runner threads kept awake
+  # on machines with 8 hardware threads or more), off one at a time and all off,
   # and each opt-in path not yet on by default switched on (`skip-flush=1`,
   # `reserve-pool=1`), in one
   # call: same machine, same warm GPU, PyTorch beside it. A variant is a list of
   # settings; `default` sets none. cudnn-raw reads BURN_LSTM_CUDNN_ALGO too (the floor
   # the op through Burn can reach); `plain` is the op on Burn's Cuda backend without
   # fusion. AB_DTYPES: f32, tf32 (f32 data, TF32 math, PyTorch's allow_tf32 likewise),
-  # f16, bf16; all but f32 run only the `default`, `skip-flush=1`, `reserve-pool=1`, `none`,
-  # `batch-major=0`, `flat-join=0` and `plain` variants. A shape is "B T H layers", "bi" after it for a
+  # f16, bf16; all but f32 run only the `default`, `skip-flush=1`, `reserve-pool=1`,
+  # `keep-awake=0`, `none`, `batch-major=0`, `flat-join=0` and `plain` variants. A shape is "B T H layers", "bi" after it for a
   # bidirectional stack; AB_LENGTHS: lstm-bench's --lengths (varied; not with PyTorch).
   # RAW_ALGOS: cudnn-raw's algorithms ("standard auto"); RAW_ENV: settings cudnn-raw
   # runs with ("NAME=value ...", appended to its variant's name with `+`). AB_BASELINE: another build's
@@ -312,14 +311,14 @@ if [ "$phase" = ab ]; then
     "default:"
     "skip-flush=1:BURN_LSTM_CUDNN_SKIP_FLUSH=1"
     "reserve-pool=1:BURN_LSTM_CUDNN_RESERVE_POOL=1"
-    "keep-awake=1:BURN_LSTM_KEEP_AWAKE=1"
+    "keep-awake=0:BURN_LSTM_KEEP_AWAKE=0"
     "batch-major=0:BURN_LSTM_CUDNN_BATCH_MAJOR=0"
     "flat-join=0:BURN_LSTM_FUSION_FLAT_JOIN=0"
     "algo=standard:BURN_LSTM_CUDNN_ALGO=standard"
     "events=0:BURN_LSTM_CUDNN_EVENTS=0"
     "cache=0:BURN_LSTM_GPU_WEIGHT_CACHE=0"
     "reuse=0:BURN_LSTM_CUDNN_REUSE=0"
-    "none:BURN_LSTM_CUDNN_ALGO=standard BURN_LSTM_CUDNN_EVENTS=0 BURN_LSTM_GPU_WEIGHT_CACHE=0 BURN_LSTM_CUDNN_REUSE=0 BURN_LSTM_CUDNN_BATCH_MAJOR=0 BURN_LSTM_FUSION_FLAT_JOIN=0"
+    "none:BURN_LSTM_CUDNN_ALGO=standard BURN_LSTM_CUDNN_EVENTS=0 BURN_LSTM_GPU_WEIGHT_CACHE=0 BURN_LSTM_CUDNN_REUSE=0 BURN_LSTM_CUDNN_BATCH_MAJOR=0 BURN_LSTM_FUSION_FLAT_JOIN=0 BURN_LSTM_KEEP_AWAKE=0"
   )
   for dtype in ${AB_DTYPES:-f32 f16}; do
     tf32=0 data=$dtype
@@ -334,7 +333,7 @@ if [ "$phase" = ab ]; then
         for variant in "${variants[@]}"; do
           name=${variant%%:*}
           [[ "$name" =~ ^(${AB_VARIANTS:-.*})$ ]] || continue
-          [ "$dtype" != f32 ] && [[ ! "$name" =~ ^(default|skip-flush=1|reserve-pool=1|none|batch-major=0|flat-join=0)$ ]] && continue
+          [ "$dtype" != f32 ] && [[ ! "$name" =~ ^(default|skip-flush=1|reserve-pool=1|keep-awake=0|none|batch-major=0|flat-join=0)$ ]] && continue
           # The reserve-space pool serves training calls only.
           [ "$mode" = infer ] && [ "$name" = reserve-pool=1 ] && continue
           read -r -a settings <<<"${variant#*:}"
@@ -344,9 +343,9 @@ if [ "$phase" = ab ]; then
           read -r -a baseline_env <<<"${AB_BASELINE_ENV:-}"
           echo "ab $dtype baseline $(env LSTM_BENCH_TF32=$tf32 "${baseline_env[@]}" timeout "${AB_TIMEOUT:-60}" "$AB_BASELINE" --impl cudnn "${flags[@]}" 2>&1 | tail -1)" | log
         fi
-        # The op without fusion: as it is, and with CubeCL's device thread kept awake
+        # The op without fusion: as it is, and with CubeCL's device thread left to sleep
         # (f32 only).
-        for variant in "plain:" "plain-keep-awake=1:BURN_LSTM_KEEP_AWAKE=1"; do
+        for variant in "plain:" "plain-keep-awake=0:BURN_LSTM_KEEP_AWAKE=0"; do
           name=${variant%%:*}
           [[ "$name" =~ ^(${AB_VARIANTS:-.*})$ ]] || continue
           [ "$dtype" != f32 ] && [ "$name" != plain ] && continue

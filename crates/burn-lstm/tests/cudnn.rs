@@ -962,9 +962,10 @@ fn the_event_ordering_without_a_flush_of_cubecl_keeps_every_value() {
     );
 }
 
-/// The runner threads kept awake (`BURN_LSTM_KEEP_AWAKE`, off by default, switched on
-/// here: Burn's fusion thread and CubeCL's device thread get their queues flushed every
-/// 50 µs while the op is called): [`a_new_path_keeps_every_value`].
+/// The runner threads kept awake (`BURN_LSTM_KEEP_AWAKE`, on by default on machines with
+/// 8 hardware threads or more, switched on here on any machine: Burn's fusion thread and
+/// CubeCL's device thread get their queues flushed every 50 µs while the op is called):
+/// [`a_new_path_keeps_every_value`].
 #[test]
 #[ignore = "needs an NVIDIA GPU, libcuda and cuDNN 9 on LD_LIBRARY_PATH"]
 fn the_runner_threads_kept_awake_keep_every_value() {

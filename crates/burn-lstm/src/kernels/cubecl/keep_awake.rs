@@ -1,5 +1,6 @@
-//! Keeps a GPU's runner threads polling while the op is being called (opt-in:
-//! `BURN_LSTM_KEEP_AWAKE=1` or [`set_keep_awake`]).
+//! Keeps a GPU's runner threads polling while the op is being called (on by default on
+//! machines with 8 hardware threads or more; `BURN_LSTM_KEEP_AWAKE` or
+//! [`set_keep_awake`] decide otherwise).
 //!
 //! CubeCL 0.10 runs a device's work on runner threads, each fed through a queue of task
 //! slots: Burn's fusion thread (the upstream stage) and CubeCL's device thread (the
@@ -9,7 +10,8 @@
 //! addresses, a flush, a synchronisation) first waits up to a step plus the kernel's
 //! timer slack. Between two of the op's calls the device thread can be idle for longer
 //! than its spin and yield phases (cuDNN's host work for one call can take that long),
-//! and the next call's address read then finds it asleep; a GPU run says how often.
+//! and the next call's address read then finds it asleep (`BURN_LSTM_CUDNN_TRACE=1`
+//! times that read, phase "buffer addresses").
 //! `lstm-bench`'s `runner-wake` measures a machine's round trip to a runner against the
 //! time it was idle.
 //! CubeCL 0.11 parks an idle runner instead and unparks it when a client fills its
@@ -51,7 +53,7 @@ pub(crate) const WINDOW: Duration = Duration::from_millis(5);
 /// the timer slack (50 µs by default on Linux).
 pub(crate) const POKE_EVERY: Duration = Duration::from_micros(50);
 
-static SWITCH: OptInSwitch = OptInSwitch::new("BURN_LSTM_KEEP_AWAKE", false);
+static SWITCH: OptInSwitch = OptInSwitch::new("BURN_LSTM_KEEP_AWAKE", true);
 
 /// The fewest hardware threads on which keeping the runners awake is on by default:
 /// while calls come, the two runners spin (a core each) and the waker wakes every
@@ -63,11 +65,11 @@ pub(crate) const MIN_HARDWARE_THREADS: usize = 8;
 
 /// Whether the op keeps its GPU's runner threads (Burn's fusion thread, CubeCL's device
 /// thread) polling while it is being called, so that its blocking calls to them do not
-/// wait for a sleeping thread to wake. Off by default: it costs about a core per runner
-/// while calls come, and is not yet measured on a GPU; `BURN_LSTM_KEEP_AWAKE` (`1` on,
-/// anything else off) decides until [`set_keep_awake`] is called. Where it is on by
-/// default, it is so only on machines with at least 8 hardware threads (with fewer, the
-/// spinning runners take the cores the work needs).
+/// wait for a sleeping thread to wake. On by default where the process may run on at
+/// least 8 hardware threads, off below that: it costs about a core per runner while calls
+/// come, and with fewer threads the spinning runners take the cores the work needs.
+/// `BURN_LSTM_KEEP_AWAKE` (`1` on, anything else off) decides on any machine until
+/// [`set_keep_awake`] is called.
 pub fn keep_awake() -> bool {
     resolved(SWITCH.explicit(), SWITCH.default_on(), hardware_threads())
 }
