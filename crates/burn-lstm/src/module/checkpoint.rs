@@ -9,7 +9,7 @@ use std::path::Path;
 use std::rc::Rc;
 
 use burn::module::{Module, Param};
-use burn::record::{FileRecorder, Recorder};
+use burn::record::{FileRecorder, Record, Recorder};
 use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
 use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore, TensorSnapshot};
 
@@ -295,12 +295,16 @@ where
     let file = stem.with_extension(&extension[1..]);
     let loaded = on_decoder_stack(|| {
         catch_unwind(AssertUnwindSafe(|| {
-            // Bincode records: no length prefix may make Burn's decoder allocate more
-            // than the file holds (an allocation failure aborts the process).
-            record_guard::check::<B, M::Record, <R as Recorder<B>>::Settings>(
+            // Decoded with the checks that keep a hostile file from aborting the
+            // process (`record_guard.rs`); what that decode leaves, Burn's recorder
+            // decodes and words.
+            let decoded = record_guard::decode::<B, M::Record, <R as Recorder<B>>::Settings>(
                 &file,
                 &extension[1..],
             )?;
+            if let Some(record) = decoded {
+                return Ok(<M::Record as Record<B>>::from_item(record.item, device));
+            }
             recorder
                 .load::<M::Record>(stem.clone(), device)
                 .map_err(|e| {

@@ -115,15 +115,17 @@ where
     // deep as the decoders' nesting limits (`decoder_stack.rs`).
     let loaded = on_decoder_stack(|| {
         catch_unwind(AssertUnwindSafe(|| -> Result<M, RnnError> {
-            // Bincode records: no length prefix may make Burn's decoder allocate more
-            // than the file holds (an allocation failure aborts the process).
-            record_guard::check::<B, M::Record, R::Settings>(&file, extension)?;
-            let mut args = stem.clone();
+            // Decoded with the checks that keep a hostile file from aborting the
+            // process (`record_guard.rs`); what that decode leaves, Burn's recorder
+            // decodes and words.
             let record: BurnRecord<Item<B, M, R>, B> =
-                recorder.load_item(&mut args).map_err(|e| {
-                    another_modules_record::<B, R>(recorder, &stem, &source, &expected)
-                        .unwrap_or_else(|| io_error(&file, recorder_message(&e)))
-                })?;
+                match record_guard::decode::<B, M::Record, R::Settings>(&file, extension)? {
+                    Some(record) => record,
+                    None => recorder.load_item(&mut stem.clone()).map_err(|e| {
+                        another_modules_record::<B, R>(recorder, &stem, &source, &expected)
+                            .unwrap_or_else(|| io_error(&file, recorder_message(&e)))
+                    })?,
+                };
             let found = record_tensors(&record.item)
                 .map_err(|e| io_error(&file, format!("damaged record: {e}")))?;
             compare(&source, &expected, &found)?;

@@ -1,9 +1,9 @@
-//! A record checked before Burn decodes it, where Burn's decoder would abort the process
-//! on a damaged or hostile file: an allocation it cannot make fails, and no
-//! `catch_unwind` can catch that. The record is first decoded here as Burn decodes it
-//! (the same type, format and settings), through a deserializer that watches for
-//! tensors' data (`typed_tensors.rs`), and with a limit on what bincode's length
-//! prefixes may claim:
+//! A record decoded here instead of by Burn's recorder, checked on the way where Burn's
+//! decoder would abort the process on a damaged or hostile file: an allocation it cannot
+//! make fails, and no `catch_unwind` can catch that. The record is decoded as Burn
+//! decodes it (the same type, format, settings and decoder configuration), through a
+//! deserializer that watches for tensors' data (`typed_tensors.rs`), and with a limit on
+//! what bincode's length prefixes may claim:
 //!
 //! - **Tensor shapes** (every format). Burn 0.21 decodes a tensor's data without
 //!   comparing its shape with its bytes, then converts data stored in another type than
@@ -19,8 +19,10 @@
 //!   MessagePack and JSON recorders read byte strings through a bounded reader and grow
 //!   other sequences as they read.
 //!
-//! Every other outcome is left to Burn's decoder, which reports its own errors. Cost:
-//! the record is decoded twice (once here, its values dropped at once).
+//! A record that passes is the one the caller loads ([`decode`] returns it, decoded once);
+//! every other outcome is left to Burn's decoder, which reports its own errors. The
+//! format is the one Burn's recorder of `extension` writes (a recorder of another
+//! format under one of those extensions is not a Burn recorder this reads).
 
 use std::io::{BufReader, Read};
 use std::path::Path;
@@ -50,20 +52,23 @@ fn inflate_limit(file_len: u64) -> u64 {
 /// refused.
 const STREAMED_LIMIT: usize = 1 << 32;
 
-/// Checks the record of type `Rec` at `path` (written by a recorder whose file extension
-/// is `extension` and whose precision is `S`); a no-op for recorders of other formats.
-pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
+/// The record of type `Rec` at `path` (written by a recorder whose file extension is
+/// `extension` and whose precision is `S`), decoded as Burn's recorder decodes it and
+/// checked on the way: `Ok(Some(record))` when it decoded, an error when the check
+/// refused it, `Ok(None)` when it is left to Burn's decoder (an unreadable file, a
+/// decoding error Burn words its own way, a plain bincode record past 128 GiB, another
+/// extension).
+pub(crate) fn decode<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
     path: &Path,
     extension: &str,
-) -> Result<(), RnnError> {
-    type Item<B, Rec, S> = <Rec as Record<B>>::Item<S>;
+) -> Result<Option<Loaded<B, Rec, S>>, RnnError> {
     let damaged = |message: String| RnnError::Io {
         path: path.display().to_string(),
         message: format!("damaged record: {message}"),
     };
     // An unreadable file is Burn's to report (the same error, with its wording).
     let Ok(file) = std::fs::File::open(path) else {
-        return Ok(());
+        return Ok(None);
     };
     let file_len = file.metadata().map_or(0, |m| m.len());
     let file = BufReader::new(file);
@@ -76,7 +81,7 @@ pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
         "bin" if file_len <= MAX_INFLATED => {
             let mut bytes = Vec::new();
             if file.take(MAX_INFLATED).read_to_end(&mut bytes).is_err() {
-                return Ok(());
+                return Ok(None);
             }
             bincode_slice::<Item<B, Rec, S>, B>(&bytes)
         }
@@ -85,7 +90,7 @@ pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
         "bin" => match file_len.saturating_mul(2).saturating_add(1 << 16) {
             n if n <= 1 << 34 => bincode_stream::<Item<B, Rec, S>, B, _, { 1 << 34 }>(file),
             n if n <= 1 << 38 => bincode_stream::<Item<B, Rec, S>, B, _, { 1 << 38 }>(file),
-            _ => return Ok(()),
+            _ => return Ok(None),
         },
         // A damaged stream decompresses to garbage up to the point where inflating
         // fails, and Burn's decoder reads that garbage first: the check decodes what
@@ -102,9 +107,10 @@ pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
                 bincode_stream::<Item<B, Rec, S>, B, _, STREAMED_LIMIT>(reader)
             }
         }
-        _ => return Ok(()),
+        _ => return Ok(None),
     };
     match decoded {
+        Ok(record) => Ok(Some(record)),
         Err(Refusal::Claim(claim)) => Err(damaged(claim)),
         Err(Refusal::Prefix) => Err(damaged(format!(
             "a length prefix claims more than the file holds ({file_len} bytes{})",
@@ -114,9 +120,18 @@ pub(crate) fn check<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
                 ""
             }
         ))),
-        Err(Refusal::Other) | Ok(()) => Ok(()),
+        Err(Refusal::Other) => Ok(None),
     }
 }
+
+/// The item type of a record `Rec` at precision `S`.
+type Item<B, Rec, S> = <Rec as Record<B>>::Item<S>;
+
+/// Burn's record of a `Rec` at precision `S`, as its recorders decode it.
+type Loaded<B, Rec, S> = BurnRecord<Item<B, Rec, S>, B>;
+
+/// What the decoders below give: Burn's record of items `I`, or why not.
+type Decoded<I, B> = Result<BurnRecord<I, B>, Refusal>;
 
 /// Why the check's decode stopped.
 enum Refusal {
@@ -143,30 +158,32 @@ impl Refusal {
     }
 }
 
-/// Decodes Burn's record of items `I` from `decoder`, through [`Watched`]; the values
-/// are dropped.
+/// Decodes Burn's record of items `I` from `decoder`, through [`Watched`].
 fn watched<'de, I: DeserializeOwned, B: Backend, D: serde::Deserializer<'de>>(
     decoder: D,
-) -> Result<(), D::Error> {
+) -> Result<BurnRecord<I, B>, D::Error> {
     let claims = Claims::new();
-    BurnRecord::<I, B>::deserialize(Watched::new(decoder, &claims)).map(|_| ())
+    BurnRecord::<I, B>::deserialize(Watched::new(decoder, &claims))
 }
 
 /// Decodes a named MessagePack record as Burn's recorders do (`rmp_serde::from_read`).
-fn msgpack<I: DeserializeOwned, B: Backend>(reader: impl Read) -> Result<(), Refusal> {
+fn msgpack<I: DeserializeOwned, B: Backend>(reader: impl Read) -> Decoded<I, B> {
     let mut decoder = rmp_serde::Deserializer::new(reader);
     watched::<I, B, _>(&mut decoder).map_err(|e| Refusal::of(&e.to_string()))
 }
 
-/// Decodes a JSON record as Burn's recorders do (`serde_json::from_reader`).
-fn json<I: DeserializeOwned, B: Backend>(reader: impl Read) -> Result<(), Refusal> {
+/// Decodes a JSON record as Burn's recorders do (`serde_json::from_reader`, which also
+/// refuses anything but whitespace after the record).
+fn json<I: DeserializeOwned, B: Backend>(reader: impl Read) -> Decoded<I, B> {
     let mut decoder = serde_json::Deserializer::from_reader(reader);
-    watched::<I, B, _>(&mut decoder).map_err(|e| Refusal::of(&e.to_string()))
+    let record = watched::<I, B, _>(&mut decoder).map_err(|e| Refusal::of(&e.to_string()))?;
+    decoder.end().map_err(|_| Refusal::Other)?;
+    Ok(record)
 }
 
 /// Decodes a bincode record held in memory as Burn's recorders do, its length prefixes
 /// claiming at most twice its bytes.
-fn bincode_slice<I: DeserializeOwned, B: Backend>(bytes: &[u8]) -> Result<(), Refusal> {
+fn bincode_slice<I: DeserializeOwned, B: Backend>(bytes: &[u8]) -> Decoded<I, B> {
     let need = bytes.len().saturating_mul(2).saturating_add(1 << 16);
     match need {
         n if n <= 1 << 24 => bincode_from_slice::<I, B, { 1 << 24 }>(bytes),
@@ -181,7 +198,7 @@ fn bincode_slice<I: DeserializeOwned, B: Backend>(bytes: &[u8]) -> Result<(), Re
 /// bytes.
 fn bincode_from_slice<I: DeserializeOwned, B: Backend, const LIMIT: usize>(
     bytes: &[u8],
-) -> Result<(), bincode::error::DecodeError> {
+) -> Result<BurnRecord<I, B>, bincode::error::DecodeError> {
     let config = bincode::config::standard().with_limit::<LIMIT>();
     let mut decoder = bincode::serde::BorrowedSerdeDecoder::from_slice(bytes, config, ());
     watched::<I, B, _>(decoder.as_deserializer())
@@ -191,7 +208,7 @@ fn bincode_from_slice<I: DeserializeOwned, B: Backend, const LIMIT: usize>(
 /// bytes.
 fn bincode_stream<I: DeserializeOwned, B: Backend, R: Read, const LIMIT: usize>(
     mut reader: R,
-) -> Result<(), Refusal> {
+) -> Decoded<I, B> {
     let config = bincode::config::standard().with_limit::<LIMIT>();
     let mut decoder =
         bincode::serde::OwnedSerdeDecoder::from_reader(StdReader(&mut reader), config);
@@ -234,6 +251,100 @@ mod tests {
     type B = NdArray<f32>;
     type Item = <CudnnCompatibleLstmRecord<B> as Record<B>>::Item<FullPrecisionSettings>;
 
+    /// In every format Burn's recorders write, at full and half precision, the decode
+    /// gives the parameters Burn's own recorder loads from the same file.
+    #[test]
+    fn every_format_decodes_to_what_burns_recorder_loads() {
+        use burn::record::{
+            BinGzFileRecorder, FileRecorder, HalfPrecisionSettings, JsonGzFileRecorder,
+            NamedMpkFileRecorder, NamedMpkGzFileRecorder, PrettyJsonFileRecorder, Recorder,
+        };
+
+        type Lstm = crate::CudnnCompatibleLstm<B>;
+        let device = Default::default();
+        let model = crate::CudnnCompatibleLstmConfig::new(3, 4)
+            .with_num_layers(2)
+            .with_bidirectional(true)
+            .init::<B>(&device);
+        // Initialised now: a lazy parameter's clones would each draw their own values.
+        let _ = model.flat_weights();
+        let dir = tempfile::Builder::new()
+            .prefix("burn-lstm-decode-")
+            .tempdir()
+            .unwrap();
+        let values = |model: Lstm| model.flat_weights().into_data().to_vec::<f32>().unwrap();
+        let check = |name: &str, ours: Option<Lstm>, burns: Lstm| {
+            let ours = ours.unwrap_or_else(|| panic!("{name}: left to Burn's decoder"));
+            assert_eq!(values(ours), values(burns), "{name}");
+        };
+        fn case<R: FileRecorder<B>>(recorder: R, model: &Lstm, dir: &Path) -> (Option<Lstm>, Lstm) {
+            let device = Default::default();
+            let extension = <R as FileRecorder<B>>::file_extension();
+            let stem = dir.join(extension.replace('.', "-"));
+            model.clone().save_file(&stem, &recorder).unwrap();
+            let file = stem.with_extension(extension);
+            let ours = decode::<B, CudnnCompatibleLstmRecord<B>, <R as Recorder<B>>::Settings>(
+                &file, extension,
+            )
+            .unwrap()
+            .map(|record| {
+                model
+                    .clone()
+                    .load_record(Record::from_item(record.item, &device))
+            });
+            let burns = model
+                .clone()
+                .load_record(recorder.load(stem, &device).unwrap());
+            (ours, burns)
+        }
+        let (ours, burns) = case(
+            BinFileRecorder::<FullPrecisionSettings>::new(),
+            &model,
+            dir.path(),
+        );
+        assert_eq!(
+            values(burns.clone()),
+            values(model.clone()),
+            "a full-precision record"
+        );
+        check("bin", ours, burns);
+        let (ours, burns) = case(
+            BinGzFileRecorder::<FullPrecisionSettings>::new(),
+            &model,
+            dir.path(),
+        );
+        check("bin.gz", ours, burns);
+        let (ours, burns) = case(
+            PrettyJsonFileRecorder::<FullPrecisionSettings>::new(),
+            &model,
+            dir.path(),
+        );
+        check("json", ours, burns);
+        let (ours, burns) = case(
+            JsonGzFileRecorder::<FullPrecisionSettings>::new(),
+            &model,
+            dir.path(),
+        );
+        check("json.gz", ours, burns);
+        let (ours, burns) = case(
+            NamedMpkFileRecorder::<FullPrecisionSettings>::new(),
+            &model,
+            dir.path(),
+        );
+        check("mpk", ours, burns);
+        let (ours, burns) = case(
+            NamedMpkGzFileRecorder::<HalfPrecisionSettings>::new(),
+            &model,
+            dir.path(),
+        );
+        assert_ne!(
+            values(burns.clone()),
+            values(model.clone()),
+            "a half-precision record"
+        );
+        check("mpk.gz, half precision", ours, burns);
+    }
+
     #[test]
     fn an_intact_record_decodes_within_the_limit() {
         let model = crate::CudnnCompatibleLstmConfig::new(3, 4).init::<B>(&Default::default());
@@ -250,7 +361,7 @@ mod tests {
         let bytes = std::fs::read(stem.with_extension("bin")).unwrap();
         bincode_from_slice::<Item, B, { 1 << 24 }>(&bytes).unwrap();
         assert!(matches!(
-            bincode_refusal(&bincode_from_slice::<Item, B, 64>(&bytes).unwrap_err()),
+            bincode_refusal(&bincode_from_slice::<Item, B, 64>(&bytes).err().unwrap()),
             Refusal::Prefix
         ));
         // weight_ih's byte string (48 f32: a one-byte length, 192) claiming 2^40 bytes.
@@ -270,7 +381,9 @@ mod tests {
         patched.push(0xFD);
         patched.extend_from_slice(&(1u64 << 40).to_le_bytes());
         patched.extend_from_slice(&bytes[at..]);
-        let err = bincode_from_slice::<Item, B, { 1 << 24 }>(&patched).unwrap_err();
+        let err = bincode_from_slice::<Item, B, { 1 << 24 }>(&patched)
+            .err()
+            .unwrap();
         assert!(matches!(bincode_refusal(&err), Refusal::Prefix), "{err:?}");
     }
 }
