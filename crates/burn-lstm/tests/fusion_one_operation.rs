@@ -17,7 +17,7 @@ mod common;
 use burn::backend::{Autodiff, Wgpu};
 use burn::tensor::{Distribution, Tensor, TensorPrimitive};
 use burn_lstm::{
-    CudnnCompatibleLstmConfig, RnnBackend, RnnKernel, RnnSpec, set_keep_awake,
+    CudnnCompatibleLstmConfig, RnnBackend, RnnKernel, RnnSpec, keep_awake, set_keep_awake,
     set_one_operation_on_every_fused_backend,
 };
 use common::golden_check::run_all;
@@ -96,6 +96,8 @@ fn keeping_the_runner_threads_awake_changes_no_value() {
         .with_num_layers(2)
         .init::<B>(&device);
     let x = Tensor::<B, 3>::random([2, 5, 3], Distribution::Normal(0.0, 1.0), &device);
+    // Restored after each run: the other tests of this binary run beside it.
+    let before = keep_awake();
     let steps = |keep_awake: bool| {
         set_keep_awake(keep_awake);
         let values: Vec<Vec<f32>> = (0..4)
@@ -118,7 +120,7 @@ fn keeping_the_runner_threads_awake_changes_no_value() {
                 ]
             })
             .collect();
-        set_keep_awake(false);
+        set_keep_awake(before);
         values
     };
     let off = steps(false);

@@ -296,13 +296,13 @@ where
     let loaded = on_decoder_stack(|| {
         catch_unwind(AssertUnwindSafe(|| {
             // Decoded with the checks that keep a hostile file from aborting the
-            // process (`record_guard.rs`); what that decode leaves, Burn's recorder
-            // decodes and words.
+            // process (`record_guard.rs`); what that decode leaves, and every file of
+            // a recorder that is not Burn's, the recorder decodes and words.
             let decoded = record_guard::decode::<B, M::Record, <R as Recorder<B>>::Settings>(
                 &file,
                 &extension[1..],
             )?;
-            if let Some(record) = decoded {
+            if let Some(record) = decoded.filter(|_| record_guard::burns_own::<R>()) {
                 return Ok(<M::Record as Record<B>>::from_item(record.item, device));
             }
             recorder

@@ -116,10 +116,11 @@ where
     let loaded = on_decoder_stack(|| {
         catch_unwind(AssertUnwindSafe(|| -> Result<M, RnnError> {
             // Decoded with the checks that keep a hostile file from aborting the
-            // process (`record_guard.rs`); what that decode leaves, Burn's recorder
-            // decodes and words.
+            // process (`record_guard.rs`); what that decode leaves, and every file of
+            // a recorder that is not Burn's, the recorder decodes and words.
+            let decoded = record_guard::decode::<B, M::Record, R::Settings>(&file, extension)?;
             let record: BurnRecord<Item<B, M, R>, B> =
-                match record_guard::decode::<B, M::Record, R::Settings>(&file, extension)? {
+                match decoded.filter(|_| record_guard::burns_own::<R>()) {
                     Some(record) => record,
                     None => recorder.load_item(&mut stem.clone()).map_err(|e| {
                         another_modules_record::<B, R>(recorder, &stem, &source, &expected)

@@ -19,10 +19,11 @@
 //!   MessagePack and JSON recorders read byte strings through a bounded reader and grow
 //!   other sequences as they read.
 //!
-//! A record that passes is the one the caller loads ([`decode`] returns it, decoded once);
-//! every other outcome is left to Burn's decoder, which reports its own errors. The
-//! format is the one Burn's recorder of `extension` writes (a recorder of another
-//! format under one of those extensions is not a Burn recorder this reads).
+//! A record that passes is the one the caller loads ([`decode`] returns it, decoded once)
+//! when the caller's recorder is one of Burn's ([`burns_own`]); a recorder of the
+//! caller's own (one that decrypts or migrates, say) still decodes the file itself after
+//! the check. Every other outcome is left to the recorder's decoder, which reports its
+//! own errors.
 
 use std::io::{BufReader, Read};
 use std::path::Path;
@@ -122,6 +123,13 @@ pub(crate) fn decode<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
         ))),
         Err(Refusal::Other) => Ok(None),
     }
+}
+
+/// Whether `R` is one of Burn's own file recorders, whose decoding [`decode`] repeats
+/// (Burn writes a recorder's type name into each record's metadata the same way).
+/// Another recorder's file is checked, then decoded by that recorder.
+pub(crate) fn burns_own<R>() -> bool {
+    std::any::type_name::<R>().starts_with("burn_core::record::file::")
 }
 
 /// The item type of a record `Rec` at precision `S`.
@@ -251,6 +259,27 @@ mod tests {
     type B = NdArray<f32>;
     type Item = <CudnnCompatibleLstmRecord<B> as Record<B>>::Item<FullPrecisionSettings>;
 
+    /// Burn's file recorders are told from others by their type's path, as Burn names a
+    /// recorder in a record's metadata.
+    #[test]
+    fn burns_own_recorders_are_told_from_others() {
+        use burn::record::{
+            BinGzFileRecorder, HalfPrecisionSettings, JsonGzFileRecorder, NamedMpkFileRecorder,
+            NamedMpkGzFileRecorder, PrettyJsonFileRecorder,
+        };
+        type Full = FullPrecisionSettings;
+        type Half = HalfPrecisionSettings;
+        assert!(burns_own::<BinFileRecorder<Full>>());
+        assert!(burns_own::<BinGzFileRecorder<Half>>());
+        assert!(burns_own::<JsonGzFileRecorder<Full>>());
+        assert!(burns_own::<PrettyJsonFileRecorder<Full>>());
+        assert!(burns_own::<NamedMpkFileRecorder<Half>>());
+        assert!(burns_own::<NamedMpkGzFileRecorder<Full>>());
+        struct Wrapper<R>(R);
+        assert!(!burns_own::<Wrapper<NamedMpkFileRecorder<Full>>>());
+        assert!(!burns_own::<burn::record::BinBytesRecorder<Full>>());
+    }
+
     /// In every format Burn's recorders write, at full and half precision, the decode
     /// gives the parameters Burn's own recorder loads from the same file.
     #[test]
@@ -343,6 +372,54 @@ mod tests {
             "a half-precision record"
         );
         check("mpk.gz, half precision", ours, burns);
+    }
+
+    /// What Burn's recorder refuses is left to it: JSON followed by more than whitespace
+    /// (its `serde_json::from_reader` refuses that). A bincode record decoded as it is
+    /// read gives what the decode from memory gives.
+    #[test]
+    fn trailing_json_is_left_to_burn_and_a_streamed_decode_matches() {
+        use burn::record::{PrettyJsonFileRecorder, Recorder};
+        let device = Default::default();
+        let model = crate::CudnnCompatibleLstmConfig::new(3, 4).init::<B>(&device);
+        let _ = model.flat_weights();
+        let dir = tempfile::Builder::new()
+            .prefix("burn-lstm-trailing-")
+            .tempdir()
+            .unwrap();
+        let json = PrettyJsonFileRecorder::<FullPrecisionSettings>::new();
+        let stem = dir.path().join("model");
+        model.clone().save_file(&stem, &json).unwrap();
+        let file = stem.with_extension("json");
+        let decode_json = || {
+            decode::<B, CudnnCompatibleLstmRecord<B>, FullPrecisionSettings>(&file, "json").unwrap()
+        };
+        assert!(decode_json().is_some(), "the intact file");
+        let mut text = std::fs::read(&file).unwrap();
+        text.extend_from_slice(b"\n\t \n");
+        std::fs::write(&file, &text).unwrap();
+        assert!(decode_json().is_some(), "whitespace after the record");
+        text.extend_from_slice(b"{}");
+        std::fs::write(&file, &text).unwrap();
+        assert!(decode_json().is_none(), "text after the record");
+        let burns: Result<CudnnCompatibleLstmRecord<B>, _> = json.load(stem.clone(), &device);
+        assert!(burns.is_err(), "Burn's recorder refuses it too");
+
+        let bin = BinFileRecorder::<FullPrecisionSettings>::new();
+        model.clone().save_file(&stem, &bin).unwrap();
+        let bytes = std::fs::read(stem.with_extension("bin")).unwrap();
+        let from_memory = bincode_slice::<Item, B>(&bytes).ok().unwrap();
+        let streamed = bincode_stream::<Item, B, _, { 1 << 24 }>(&bytes[..])
+            .ok()
+            .unwrap();
+        let values = |record: BurnRecord<Item, B>| {
+            model
+                .clone()
+                .load_record(CudnnCompatibleLstmRecord::from_item(record.item, &device))
+                .flat_weights()
+                .into_data()
+        };
+        assert_eq!(values(from_memory), values(streamed));
     }
 
     #[test]

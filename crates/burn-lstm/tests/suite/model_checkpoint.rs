@@ -624,3 +624,84 @@ fn a_record_of_another_module_names_a_tensor_and_where_the_modules_nest() {
         "{error:?}"
     );
 }
+
+/// A recorder of the user's own under Burn's MessagePack extension (one that migrates or
+/// decrypts its files, say) still decodes its files itself: the checked loaders check
+/// the file, then call its `load_item`, for a whole model and for the layer alone.
+#[test]
+fn a_recorder_of_ones_own_decodes_its_files_after_the_check() {
+    use burn::record::{Recorder, RecorderError};
+    use serde::{Serialize, de::DeserializeOwned};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static LOADS: AtomicUsize = AtomicUsize::new(0);
+
+    #[derive(Clone, Debug, Default)]
+    struct Counting(NamedMpkFileRecorder<FullPrecisionSettings>);
+
+    impl Recorder<B> for Counting {
+        type Settings = FullPrecisionSettings;
+        type RecordArgs = PathBuf;
+        type RecordOutput = ();
+        type LoadArgs = PathBuf;
+
+        fn save_item<I: Serialize>(&self, item: I, file: PathBuf) -> Result<(), RecorderError> {
+            Recorder::<B>::save_item(&self.0, item, file)
+        }
+
+        fn load_item<I: DeserializeOwned>(&self, file: &mut PathBuf) -> Result<I, RecorderError> {
+            LOADS.fetch_add(1, Ordering::SeqCst);
+            Recorder::<B>::load_item(&self.0, file)
+        }
+    }
+
+    impl FileRecorder<B> for Counting {
+        fn file_extension() -> &'static str {
+            "mpk"
+        }
+    }
+
+    let dir = scratch("own-recorder");
+    let device = Default::default();
+    let model = BASE.init::<B>(&device);
+    let expected = to_f64(model.forward(input::<B>(&device)));
+    let (model_stem, layer_stem) = (dir.path().join("model"), dir.path().join("layer"));
+    model
+        .clone()
+        .save_file(&model_stem, &Counting::default())
+        .unwrap();
+    model
+        .lstm
+        .clone()
+        .save_file(&layer_stem, &Counting::default())
+        .unwrap();
+
+    let loaded = load_file_checked(
+        BASE.init::<B>(&device),
+        &model_stem,
+        &Counting::default(),
+        &device,
+    )
+    .unwrap();
+    assert_eq!(to_f64(loaded.forward(input::<B>(&device))), expected);
+    assert_eq!(
+        LOADS.load(Ordering::SeqCst),
+        1,
+        "the model's file through load_item"
+    );
+
+    let lstm = CudnnCompatibleLstmConfig::new(3, BASE.hidden)
+        .with_num_layers(BASE.layers)
+        .with_bidirectional(true)
+        .load_checkpoint::<B, _>(&layer_stem, &Counting::default(), &device)
+        .unwrap();
+    assert_eq!(
+        lstm.flat_weights().into_data(),
+        model.lstm.flat_weights().into_data()
+    );
+    assert_eq!(
+        LOADS.load(Ordering::SeqCst),
+        2,
+        "the layer's file through load_item"
+    );
+}
