@@ -49,6 +49,11 @@
 #                                    the runners left to sleep, and ab of each on and
 #                                    off, PyTorch beside, in f32 (about 4 minutes;
 #                                    AB_DTYPES='f32 f16' for about 6)
+#   bash .device/gpu-run.sh parity   the op through Burn at its defaults (fused and plain)
+#                                    against cudnn-raw and PyTorch at the six shapes of
+#                                    docs/benchmarks.md's H200 table of 2026-11-26, FP32,
+#                                    TF32, f16 and bf16, inference and training (ab with
+#                                    those knobs; about 6 minutes)
 #   bash .device/gpu-run.sh all      tests and bench
 # Knobs (environment): CELL (lstm, or gru: IMPLS="cudnn portable burn-lstm" then,
 # cudnn-raw is LSTM only),
@@ -185,6 +190,15 @@ if [ "$phase" = pending ]; then
   AB_VARIANTS="${AB_VARIANTS:-default|skip-flush=1|reserve-pool=1|keep-awake=0|plain|plain-keep-awake=0}" \
     AB_DTYPES="${AB_DTYPES:-f32}" AB_SHAPES="${AB_SHAPES:-1 100 128 1;16 50 128 1;20 35 1500 2}" \
     RAW_ALGOS="${RAW_ALGOS:-auto}" RAW_ENV="${RAW_ENV-BURN_LSTM_CUDNN_RESERVE_POOL=1}" bash "$0" ab
+fi
+
+if [ "$phase" = parity ]; then
+  # Where the op stands against PyTorch at its defaults: ab's default and plain variants,
+  # cudnn-raw with PyTorch's algorithm choice (f32 and tf32), PyTorch, on the six shapes
+  # of the H200 table of 2026-11-26 (a knob given by the caller wins).
+  AB_VARIANTS="${AB_VARIANTS:-default|plain}" AB_DTYPES="${AB_DTYPES:-f32 tf32 f16 bf16}" \
+    AB_SHAPES="${AB_SHAPES:-1 100 128 1;64 100 512 1;20 35 1500 2;128 25 1024 1;8 200 256 2 bi;256 50 512 1}" \
+    RAW_ALGOS="${RAW_ALGOS:-auto}" bash "$0" ab
 fi
 
 if [ "$phase" = event-drift ]; then
