@@ -301,12 +301,16 @@ mod tests {
             .prefix("burn-lstm-decode-")
             .tempdir()
             .unwrap();
-        let values = |model: Lstm| model.flat_weights().into_data().to_vec::<f32>().unwrap();
-        let check = |name: &str, ours: Option<Lstm>, burns: Lstm| {
-            let ours = ours.unwrap_or_else(|| panic!("{name}: left to Burn's decoder"));
-            assert_eq!(values(ours), values(burns), "{name}");
-        };
-        fn case<R: FileRecorder<B>>(recorder: R, model: &Lstm, dir: &Path) -> (Option<Lstm>, Lstm) {
+        fn values(model: Lstm) -> Vec<f32> {
+            model.flat_weights().into_data().to_vec::<f32>().unwrap()
+        }
+        /// Saves `model` with `recorder`, decodes the file here and loads it with the
+        /// recorder: both give the same parameters, which it returns.
+        fn decoded_as_burn_loads<R: FileRecorder<B>>(
+            recorder: R,
+            model: &Lstm,
+            dir: &Path,
+        ) -> Vec<f32> {
             let device = Default::default();
             let extension = <R as FileRecorder<B>>::file_extension();
             let stem = dir.join(extension.replace('.', "-"));
@@ -316,62 +320,44 @@ mod tests {
                 &file, extension,
             )
             .unwrap()
-            .map(|record| {
-                model
-                    .clone()
-                    .load_record(Record::from_item(record.item, &device))
-            });
+            .unwrap_or_else(|| panic!("{extension}: left to Burn's decoder"));
+            let ours = model
+                .clone()
+                .load_record(Record::from_item(ours.item, &device));
             let burns = model
                 .clone()
                 .load_record(recorder.load(stem, &device).unwrap());
-            (ours, burns)
+            assert_eq!(values(ours), values(burns.clone()), "{extension}");
+            values(burns)
         }
-        let (ours, burns) = case(
-            BinFileRecorder::<FullPrecisionSettings>::new(),
-            &model,
-            dir.path(),
+        type Full = FullPrecisionSettings;
+        let (full, dir) = (values(model.clone()), dir.path());
+        assert_eq!(
+            decoded_as_burn_loads(BinFileRecorder::<Full>::new(), &model, dir),
+            full
         );
         assert_eq!(
-            values(burns.clone()),
-            values(model.clone()),
-            "a full-precision record"
+            decoded_as_burn_loads(BinGzFileRecorder::<Full>::new(), &model, dir),
+            full
         );
-        check("bin", ours, burns);
-        let (ours, burns) = case(
-            BinGzFileRecorder::<FullPrecisionSettings>::new(),
-            &model,
-            dir.path(),
+        assert_eq!(
+            decoded_as_burn_loads(PrettyJsonFileRecorder::<Full>::new(), &model, dir),
+            full
         );
-        check("bin.gz", ours, burns);
-        let (ours, burns) = case(
-            PrettyJsonFileRecorder::<FullPrecisionSettings>::new(),
-            &model,
-            dir.path(),
+        assert_eq!(
+            decoded_as_burn_loads(JsonGzFileRecorder::<Full>::new(), &model, dir),
+            full
         );
-        check("json", ours, burns);
-        let (ours, burns) = case(
-            JsonGzFileRecorder::<FullPrecisionSettings>::new(),
-            &model,
-            dir.path(),
+        assert_eq!(
+            decoded_as_burn_loads(NamedMpkFileRecorder::<Full>::new(), &model, dir),
+            full
         );
-        check("json.gz", ours, burns);
-        let (ours, burns) = case(
-            NamedMpkFileRecorder::<FullPrecisionSettings>::new(),
-            &model,
-            dir.path(),
-        );
-        check("mpk", ours, burns);
-        let (ours, burns) = case(
+        let half = decoded_as_burn_loads(
             NamedMpkGzFileRecorder::<HalfPrecisionSettings>::new(),
             &model,
-            dir.path(),
+            dir,
         );
-        assert_ne!(
-            values(burns.clone()),
-            values(model.clone()),
-            "a half-precision record"
-        );
-        check("mpk.gz, half precision", ours, burns);
+        assert_ne!(half, full, "a half-precision record");
     }
 
     /// What Burn's recorder refuses is left to it: JSON followed by more than whitespace
