@@ -57,13 +57,14 @@ if [ -f "$lm_peer/main.py" ]; then
 fi
 tree_bytes=$(git ls-files -z | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s}')
 budget=$((63 * 1024 * 1024 - tree_bytes - 64 * 1024))
-pack() { tar -C "$out" -cf - . | xz -T0 -9; }
-if [ "$(pack | wc -c)" -gt "$budget" ]; then
+pack() { tar -C "$out" -cf - . | xz -T0 -9 > .device/kit.tar.xz; }
+pack
+if [ "$(stat -c %s .device/kit.tar.xz)" -gt "$budget" ]; then
   echo "gpu-kit: with symbol names the kit passes the $((budget / 1048576)) MiB left beside the" \
     "working tree's files: stripping them (no readable backtraces)"
   strip "$out"/bin/*
+  pack
 fi
-pack > .device/kit.tar.xz
 if [ "$(stat -c %s .device/kit.tar.xz)" -gt "$budget" ]; then
   echo "gpu-kit: the kit passes the $((budget / 1048576)) MiB left beside the working tree's" \
     "files even without symbols: build KIT=op, or pack fewer binaries" >&2
