@@ -9,7 +9,7 @@ use std::path::Path;
 use std::rc::Rc;
 
 use burn::module::{Module, Param};
-use burn::record::{FileRecorder, Record, Recorder};
+use burn::record::{FileRecorder, Record};
 use burn::tensor::{DType, Tensor, TensorData, backend::Backend};
 use burn_store::{ModuleSnapshot, ModuleStore, SafetensorsStore, TensorSnapshot};
 
@@ -298,11 +298,7 @@ where
             // Decoded with the checks that keep a hostile file from aborting the
             // process (`record_guard.rs`); what that decode leaves, and every file of
             // a recorder that is not Burn's, the recorder decodes and words.
-            let decoded = record_guard::decode::<B, M::Record, <R as Recorder<B>>::Settings>(
-                &file,
-                &extension[1..],
-            )?;
-            if let Some(record) = decoded.filter(|_| record_guard::burns_own::<R>()) {
+            if let Some(record) = record_guard::decode::<B, M::Record, R>(&file)? {
                 return Ok(<M::Record as Record<B>>::from_item(record.item, device));
             }
             recorder

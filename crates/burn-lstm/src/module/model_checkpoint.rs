@@ -118,9 +118,8 @@ where
             // Decoded with the checks that keep a hostile file from aborting the
             // process (`record_guard.rs`); what that decode leaves, and every file of
             // a recorder that is not Burn's, the recorder decodes and words.
-            let decoded = record_guard::decode::<B, M::Record, R::Settings>(&file, extension)?;
             let record: BurnRecord<Item<B, M, R>, B> =
-                match decoded.filter(|_| record_guard::burns_own::<R>()) {
+                match record_guard::decode::<B, M::Record, R>(&file)? {
                     Some(record) => record,
                     None => recorder.load_item(&mut stem.clone()).map_err(|e| {
                         another_modules_record::<B, R>(recorder, &stem, &source, &expected)

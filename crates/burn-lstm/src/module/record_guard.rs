@@ -28,7 +28,7 @@
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use burn::record::{BurnRecord, PrecisionSettings, Record};
+use burn::record::{BurnRecord, FileRecorder, Record, Recorder};
 use burn::tensor::backend::Backend;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -53,16 +53,17 @@ fn inflate_limit(file_len: u64) -> u64 {
 /// refused.
 const STREAMED_LIMIT: usize = 1 << 32;
 
-/// The record of type `Rec` at `path` (written by a recorder whose file extension is
-/// `extension` and whose precision is `S`), decoded as Burn's recorder decodes it and
-/// checked on the way: `Ok(Some(record))` when it decoded, an error when the check
-/// refused it, `Ok(None)` when it is left to Burn's decoder (an unreadable file, a
-/// decoding error Burn words its own way, a plain bincode record past 128 GiB, another
-/// extension).
-pub(crate) fn decode<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
+/// The record of type `Rec` at `path`, written by the recorder `R`, decoded as Burn's
+/// recorder of `R`'s extension decodes it and checked on the way: `Ok(Some(record))`
+/// when it decoded and `R` is one of Burn's recorders ([`burns_own`]), an error when the
+/// check refused it, `Ok(None)` when it is left to `R`'s decoder (a recorder of the
+/// caller's own, an unreadable file, a decoding error Burn words its own way, a plain
+/// bincode record past 128 GiB, another extension).
+pub(crate) fn decode<B: Backend, Rec: Record<B>, R: FileRecorder<B>>(
     path: &Path,
-    extension: &str,
-) -> Result<Option<Loaded<B, Rec, S>>, RnnError> {
+) -> Result<Option<Loaded<B, Rec, R::Settings>>, RnnError> {
+    type I<B, Rec, R> = Item<B, Rec, <R as Recorder<B>>::Settings>;
+    let extension = R::file_extension();
     let damaged = |message: String| RnnError::Io {
         path: path.display().to_string(),
         message: format!("damaged record: {message}"),
@@ -75,22 +76,22 @@ pub(crate) fn decode<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
     let file = BufReader::new(file);
     let gunzip = flate2::read::GzDecoder::new;
     let decoded = match extension {
-        "mpk" => msgpack::<Item<B, Rec, S>, B>(file),
-        "mpk.gz" => msgpack::<Item<B, Rec, S>, B>(gunzip(file)),
-        "json" => json::<Item<B, Rec, S>, B>(file),
-        "json.gz" => json::<Item<B, Rec, S>, B>(gunzip(file)),
+        "mpk" => msgpack::<I<B, Rec, R>, B>(file),
+        "mpk.gz" => msgpack::<I<B, Rec, R>, B>(gunzip(file)),
+        "json" => json::<I<B, Rec, R>, B>(file),
+        "json.gz" => json::<I<B, Rec, R>, B>(gunzip(file)),
         "bin" if file_len <= MAX_INFLATED => {
             let mut bytes = Vec::new();
             if file.take(MAX_INFLATED).read_to_end(&mut bytes).is_err() {
                 return Ok(None);
             }
-            bincode_slice::<Item<B, Rec, S>, B>(&bytes)
+            bincode_slice::<I<B, Rec, R>, B>(&bytes)
         }
         // Past what the check reads into memory: decoded as it is read, its prefixes
         // claiming at most twice the file.
         "bin" => match file_len.saturating_mul(2).saturating_add(1 << 16) {
-            n if n <= 1 << 34 => bincode_stream::<Item<B, Rec, S>, B, _, { 1 << 34 }>(file),
-            n if n <= 1 << 38 => bincode_stream::<Item<B, Rec, S>, B, _, { 1 << 38 }>(file),
+            n if n <= 1 << 34 => bincode_stream::<I<B, Rec, R>, B, _, { 1 << 34 }>(file),
+            n if n <= 1 << 38 => bincode_stream::<I<B, Rec, R>, B, _, { 1 << 38 }>(file),
             _ => return Ok(None),
         },
         // A damaged stream decompresses to garbage up to the point where inflating
@@ -101,17 +102,17 @@ pub(crate) fn decode<B: Backend, Rec: Record<B>, S: PrecisionSettings>(
             let mut bytes = Vec::new();
             let _ = gunzip(file).take(limit + 1).read_to_end(&mut bytes);
             if bytes.len() as u64 <= limit {
-                bincode_slice::<Item<B, Rec, S>, B>(&bytes)
+                bincode_slice::<I<B, Rec, R>, B>(&bytes)
             } else {
                 let file = std::fs::File::open(path).map_err(|e| damaged(e.to_string()))?;
                 let reader = gunzip(BufReader::new(file));
-                bincode_stream::<Item<B, Rec, S>, B, _, STREAMED_LIMIT>(reader)
+                bincode_stream::<I<B, Rec, R>, B, _, STREAMED_LIMIT>(reader)
             }
         }
         _ => return Ok(None),
     };
     match decoded {
-        Ok(record) => Ok(Some(record)),
+        Ok(record) => Ok(burns_own::<R>().then_some(record)),
         Err(Refusal::Claim(claim)) => Err(damaged(claim)),
         Err(Refusal::Prefix) => Err(damaged(format!(
             "a length prefix claims more than the file holds ({file_len} bytes{})",
@@ -286,7 +287,7 @@ mod tests {
     fn every_format_decodes_to_what_burns_recorder_loads() {
         use burn::record::{
             BinGzFileRecorder, FileRecorder, HalfPrecisionSettings, JsonGzFileRecorder,
-            NamedMpkFileRecorder, NamedMpkGzFileRecorder, PrettyJsonFileRecorder, Recorder,
+            NamedMpkFileRecorder, NamedMpkGzFileRecorder, PrettyJsonFileRecorder,
         };
 
         type Lstm = crate::CudnnCompatibleLstm<B>;
@@ -316,11 +317,9 @@ mod tests {
             let stem = dir.join(extension.replace('.', "-"));
             model.clone().save_file(&stem, &recorder).unwrap();
             let file = stem.with_extension(extension);
-            let ours = decode::<B, CudnnCompatibleLstmRecord<B>, <R as Recorder<B>>::Settings>(
-                &file, extension,
-            )
-            .unwrap()
-            .unwrap_or_else(|| panic!("{extension}: left to Burn's decoder"));
+            let ours = decode::<B, CudnnCompatibleLstmRecord<B>, R>(&file)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{extension}: left to Burn's decoder"));
             let ours = model
                 .clone()
                 .load_record(Record::from_item(ours.item, &device));
@@ -378,7 +377,10 @@ mod tests {
         model.clone().save_file(&stem, &json).unwrap();
         let file = stem.with_extension("json");
         let decode_json = || {
-            decode::<B, CudnnCompatibleLstmRecord<B>, FullPrecisionSettings>(&file, "json").unwrap()
+            decode::<B, CudnnCompatibleLstmRecord<B>, PrettyJsonFileRecorder<FullPrecisionSettings>>(
+                &file,
+            )
+            .unwrap()
         };
         assert!(decode_json().is_some(), "the intact file");
         let mut text = std::fs::read(&file).unwrap();
